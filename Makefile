@@ -1,0 +1,45 @@
+# Every target bootstraps .venv itself: a fresh machine needs only Python 3.10+ and Java.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: demo test bench bench-full lint clean venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# Re-install when the project metadata changes (editable install: code edits need no reinstall).
+$(VENV)/.installed-base: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-base
+	$(BIN)/pip install --quiet -e ".[test]"
+	touch $@
+
+$(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-base
+	$(BIN)/pip install --quiet -e ".[bench]"
+	touch $@
+
+venv: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed-base
+	$(BIN)/gpu-ivm demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/ruff check gpu_ivm kernels spark_glue bench tests
+	$(BIN)/python -m pytest -q
+
+bench: $(VENV)/.installed-bench
+	$(BIN)/python -m bench --quick
+
+bench-full: $(VENV)/.installed-bench
+	$(BIN)/python -m bench --full
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check gpu_ivm kernels spark_glue bench tests
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

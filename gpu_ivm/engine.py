@@ -1,0 +1,336 @@
+"""IVM^ε machinery shared by the graph and the three-relation engines.
+
+An engine holds ``r`` partitioned relations K_0..K_{r-1} in a cycle (r = 3: R, S, T; r = 1: the
+edge relation E, playing all three roles) and one bilinear view per relation,
+``views[k] = K_k,h · K_{k+1},l`` (V_RS, V_ST, V_TR; or V = E_h·E_l). The maintained query is
+Q = Σ K_0(a,b)·K_1(b,c)·K_2(c,a) (Q = tr(E³) in the graph form).
+
+A batch is applied relation by relation (exact: each phase's deltas are linear in the phase's
+relation and use the current state of the others, see docs/design.md), each phase as:
+
+1. post-phase degrees of the touched keys → minor rebalancing first (keys leaving
+   [⌈θ/2⌉, ⌈3θ/2⌉) move between parts, views adjusted, Q unchanged);
+2. the count delta by expand + probe against the other relations and the views;
+3. the tuples routed to the heavy or light part, view deltas by expansion, then stored;
+
+and after the last phase, major rebalancing when |D| leaves [⌊N/4⌋, N).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+
+import numpy as np
+
+from .backend import Backend, get_backend
+from .encoding import IdEncoder, transpose, unpack
+from .errors import IntegerOverflowError, InvariantError
+from .kernels import delta_kernels as dk
+from .partition import PartRel, sort_pairs
+from .store import ZStore
+
+INT64_SAFE = 1 << 62
+
+
+@dataclass
+class BatchReport:
+    """What one batch did. ``to_dict()`` gives the JSON form printed by the CLI."""
+
+    batch: int
+    rows: int
+    updates: int
+    triangles: int
+    delta: int
+    seconds: float
+    path: str = "delta"
+    ignored: int = 0
+    self_loops: int = 0
+    major_rebalances: int = 0
+    minor_moves: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("extra")
+        d.update(self.extra)
+        return d
+
+
+def group_starts(sorted_firsts: np.ndarray) -> np.ndarray:
+    """Start index of each run of equal values in a sorted array."""
+    if sorted_firsts.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    return np.flatnonzero(np.r_[True, sorted_firsts[1:] != sorted_firsts[:-1]])
+
+
+class TriangleEngineBase:
+    """Common state and batch phases; see :class:`GraphEngine` and :class:`RelationEngine`."""
+
+    names: tuple[str, ...] = ()
+    symmetric = False
+
+    def __init__(self, epsilons: list[Fraction], backend: str | Backend | None = None):
+        self.backend = get_backend(backend)
+        self.encoder = IdEncoder()
+        self.N = 1
+        self.rels = [PartRel(nm, e, self.N) for nm, e in zip(self.names, epsilons)]
+        self.views = [ZStore() for _ in self.rels]
+        self.Q = 0
+        self.batches_applied = 0
+        self.last_report: BatchReport | None = None
+        self._stats = {"major": 0, "moves": 0}
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def size(self) -> int:
+        """|D|: the number of stored tuples over all relations."""
+        return sum(len(r) for r in self.rels)
+
+    def _grow_ids(self, capacity: int) -> None:
+        for r in self.rels:
+            r.grow_ids(capacity)
+        for v in self.views:
+            v.grow_ids(capacity)
+
+    def _wiring(self, k: int):
+        r = len(self.rels)
+        return self.rels[(k + 1) % r], self.rels[(k - 1) % r]
+
+    # ------------------------------------------------------------------ kernels
+    def _path_weights(self, k: int, xs: np.ndarray, ys: np.ndarray, symmetric: bool) -> np.ndarray:
+        """w_i = Σ_c Next(y_i, c)·Prev(c, x_i) for updates (x_i, y_i) of relation k."""
+        nx, pv = self._wiring(k)
+        view = self.views[(k + 1) % len(self.rels)]
+        out = np.empty(xs.shape[0], np.int64)
+        if xs.shape[0]:
+            dk.path_weights(np.ascontiguousarray(xs), np.ascontiguousarray(ys), nx.h.nt(),
+                            nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.nt(), nx.heavy,
+                            pv.heavy, symmetric, out)
+        return out
+
+    @staticmethod
+    def _expand(keys: np.ndarray, vals: np.ndarray, st: ZStore, left: bool):
+        """Grouped view deltas of a bilinear view (see ``delta_kernels.expand_emit``)."""
+        xs, ys = unpack(keys)
+        exp = ys if left else xs
+        nt = st.nt()
+        counts = np.empty(keys.shape[0], np.int64)
+        dk.expand_counts(exp, nt, counts)
+        ptr = np.zeros(keys.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        total = int(ptr[-1])
+        if total == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        ok = np.empty(total, np.int64)
+        ov = np.empty(total, np.int64)
+        dk.expand_emit(xs, ys, np.ascontiguousarray(vals, np.int64), nt, left, ptr, ok, ov)
+        nz = ov != 0
+        ok, ov = ok[nz], ov[nz]
+        order = np.argsort(ok, kind="stable")
+        return dk.segment_sum_sorted(ok[order], ov[order])
+
+    def _apply_part_deltas(self, k: int, hk, hv, lk, lv) -> None:
+        """Add ΔK_h and ΔK_l to relation k, maintaining views[k] = K_h·Next_l and
+        views[k-1] = Prev_h·K_l. Heavy first, then light (exact for the self-join too)."""
+        K = self.rels[k]
+        nx, pv = self._wiring(k)
+        r = len(self.rels)
+        if hk.shape[0]:
+            vk, vv = self._expand(hk, hv, nx.l, left=True)
+            if vk.shape[0]:
+                self.views[k].add(vk, vv)
+            K.h.add(hk, hv)
+            tk, tv = sort_pairs(transpose(hk), hv)
+            K.ht.add(tk, tv)
+        if lk.shape[0]:
+            vk, vv = self._expand(lk, lv, pv.ht, left=False)
+            if vk.shape[0]:
+                self.views[(k - 1) % r].add(vk, vv)
+            K.l.add(lk, lv)
+
+    # ------------------------------------------------------------------ phases
+    def _phase(self, k: int, keys: np.ndarray, deltas: np.ndarray, q_delta) -> int:
+        """Apply consolidated updates (sorted unique packed keys) to relation k."""
+        K = self.rels[k]
+        firsts = keys >> 32
+        old = K.get(keys)
+        new = old + deltas
+        sc = (new != 0).astype(np.int64) - (old != 0)
+        starts = group_starts(firsts)
+        ux = firsts[starts]
+        deg_new = K.degree(ux) + np.add.reduceat(sc, starts)
+        hv = K.heavy[ux]
+        th = K.th
+        if th.all_heavy:
+            to_heavy = ux[~hv & (deg_new >= 1)]
+        else:
+            to_heavy = ux[~hv & (deg_new >= th.up)]
+        to_light = ux[hv & (deg_new < th.down) & (deg_new > 0)]
+        clear = ux[hv & (deg_new == 0)]
+        if to_heavy.shape[0] or to_light.shape[0]:
+            self._move(k, to_heavy, to_light)
+        dq = q_delta(keys, deltas) if q_delta is not None else 0
+        hm = K.heavy[firsts]
+        self._apply_part_deltas(k, keys[hm], deltas[hm], keys[~hm], deltas[~hm])
+        K.heavy[clear] = False
+        if new.shape[0]:
+            K.max_abs = max(K.max_abs, int(np.abs(new).max()))
+        return dq
+
+    def _move(self, k: int, to_heavy: np.ndarray, to_light: np.ndarray) -> None:
+        """Minor rebalancing of the given keys of relation k (Q unchanged)."""
+        K = self.rels[k]
+        _, ak, av = K.l.rows(to_heavy)
+        _, bk, bv = K.h.rows(to_light)
+        keys = np.concatenate([ak, bk])
+        if keys.shape[0]:
+            order = np.argsort(keys, kind="stable")
+            keys = keys[order]
+            dh = np.concatenate([av, -bv])[order]
+            self._apply_part_deltas(k, keys, dh, keys, -dh)
+        K.heavy[to_heavy] = True
+        K.heavy[to_light] = False
+        self._stats["moves"] += int(to_heavy.shape[0] + to_light.shape[0])
+
+    # ------------------------------------------------------------------ major rebalancing
+    def _major_check(self) -> None:
+        d = self.size
+        n0 = n = self.N
+        while not (n // 4 <= d < n):
+            n = 2 * n if d >= n else max(n // 2 - 1, 1)
+        if n != n0:
+            self.N = n
+            self._rebuild(n)
+            self._stats["major"] += 1
+
+    def _rebuild(self, n: int) -> None:
+        """Strict repartition of every relation with threshold n^ε and view recomputation."""
+        cap = max(len(self.encoder), 1)
+        self._grow_ids(cap)
+        for r in self.rels:
+            r.rebuild(n)
+        self._rebuild_views()
+
+    def _rebuild_views(self) -> None:
+        cap = self.rels[0].id_capacity
+        for k, K in enumerate(self.rels):
+            nx, _ = self._wiring(k)
+            hk, hv = K.h.items()
+            if hk.shape[0] and len(nx.l):
+                vk, vv = self._expand(hk, hv, nx.l, left=True)
+            else:
+                vk, vv = np.zeros(0, np.int64), np.zeros(0, np.int64)
+            self.views[k] = ZStore.from_sorted(vk, vv, cap)
+
+    # ------------------------------------------------------------------ overflow guard
+    def _check_overflow(self, batch_max: int, batch_rows: int) -> None:
+        """Refuse, before any change, a batch whose values could leave int64.
+
+        Bound: |Q| <= Π M_k · |D|^1.5, batch deltas <= Π M_k · B · |D|, views <= M² · |D|, where
+        M_k bounds |multiplicity| in relation k after the batch.
+        """
+        ms = [r.max_abs + batch_max for r in self.rels]
+        if len(ms) == 1:
+            ms = ms * 3
+        m3 = ms[0] * ms[1] * ms[2]
+        d = self.size + batch_rows + 1
+        bound = m3 * (int(d**1.5) + 1 + batch_rows * d)
+        if bound >= INT64_SAFE or max(ms) >= INT64_SAFE:
+            raise IntegerOverflowError(
+                "this batch could overflow int64: multiplicities up to "
+                f"{max(ms)} with |D| = {self.size} bound the count by {bound}; nothing was changed"
+            )
+
+    # ------------------------------------------------------------------ invariants
+    def check_invariants(self) -> None:
+        """Check every structural invariant of the IVM^ε state; raise InvariantError if one fails.
+
+        Partition conditions (domain partition, heavy >= ⌈θ/2⌉, light < ⌈3θ/2⌉), the size
+        invariant ⌊N/4⌋ <= |D| < N, consistency of the stores (degrees, transposed copy, no
+        live zeros), and every view equal to its definition recomputed from the parts.
+        """
+
+        def fail(msg: str) -> None:
+            raise InvariantError(msg)
+
+        d = self.size
+        if not (self.N // 4 <= d < self.N):
+            fail(f"size invariant: |D| = {d}, N = {self.N}")
+        for K in self.rels:
+            th = K.th
+            if th.n != self.N:
+                fail(f"{K.name}: thresholds for N = {th.n}, state N = {self.N}")
+            for part, st in (("h", K.h), ("l", K.l), ("ht", K.ht)):
+                ks, vs = st.items()
+                if (vs == 0).any():
+                    fail(f"{K.name}_{part}: stored zero multiplicity")
+                if ks.shape[0] != len(st):
+                    fail(f"{K.name}_{part}: size {len(st)} but {ks.shape[0]} live tuples")
+                cnt = np.bincount(ks >> 32, minlength=st.id_capacity)
+                if not np.array_equal(cnt[: st.id_capacity], st.live):
+                    fail(f"{K.name}_{part}: degree array differs from the tuples")
+                if (st.tomb < 0).any():
+                    fail(f"{K.name}_{part}: negative tombstone count")
+                if part == "h" and not K.heavy[ks >> 32].all():
+                    fail(f"{K.name}_h holds a tuple of a light key")
+                if part == "l" and K.heavy[ks >> 32].any():
+                    fail(f"{K.name}_l holds a tuple of a heavy key")
+            hk, hv = K.h.items()
+            tk, tv = K.ht.items()
+            t2k, t2v = sort_pairs(transpose(hk), hv)
+            if not (np.array_equal(tk, t2k) and np.array_equal(tv, t2v)):
+                fail(f"{K.name}_ht is not the transpose of {K.name}_h")
+            deg = K.h.live + K.l.live
+            hv_ = K.heavy[: deg.shape[0]]
+            if (hv_ & (deg == 0)).any():
+                fail(f"{K.name}: heavy flag on a key without tuples")
+            if (hv_ & (deg > 0) & (deg < th.down)).any():
+                fail(f"{K.name}: heavy key with degree < ⌈θ/2⌉ = {th.down}")
+            if (~hv_ & (deg >= th.up)).any():
+                fail(f"{K.name}: light key with degree >= ⌈3θ/2⌉ = {th.up}")
+            if th.all_heavy and len(K.l):
+                fail(f"{K.name}: ε = 0 but the light part is not empty")
+        for k, K in enumerate(self.rels):
+            nx, _ = self._wiring(k)
+            ek, ev = _join_reference(*K.h.items(), *nx.l.items())
+            vk, vv = self.views[k].items()
+            if not (np.array_equal(ek, vk) and np.array_equal(ev, vv)):
+                fail(f"view {k} ({K.name}_h·{nx.name}_l) differs from its definition")
+
+    # ------------------------------------------------------------------ timing helper
+    def _report(self, t0: float, **kw) -> BatchReport:
+        rep = BatchReport(seconds=time.perf_counter() - t0, **kw)
+        self.last_report = rep
+        return rep
+
+
+def sum_products(ms: np.ndarray, ws: np.ndarray) -> int:
+    """Exact Σ m_i·w_i as a Python int (int64 kernel sum under the overflow guard)."""
+    if ms.shape[0] == 0:
+        return 0
+    return int(np.dot(ms, ws))
+
+
+def _join_reference(ak, av, bk, bv) -> tuple[np.ndarray, np.ndarray]:
+    """Σ_b A(a,b)·B(b,c) by plain NumPy (independent of the kernels), sorted, zeros dropped."""
+    if ak.shape[0] == 0 or bk.shape[0] == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    a, b = unpack(ak)
+    bf, bs = unpack(bk)  # bk sorted, so bf sorted
+    lo = np.searchsorted(bf, b, "left")
+    hi = np.searchsorted(bf, b, "right")
+    cnt = hi - lo
+    rep = np.repeat(np.arange(a.shape[0]), cnt)
+    offs = np.arange(rep.shape[0]) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    pos = lo[rep] + offs
+    keys = (a[rep] << 32) | bs[pos]
+    vals = av[rep] * bv[pos]
+    order = np.argsort(keys, kind="stable")
+    keys, vals = keys[order], vals[order]
+    starts = group_starts(keys)
+    sums = np.add.reduceat(vals, starts) if keys.shape[0] else vals
+    ukeys = keys[starts]
+    nz = sums != 0
+    return ukeys[nz], sums[nz]

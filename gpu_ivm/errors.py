@@ -1,0 +1,51 @@
+"""Exceptions raised by gpu_ivm.
+
+Every error caused by the caller's input derives from :class:`InputError` (a ``ValueError``),
+names the offending column and the first offending row where there is one, and is raised
+before any state changes.
+"""
+
+from __future__ import annotations
+
+
+class GpuIvmError(Exception):
+    """Base class of every gpu_ivm error."""
+
+
+class InputError(GpuIvmError, ValueError):
+    """Bad input: wrong or missing columns, nulls, bad values, unreadable files.
+
+    Attributes
+    ----------
+    column : str or None
+        The column at fault, when one is.
+    row : int or None
+        The 0-based index of the first offending row in the input, when one is.
+    """
+
+    def __init__(self, message: str, *, column: str | None = None, row: int | None = None):
+        where = []
+        if column is not None:
+            where.append(f"column {column!r}")
+        if row is not None:
+            where.append(f"row {row}")
+        full = f"{message} ({', '.join(where)})" if where else message
+        super().__init__(full)
+        self.column = column
+        self.row = row
+
+
+class ConflictError(InputError):
+    """A set-semantics conflict: inserting a present edge or deleting an absent one."""
+
+
+class IntegerOverflowError(GpuIvmError, OverflowError):
+    """A multiplicity, view entry or count would leave the int64 range."""
+
+
+class BackendUnavailableError(GpuIvmError, RuntimeError):
+    """The requested backend cannot run here (e.g. ``cuda`` without a usable device)."""
+
+
+class InvariantError(GpuIvmError, AssertionError):
+    """A structural invariant of the IVM state does not hold (raised by check_invariants)."""

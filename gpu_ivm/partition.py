@@ -1,0 +1,89 @@
+"""A relation split into heavy and light parts on its first variable.
+
+``h`` and ``l`` hold the heavy and light tuples keyed (first, second); ``ht`` holds the heavy
+tuples transposed, keyed (second, first), for enumerating K_h(·, y). ``heavy[x]`` says which part
+first key ``x`` lives in, so the domain-partition condition holds by construction.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from .encoding import transpose
+from .rational import Thresholds
+from .store import ZStore
+
+
+def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(keys, kind="stable")
+    return keys[order], vals[order]
+
+
+class PartRel:
+    """Heavy/light partition of one relation, with exact integer thresholds."""
+
+    def __init__(self, name: str, eps: Fraction, n: int, id_capacity: int = 0):
+        self.name = name
+        self.eps = eps
+        self.th = Thresholds.of(n, eps)
+        self.h = ZStore(id_capacity)
+        self.l = ZStore(id_capacity)
+        self.ht = ZStore(id_capacity)
+        self.heavy = np.zeros(id_capacity, np.bool_)
+        self.max_abs = 0  # upper bound of |multiplicity| over the tuples
+
+    def __len__(self) -> int:
+        return len(self.h) + len(self.l)
+
+    def grow_ids(self, capacity: int) -> None:
+        for st in (self.h, self.l, self.ht):
+            st.grow_ids(capacity)
+        if capacity > self.heavy.shape[0]:
+            new = np.zeros(max(capacity, 2 * self.heavy.shape[0]), np.bool_)
+            new[: self.heavy.shape[0]] = self.heavy
+            self.heavy = new
+
+    @property
+    def id_capacity(self) -> int:
+        return self.heavy.shape[0]
+
+    def degree(self, xs: np.ndarray) -> np.ndarray:
+        return self.h.live[xs] + self.l.live[xs]
+
+    def get(self, keys: np.ndarray) -> np.ndarray:
+        """Multiplicities of packed keys (0 where absent)."""
+        keys = np.asarray(keys, np.int64)
+        hv = self.heavy[keys >> 32]
+        out = np.zeros(keys.shape[0], np.int64)
+        if hv.any():
+            out[hv] = self.h.get(keys[hv])
+        if (~hv).any():
+            out[~hv] = self.l.get(keys[~hv])
+        return out
+
+    def items(self) -> tuple[np.ndarray, np.ndarray]:
+        """All tuples (packed keys sorted, multiplicities)."""
+        hk, hv = self.h.items()
+        lk, lv = self.l.items()
+        return sort_pairs(np.concatenate([hk, lk]), np.concatenate([hv, lv]))
+
+    def rebuild(self, n: int, keys: np.ndarray | None = None, vals: np.ndarray | None = None):
+        """Strict repartition with threshold N^ε (heavy iff degree >= ⌈N^ε⌉)."""
+        if keys is None:
+            keys, vals = self.items()
+        self.th = Thresholds.of(n, self.eps)
+        cap = self.id_capacity
+        firsts = keys >> 32
+        deg = np.bincount(firsts, minlength=cap)[:cap] if keys.shape[0] else np.zeros(cap, int)
+        heavy = deg >= self.th.strict
+        heavy &= deg > 0
+        self.heavy = np.zeros(cap, np.bool_)
+        self.heavy[: heavy.shape[0]] = heavy
+        hm = self.heavy[firsts]
+        self.h = ZStore.from_sorted(keys[hm], vals[hm], cap)
+        self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap)
+        tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
+        self.ht = ZStore.from_sorted(tk, tv, cap)
+        self.max_abs = int(np.abs(vals).max()) if vals.shape[0] else 0

@@ -1,0 +1,244 @@
+"""Z-relation storage: sorted columnar runs in LSM style.
+
+A :class:`ZStore` maps a packed pair key ``first << 32 | second`` (both dense ids) to a nonzero
+int64 multiplicity. It is kept as a few sorted runs in one flat pair of arrays, biggest and
+oldest first; a batch's new keys become a new run at the end and runs are merged when the
+youngest grows past ``1/GROWTH`` of its elder, so a key is rewritten O(log N) times and applying
+a batch of B updates costs O(B log N) amortized, independent of how big the base run is.
+Existing keys are updated in place (a delete leaves a tombstone, a later insert revives it);
+tombstones are dropped by merges, and a first key whose tombstones outnumber its live tuples is
+compacted in place, so enumerating a key costs O(its live degree).
+
+Big runs carry a dense directory (first key → start), small ones are binary searched, and a
+per-first-key bitmap says which runs may hold the key, so a lookup visits one or two runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .kernels import store_kernels as sk
+
+GROWTH = 4  # a run is merged into its elder once it is more than 1/GROWTH of its size
+DIR_MIN = 2048  # runs smaller than this are binary searched
+DIR_RATIO = 4  # a run gets a directory when len(run) * DIR_RATIO >= number of first keys
+MAX_RUNS = 48
+COMPACT_SLACK = 32  # compact key x once tomb[x] > live[x] + COMPACT_SLACK
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+def _grow(arr: np.ndarray, need: int, fill=0) -> np.ndarray:
+    if need <= arr.shape[0]:
+        return arr
+    new = np.full(max(need, 2 * arr.shape[0], 16), fill, dtype=arr.dtype)
+    new[: arr.shape[0]] = arr
+    return new
+
+
+class ZStore:
+    """A Z-relation over packed int64 pair keys (see module docstring).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> s = ZStore(id_capacity=4)
+    >>> keys = np.array([(1 << 32) | 2, (3 << 32) | 0], dtype=np.int64)
+    >>> _ = s.add(keys, np.array([1, 5]))
+    >>> s.get(keys).tolist(), len(s)
+    ([1, 5], 2)
+    >>> _ = s.add(keys[:1], np.array([-1]))
+    >>> s.get(keys).tolist(), len(s), s.live[1]
+    ([0, 5], 1, 0)
+    """
+
+    def __init__(self, id_capacity: int = 0):
+        self.keys = np.zeros(16, np.int64)
+        self.vals = np.zeros(16, np.int64)
+        self.bounds: list[int] = [0]
+        self.dirptr: list[int] = []
+        self.dirlen: list[int] = []
+        self.dirs = np.zeros(16, np.int64)
+        self.dirs_used = 0
+        self.runmask = np.zeros(id_capacity, np.int64)
+        self.live = np.zeros(id_capacity, np.int64)  # live tuples per first key (= degree)
+        self.tomb = np.zeros(id_capacity, np.int64)  # tombstones per first key
+        self.size = 0
+        self._nt = None
+
+    # ----------------------------------------------------------------- structure
+    @property
+    def id_capacity(self) -> int:
+        return self.live.shape[0]
+
+    @property
+    def nruns(self) -> int:
+        return len(self.bounds) - 1
+
+    @property
+    def used(self) -> int:
+        return self.bounds[-1]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def grow_ids(self, capacity: int) -> None:
+        """Make room for first keys below ``capacity``."""
+        if capacity > self.live.shape[0]:
+            cap = max(capacity, 2 * self.live.shape[0])
+            for name in ("runmask", "live", "tomb"):
+                old = getattr(self, name)
+                new = np.zeros(cap, np.int64)
+                new[: old.shape[0]] = old
+                setattr(self, name, new)
+            self._nt = None
+
+    def nt(self):
+        """The store as the tuple the kernels take: (keys, vals, bounds, dirptr, dirlen, dirs,
+        runmask, live), cached until the structure changes."""
+        if self._nt is None:
+            self._nt = (
+                self.keys,
+                self.vals,
+                np.asarray(self.bounds, np.int64),
+                np.asarray(self.dirptr, np.int64) if self.dirptr else _EMPTY,
+                np.asarray(self.dirlen, np.int64) if self.dirlen else _EMPTY,
+                self.dirs,
+                self.runmask,
+                self.live,
+            )
+        return self._nt
+
+    @classmethod
+    def from_sorted(cls, keys: np.ndarray, vals: np.ndarray, id_capacity: int) -> ZStore:
+        """Build from sorted unique keys with nonzero values (one base run)."""
+        s = cls(id_capacity)
+        keys = np.ascontiguousarray(keys, np.int64)
+        vals = np.ascontiguousarray(vals, np.int64)
+        if keys.shape[0]:
+            s.grow_ids(int(keys[-1] >> 32) + 1)
+            s._append_run(keys, vals)
+            sk.first_key_counts(keys, keys.shape[0], s.live)
+            s.size = keys.shape[0]
+        return s
+
+    def _append_run(self, keys: np.ndarray, vals: np.ndarray) -> None:
+        n = keys.shape[0]
+        start = self.bounds[-1]
+        if start + n > self.keys.shape[0]:
+            self.keys = _grow(self.keys, start + n)
+            self.vals = _grow(self.vals, start + n)
+        self.keys[start : start + n] = keys
+        self.vals[start : start + n] = vals
+        self.bounds.append(start + n)
+        j = self.nruns - 1
+        sk.set_run_bits(self.keys, start, start + n, self.runmask, j)
+        self.dirptr.append(-1)
+        self.dirlen.append(0)
+        self._maybe_directory(j)
+        self._nt = None
+
+    def _maybe_directory(self, j: int) -> None:
+        s, e = self.bounds[j], self.bounds[j + 1]
+        n = e - s
+        if n < DIR_MIN:
+            return
+        nkeys = int(self.keys[e - 1] >> 32) + 1
+        if n * DIR_RATIO < nkeys:
+            return
+        need = self.dirs_used + nkeys + 1
+        self.dirs = _grow(self.dirs, need)
+        out = self.dirs[self.dirs_used : need]
+        sk.build_directory(self.keys, s, e, nkeys, out)
+        self.dirptr[j] = self.dirs_used
+        self.dirlen[j] = nkeys + 1
+        self.dirs_used = need
+
+    def _merge_last_two(self) -> None:
+        j = self.nruns - 2
+        s1, s2, s3 = self.bounds[j], self.bounds[j + 1], self.bounds[j + 2]
+        w = sk.merge_runs(self.keys, self.vals, s1, s2, s3, self.tomb, self.runmask, j)
+        ptrs = [p for p in self.dirptr[j:] if p >= 0]
+        if ptrs:
+            self.dirs_used = min(ptrs)
+        del self.bounds[-2:]
+        self.bounds.append(int(w))
+        del self.dirptr[-2:], self.dirlen[-2:]
+        self.dirptr.append(-1)
+        self.dirlen.append(0)
+        self._maybe_directory(j)
+        self._nt = None
+
+    def _settle(self) -> None:
+        while self.nruns >= 2:
+            b = self.bounds
+            last = b[-1] - b[-2]
+            prev = b[-2] - b[-3]
+            if last * GROWTH > prev or self.nruns > MAX_RUNS:
+                self._merge_last_two()
+            else:
+                break
+
+    # ----------------------------------------------------------------- operations
+    def get(self, keys: np.ndarray) -> np.ndarray:
+        """Multiplicities of ``keys`` (0 where absent)."""
+        keys = np.ascontiguousarray(keys, np.int64)
+        out = np.empty(keys.shape[0], np.int64)
+        if keys.shape[0] > 4096:
+            sk.probe_many_par(self.nt(), keys, out)
+        else:
+            sk.probe_many(self.nt(), keys, out)
+        return out
+
+    def add(self, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+        """Add ``deltas`` at sorted unique ``keys``; return the old multiplicities."""
+        keys = np.ascontiguousarray(keys, np.int64)
+        deltas = np.ascontiguousarray(deltas, np.int64)
+        n = keys.shape[0]
+        if n == 0:
+            return _EMPTY
+        self.grow_ids(int(keys[-1] >> 32) + 1)
+        old = np.empty(n, np.int64)
+        is_new = np.empty(n, np.bool_)
+        sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old, is_new)
+        new = old + deltas
+        self.size += int(np.count_nonzero(new)) - int(np.count_nonzero(old))
+        if is_new.any():
+            self._append_run(keys[is_new], deltas[is_new])
+            self._settle()
+        firsts = sk.sorted_unique_firsts(keys)
+        bad = firsts[self.tomb[firsts] > self.live[firsts] + COMPACT_SLACK]
+        if bad.shape[0]:
+            sk.compact_keys(self.nt(), self.tomb, bad)
+        return old
+
+    def rows(self, firsts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Live tuples of the given first keys: (ptr, packed keys, values), CSR style."""
+        firsts = np.ascontiguousarray(firsts, np.int64)
+        counts = np.empty(firsts.shape[0], np.int64)
+        sk.count_rows(self.nt(), firsts, counts)
+        ptr = np.zeros(firsts.shape[0] + 1, np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        ok = np.empty(int(ptr[-1]), np.int64)
+        ov = np.empty(int(ptr[-1]), np.int64)
+        sk.fill_rows(self.nt(), firsts, ptr, ok, ov)
+        return ptr, ok, ov
+
+    def items(self) -> tuple[np.ndarray, np.ndarray]:
+        """All live tuples, sorted by key."""
+        total = self.used
+        ok = np.empty(total, np.int64)
+        ov = np.empty(total, np.int64)
+        w = 0
+        for j in range(self.nruns):
+            w += sk.collect_live(self.keys, self.vals, self.bounds[j], self.bounds[j + 1],
+                                 ok[w:], ov[w:])
+        ok, ov = ok[:w], ov[:w]
+        if self.nruns > 1:
+            order = np.argsort(ok, kind="stable")
+            ok, ov = ok[order], ov[order]
+        return ok, ov
+
+    def tombstones(self) -> int:
+        """Physical entries that hold no live tuple (tombstones and compaction padding)."""
+        return self.used - self.size

@@ -1,0 +1,251 @@
+"""Batched delta kernels of the triangle family: count deltas, view deltas, batch wedges.
+
+Every kernel takes stores as the tuples of :meth:`gpu_ivm.store.ZStore.nt` and works on whole
+batches (flattened over the batch, one ``prange`` iteration per update), never one Python call
+per tuple. The per-update inner functions (``path_weight``, ``expand_count``...) are plain
+``njit`` functions, callable from CUDA kernels too.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .lsm import LO_MASK, SENTINEL, get, run_mask, run_range
+
+
+@nb.njit(cache=True, inline="always")
+def _live(st, x):
+    lv = st[7]
+    if x < lv.shape[0]:
+        return lv[x]
+    return 0
+
+
+@nb.njit(cache=True)
+def path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev):
+    """w = Σ_c Next(y, c) · Prev(c, x), by the IVM^ε case split on y's part in Next.
+
+    y heavy in Next: view(y, x) (= Σ_c Next_h(y,c)·Prev_l(c,x)) plus the heavy-c terms, driven by
+    the shorter of Next_h(y,·) and Prev_h(·,x). y light: Next_l(y,·) driven, Prev probed.
+    """
+    w = 0
+    if heavy_next[y]:
+        w = get(view, (y << 32) | x)
+        if _live(nh, y) <= _live(pht, x):
+            keys = nh[0]
+            vals = nh[1]
+            m = run_mask(nh, y)
+            j = 0
+            while m != 0:
+                if m & 1:
+                    lo, hi = run_range(nh, j, y)
+                    for p in range(lo, hi):
+                        k = keys[p]
+                        c = k & LO_MASK
+                        if c == SENTINEL:
+                            break
+                        a = vals[p]
+                        if a != 0 and heavy_prev[c]:
+                            w += a * get(ph, (c << 32) | x)
+                m >>= 1
+                j += 1
+        else:
+            keys = pht[0]
+            vals = pht[1]
+            m = run_mask(pht, x)
+            j = 0
+            while m != 0:
+                if m & 1:
+                    lo, hi = run_range(pht, j, x)
+                    for p in range(lo, hi):
+                        k = keys[p]
+                        c = k & LO_MASK
+                        if c == SENTINEL:
+                            break
+                        b = vals[p]
+                        if b != 0:
+                            w += b * get(nh, (y << 32) | c)
+                m >>= 1
+                j += 1
+    else:
+        keys = nl[0]
+        vals = nl[1]
+        m = run_mask(nl, y)
+        j = 0
+        while m != 0:
+            if m & 1:
+                lo, hi = run_range(nl, j, y)
+                for p in range(lo, hi):
+                    k = keys[p]
+                    c = k & LO_MASK
+                    if c == SENTINEL:
+                        break
+                    a = vals[p]
+                    if a != 0:
+                        if heavy_prev[c]:
+                            w += a * get(ph, (c << 32) | x)
+                        else:
+                            w += a * get(pl, (c << 32) | x)
+            m >>= 1
+            j += 1
+    return w
+
+
+@nb.njit(cache=True, inline="always")
+def _cost(x, y, nh, nl, pht, heavy_next):
+    if heavy_next[y]:
+        return min(_live(nh, y), _live(pht, x))
+    return _live(nl, y)
+
+
+@nb.njit(cache=True, parallel=True)
+def path_weights(xs, ys, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev, symmetric, out):
+    """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) for every update of the batch.
+
+    ``symmetric``: Next = Prev = E with E symmetric, so w(x, y) = w(y, x) and each update is
+    evaluated in its cheaper orientation.
+    """
+    for i in nb.prange(xs.shape[0]):
+        x = xs[i]
+        y = ys[i]
+        if symmetric and _cost(y, x, nh, nl, pht, heavy_next) < _cost(x, y, nh, nl, pht,
+                                                                        heavy_next):
+            x, y = y, x
+        out[i] = path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev)
+
+
+@nb.njit(cache=True)
+def _rows_len(st, x):
+    m = run_mask(st, x)
+    j = 0
+    t = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(st, j, x)
+            t += hi - lo
+        m >>= 1
+        j += 1
+    return t
+
+
+@nb.njit(cache=True, parallel=True)
+def expand_counts(exp_keys, st, counts):
+    """counts[i] = physical entries of first key exp_keys[i] (upper bound of live tuples)."""
+    for i in nb.prange(exp_keys.shape[0]):
+        counts[i] = _rows_len(st, exp_keys[i])
+
+
+@nb.njit(cache=True, parallel=True)
+def expand_emit(xs, ys, ms, st, left, ptr, out_keys, out_vals):
+    """View deltas of a bilinear view under a batch of updates of one factor.
+
+    left:  V(x, z) += m_i · st(y_i, z)   (update (x, y, m) of the left factor; st = right factor)
+    right: V(z, y) += st(x_i, z) · m_i   (update (x, y, m) of the right factor; st = left factor
+           transposed, so st(x, z) = Left(z, x))
+    Writes into out[ptr[i]:ptr[i+1]]; unused slots get value 0 (dropped later).
+    """
+    keys = st[0]
+    vals = st[1]
+    for i in nb.prange(xs.shape[0]):
+        e = ys[i] if left else xs[i]
+        w = ptr[i]
+        m = run_mask(st, e)
+        j = 0
+        while m != 0:
+            if m & 1:
+                lo, hi = run_range(st, j, e)
+                for p in range(lo, hi):
+                    k = keys[p]
+                    z = k & LO_MASK
+                    if z == SENTINEL:
+                        break
+                    v = vals[p]
+                    if v != 0:
+                        if left:
+                            out_keys[w] = (xs[i] << 32) | z
+                        else:
+                            out_keys[w] = (z << 32) | ys[i]
+                        out_vals[w] = ms[i] * v
+                        w += 1
+            m >>= 1
+            j += 1
+        while w < ptr[i + 1]:
+            out_keys[w] = 0
+            out_vals[w] = 0
+            w += 1
+
+
+@nb.njit(cache=True)
+def segment_sum_sorted(keys, vals):
+    """Group equal keys of a sorted array, sum values, drop zero sums."""
+    n = keys.shape[0]
+    ok = np.empty(n, np.int64)
+    ov = np.empty(n, np.int64)
+    w = 0
+    i = 0
+    while i < n:
+        k = keys[i]
+        s = 0
+        while i < n and keys[i] == k:
+            s += vals[i]
+            i += 1
+        if s != 0:
+            ok[w] = k
+            ov[w] = s
+            w += 1
+    return ok[:w], ov[:w]
+
+
+@nb.njit(cache=True)
+def _find_sorted(keys, key):
+    lo = 0
+    hi = keys.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < keys.shape[0] and keys[lo] == key:
+        return lo
+    return -1
+
+
+@nb.njit(cache=True, parallel=True)
+def batch_wedges(dkeys, dvals, eh, el, heavy, out):
+    """Self-join batch terms: out[i] = Σ_c Δ(a,b)·Δ(b,c)·(3·E(c,a) + Δ(c,a)) for Δ tuple i=(a,b).
+
+    Summed over the batch this is 3·tr(Δ²E) + tr(Δ³) (with E the state before the batch).
+    ``dkeys`` sorted unique packed keys of Δ, ``dvals`` their multiplicities.
+    """
+    n = dkeys.shape[0]
+    for i in nb.prange(n):
+        a = dkeys[i] >> 32
+        b = dkeys[i] & LO_MASK
+        m1 = dvals[i]
+        # range of b in Δ
+        lo = 0
+        hi = n
+        key = b << 32
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if dkeys[mid] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        acc = 0
+        p = lo
+        while p < n and (dkeys[p] >> 32) == b:
+            c = dkeys[p] & LO_MASK
+            m2 = dvals[p]
+            ca = (c << 32) | a
+            if heavy[c]:
+                e = get(eh, ca)
+            else:
+                e = get(el, ca)
+            q = _find_sorted(dkeys, ca)
+            d = dvals[q] if q >= 0 else 0
+            acc += m2 * (3 * e + d)
+            p += 1
+        out[i] = m1 * acc

@@ -1,0 +1,242 @@
+"""CPU kernels that maintain the sorted-run store (see :mod:`gpu_ivm.kernels.lsm`)."""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .lsm import LO_MASK, SENTINEL, find, lower_bound, run_mask, run_range
+
+
+@nb.njit(cache=True)
+def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
+    """Add ``deltas`` to existing keys in place; flag the keys that are not stored anywhere.
+
+    ``keys_in`` is sorted and unique. ``live[x]`` / ``tomb[x]`` count live tuples / tombstones
+    of first key ``x``. Returns the number of new keys (with a nonzero delta).
+    """
+    vals = st[1]
+    n_new = 0
+    for i in range(keys_in.shape[0]):
+        key = keys_in[i]
+        d = deltas[i]
+        x = key >> 32
+        p = find(st, key)
+        if p >= 0:
+            old = vals[p]
+            new = old + d
+            vals[p] = new
+            old_out[i] = old
+            is_new[i] = False
+            if old == 0 and new != 0:
+                live[x] += 1
+                tomb[x] -= 1
+            elif old != 0 and new == 0:
+                live[x] -= 1
+                tomb[x] += 1
+        else:
+            old_out[i] = 0
+            if d != 0:
+                is_new[i] = True
+                live[x] += 1
+                n_new += 1
+            else:
+                is_new[i] = False
+    return n_new
+
+
+@nb.njit(cache=True)
+def set_run_bits(keys, s, e, runmask, j):
+    bit = np.int64(1) << j
+    prev = -1
+    for p in range(s, e):
+        x = keys[p] >> 32
+        if x != prev:
+            runmask[x] |= bit
+            prev = x
+
+
+@nb.njit(cache=True)
+def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j):
+    """Merge runs [s1, s2) and [s2, s3) (run indices j and j+1) into one run at s1.
+
+    Tombstones and compaction padding are dropped. Returns the end of the merged run.
+    """
+    n = s3 - s1
+    tk = keys[s1:s3].copy()
+    tv = vals[s1:s3].copy()
+    keep_low = (np.int64(1) << j) - 1  # bits of runs older than j survive
+    for p in range(n):
+        x = tk[p] >> 32
+        runmask[x] &= keep_low
+    a = 0
+    b = s2 - s1
+    ea = s2 - s1
+    eb = n
+    w = s1
+    bit = np.int64(1) << j
+    while a < ea or b < eb:
+        if b >= eb or (a < ea and tk[a] < tk[b]):
+            k = tk[a]
+            v = tv[a]
+            a += 1
+        else:
+            k = tk[b]
+            v = tv[b]
+            b += 1
+        if v == 0:
+            if (k & LO_MASK) != SENTINEL:
+                tomb[k >> 32] -= 1
+            continue
+        keys[w] = k
+        vals[w] = v
+        runmask[k >> 32] |= bit
+        w += 1
+    return w
+
+
+@nb.njit(cache=True)
+def build_directory(keys, s, e, nkeys, out):
+    """out[x] = start of first key x in run [s, e); out[nkeys] = e. len(out) == nkeys + 1."""
+    p = s
+    for x in range(nkeys + 1):
+        while p < e and (keys[p] >> 32) < x:
+            p += 1
+        out[x] = p
+
+
+@nb.njit(cache=True)
+def compact_keys(st, tomb, xs):
+    """Squeeze the tombstones of first keys ``xs`` out of their ranges (padding at the end)."""
+    keys = st[0]
+    vals = st[1]
+    for i in range(xs.shape[0]):
+        x = xs[i]
+        m = run_mask(st, x)
+        j = 0
+        sent = (x << 32) | SENTINEL
+        while m != 0:
+            if m & 1:
+                lo, hi = run_range(st, j, x)
+                w = lo
+                for p in range(lo, hi):
+                    k = keys[p]
+                    if (k & LO_MASK) == SENTINEL:
+                        break
+                    if vals[p] != 0:
+                        keys[w] = k
+                        vals[w] = vals[p]
+                        w += 1
+                for p in range(w, hi):
+                    if (keys[p] & LO_MASK) == SENTINEL:
+                        break
+                    keys[p] = sent
+                    vals[p] = 0
+            m >>= 1
+            j += 1
+        tomb[x] = 0
+
+
+@nb.njit(cache=True)
+def probe_many(st, keys_in, out):
+    vals = st[1]
+    for i in range(keys_in.shape[0]):
+        p = find(st, keys_in[i])
+        out[i] = vals[p] if p >= 0 else 0
+
+
+@nb.njit(cache=True, parallel=True)
+def probe_many_par(st, keys_in, out):
+    vals = st[1]
+    for i in nb.prange(keys_in.shape[0]):
+        p = find(st, keys_in[i])
+        out[i] = vals[p] if p >= 0 else 0
+
+
+@nb.njit(cache=True)
+def count_rows(st, xs, counts):
+    """counts[i] = number of live tuples with first key xs[i]."""
+    keys = st[0]
+    vals = st[1]
+    for i in range(xs.shape[0]):
+        x = xs[i]
+        m = run_mask(st, x)
+        j = 0
+        c = 0
+        while m != 0:
+            if m & 1:
+                lo, hi = run_range(st, j, x)
+                for p in range(lo, hi):
+                    if (keys[p] & LO_MASK) == SENTINEL:
+                        break
+                    if vals[p] != 0:
+                        c += 1
+            m >>= 1
+            j += 1
+        counts[i] = c
+
+
+@nb.njit(cache=True)
+def fill_rows(st, xs, ptr, out_keys, out_vals):
+    """Write the live tuples of first keys xs[i] to out[ptr[i]:ptr[i+1]] (packed keys)."""
+    keys = st[0]
+    vals = st[1]
+    for i in range(xs.shape[0]):
+        x = xs[i]
+        m = run_mask(st, x)
+        j = 0
+        w = ptr[i]
+        while m != 0:
+            if m & 1:
+                lo, hi = run_range(st, j, x)
+                for p in range(lo, hi):
+                    k = keys[p]
+                    if (k & LO_MASK) == SENTINEL:
+                        break
+                    if vals[p] != 0:
+                        out_keys[w] = k
+                        out_vals[w] = vals[p]
+                        w += 1
+            m >>= 1
+            j += 1
+
+
+@nb.njit(cache=True)
+def collect_live(keys, vals, s, e, out_keys, out_vals):
+    w = 0
+    for p in range(s, e):
+        if vals[p] != 0:
+            out_keys[w] = keys[p]
+            out_vals[w] = vals[p]
+            w += 1
+    return w
+
+
+@nb.njit(cache=True)
+def first_key_counts(keys, n, counts):
+    """counts[x] += number of keys with first key x among keys[:n]."""
+    for p in range(n):
+        counts[keys[p] >> 32] += 1
+
+
+@nb.njit(cache=True)
+def sorted_unique_firsts(keys):
+    n = keys.shape[0]
+    out = np.empty(n, np.int64)
+    w = 0
+    prev = -1
+    for p in range(n):
+        x = keys[p] >> 32
+        if x != prev:
+            out[w] = x
+            w += 1
+            prev = x
+    return out[:w]
+
+
+@nb.njit(cache=True)
+def range_in_sorted(keys, x):
+    """[lo, hi) of first key x in a plain sorted packed-key array."""
+    lo = lower_bound(keys, 0, keys.shape[0], x << 32)
+    hi = lower_bound(keys, lo, keys.shape[0], (x + 1) << 32)
+    return lo, hi
