@@ -239,7 +239,7 @@ class GraphEngine(TriangleEngineBase):
         self._grow_ids(max(len(self.encoder), 1))
         dkeys, dvals = self._directed_delta(gkey, net)
         q_before = self.Q
-        path = self.policy.choose(self, dkeys) if dkeys.shape[0] else "delta"
+        path = self.policy.choose(self, [(0, dkeys)]) if dkeys.shape[0] else "delta"
         stats0 = dict(self._stats)
         if path == "recompute":
             self._recompute(dkeys, dvals)
@@ -247,7 +247,7 @@ class GraphEngine(TriangleEngineBase):
             t1 = time.perf_counter()
             self.Q += self._phase(0, dkeys, dvals, self._q_delta)
             self._major_check()
-            self.policy.observe_delta(time.perf_counter() - t1, self, dkeys)
+            self.policy.observe_delta(time.perf_counter() - t1, self, [(0, dkeys)])
         rep = self._report(
             t0, batch=self.batches_applied, rows=rows, updates=int(gkey.shape[0]),
             triangles=self.count(), delta=(self.Q - q_before) // self._per_count, path=path,

@@ -30,29 +30,33 @@ class AdaptivePolicy:
         self.rebuild_sec_per_tuple: float | None = None
         self.last_units = 0
 
-    def units(self, engine, dkeys: np.ndarray) -> int:
-        """Estimated kernel work of the delta path for relation-0 style updates ``dkeys``."""
-        K = engine.rels[0]
-        a = dkeys >> 32
-        b = dkeys & ((1 << 32) - 1)
-        deg = K.h.live + K.l.live
-        da, db = deg[a], deg[b]
-        hv = K.heavy[a]
-        view = np.where(hv, K.l.live[b], K.ht.live[a])
-        return int(dkeys.shape[0] * 4 + np.minimum(da, db).sum() + view.sum())
+    @staticmethod
+    def units(engine, phases) -> int:
+        """Estimated kernel work of the delta path: ``phases`` is a list of (relation index,
+        packed update keys); per update, the lengths of the lists the kernels expand."""
+        total = 0
+        for k, dkeys in phases:
+            nx, pv = engine._wiring(k)
+            x = dkeys >> 32
+            y = dkeys & ((1 << 32) - 1)
+            hy = nx.h.live[y]
+            htx = pv.ht.live[x]
+            total += int(dkeys.shape[0] * 4 + nx.l.live[y].sum() + np.minimum(hy, htx).sum()
+                         + htx.sum())
+        return total
 
-    def choose(self, engine, dkeys: np.ndarray) -> str:
+    def choose(self, engine, phases) -> str:
         if self.force:
             return self.force
         if not self.enabled or self.rebuild_sec_per_tuple is None:
             return "delta"
-        self.last_units = self.units(engine, dkeys)
+        self.last_units = self.units(engine, phases)
         est_delta = self.last_units * self.sec_per_unit
-        est_rebuild = self.rebuild_sec_per_tuple * (engine.size + dkeys.shape[0])
+        est_rebuild = self.rebuild_sec_per_tuple * (engine.size + sum(p[1].shape[0] for p in phases))
         return "recompute" if est_delta > est_rebuild else "delta"
 
-    def observe_delta(self, seconds: float, engine, dkeys: np.ndarray) -> None:
-        units = self.last_units or self.units(engine, dkeys)
+    def observe_delta(self, seconds: float, engine, phases) -> None:
+        units = self.last_units or self.units(engine, phases)
         if units > 1000:
             rate = seconds / units
             self.sec_per_unit = 0.7 * self.sec_per_unit + 0.3 * rate
