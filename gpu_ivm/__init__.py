@@ -1,0 +1,48 @@
+"""gpu_ivm: exact incremental maintenance of triangle queries under batches of updates.
+
+The engines implement IVM^ε (Kara, Ngo, Nikolic, Olteanu, Zhang): heavy/light partitioning by
+degree with threshold N^ε, skew-aware materialized views and amortized rebalancing, applied to
+whole batches with vectorized Numba kernels.
+
+>>> import gpu_ivm
+>>> g = gpu_ivm.GraphEngine(epsilon="1/2")
+>>> _ = g.load({"src": [0, 1, 2], "dst": [1, 2, 0]})
+>>> g.count()
+1
+>>> gpu_ivm.count_triangles(([0, 1, 2, 2], [1, 2, 0, 3]))
+1
+"""
+
+from __future__ import annotations
+
+from .backend import Backend, get_backend
+from .engine import BatchReport
+from .errors import (
+    BackendUnavailableError,
+    ConflictError,
+    GpuIvmError,
+    InputError,
+    IntegerOverflowError,
+    InvariantError,
+)
+from .graph_engine import GraphEngine
+from .relation_engine import RelationEngine
+from .static import count_triangles
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend",
+    "BackendUnavailableError",
+    "BatchReport",
+    "ConflictError",
+    "GpuIvmError",
+    "GraphEngine",
+    "InputError",
+    "IntegerOverflowError",
+    "InvariantError",
+    "RelationEngine",
+    "count_triangles",
+    "get_backend",
+    "__version__",
+]

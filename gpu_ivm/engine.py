@@ -80,7 +80,7 @@ class TriangleEngineBase:
         self.Q = 0
         self.batches_applied = 0
         self.last_report: BatchReport | None = None
-        self._stats = {"major": 0, "moves": 0}
+        self._stats = {"major": 0, "moves": 0, "to_heavy": 0, "to_light": 0}
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -193,6 +193,8 @@ class TriangleEngineBase:
         K.heavy[to_heavy] = True
         K.heavy[to_light] = False
         self._stats["moves"] += int(to_heavy.shape[0] + to_light.shape[0])
+        self._stats["to_heavy"] += int(to_heavy.shape[0])
+        self._stats["to_light"] += int(to_light.shape[0])
 
     # ------------------------------------------------------------------ major rebalancing
     def _major_check(self) -> None:

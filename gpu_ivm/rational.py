@@ -35,7 +35,7 @@ def parse_epsilon(value: object) -> Fraction:
             eps = Fraction(value).limit_denominator(1000)
             if abs(float(eps) - value) > 1e-12:
                 raise InputError(
-                    f"epsilon {value!r} is not a simple fraction; pass it as a string such as '3/7'",
+                    f"epsilon {value!r} is not a simple fraction; pass a string such as '3/7'",
                     column="epsilon",
                 )
         elif isinstance(value, str):
@@ -43,7 +43,8 @@ def parse_epsilon(value: object) -> Fraction:
         else:
             raise TypeError
     except (ValueError, TypeError, ZeroDivisionError):
-        raise InputError(f"epsilon must be a number in [0, 1], got {value!r}", column="epsilon") from None
+        raise InputError(f"epsilon must be a number in [0, 1], got {value!r}",
+                         column="epsilon") from None
     if not 0 <= eps <= 1:
         raise InputError(f"epsilon must lie in [0, 1], got {eps}", column="epsilon")
     return eps

@@ -52,7 +52,8 @@ class AdaptivePolicy:
             return "delta"
         self.last_units = self.units(engine, phases)
         est_delta = self.last_units * self.sec_per_unit
-        est_rebuild = self.rebuild_sec_per_tuple * (engine.size + sum(p[1].shape[0] for p in phases))
+        batch = sum(p[1].shape[0] for p in phases)
+        est_rebuild = self.rebuild_sec_per_tuple * (engine.size + batch)
         return "recompute" if est_delta > est_rebuild else "delta"
 
     def observe_delta(self, seconds: float, engine, phases) -> None:

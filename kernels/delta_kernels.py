@@ -11,7 +11,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .lsm import LO_MASK, SENTINEL, get, run_mask, run_range
+from .lsm import LO_MASK, SENTINEL, dot_rows, get, run_mask, run_range
 
 
 @nb.njit(cache=True, inline="always")
@@ -23,72 +23,39 @@ def _live(st, x):
 
 
 @nb.njit(cache=True)
-def path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev):
+def path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev, symmetric):
     """w = Σ_c Next(y, c) · Prev(c, x), by the IVM^ε case split on y's part in Next.
 
-    y heavy in Next: view(y, x) (= Σ_c Next_h(y,c)·Prev_l(c,x)) plus the heavy-c terms, driven by
-    the shorter of Next_h(y,·) and Prev_h(·,x). y light: Next_l(y,·) driven, Prev probed.
+    y heavy in Next: view(y, x) (= Σ_c Next_h(y,c)·Prev_l(c,x)) plus the heavy-c terms, the
+    inner product of the rows Next_h(y,·) and Prev_h(·,x) (= Prev_ht(x,·)), merged or galloped.
+    y light: the light row Next_l(y,·) against column x of Prev; with ``symmetric`` (Next = Prev
+    = E symmetric) that column is the row E(x,·), an inner product again; otherwise the heavy
+    part of the column is Prev_ht(x,·) and the light part is probed.
     """
-    w = 0
     if heavy_next[y]:
-        w = get(view, (y << 32) | x)
-        if _live(nh, y) <= _live(pht, x):
-            keys = nh[0]
-            vals = nh[1]
-            m = run_mask(nh, y)
-            j = 0
-            while m != 0:
-                if m & 1:
-                    lo, hi = run_range(nh, j, y)
-                    for p in range(lo, hi):
-                        k = keys[p]
-                        c = k & LO_MASK
-                        if c == SENTINEL:
-                            break
-                        a = vals[p]
-                        if a != 0 and heavy_prev[c]:
-                            w += a * get(ph, (c << 32) | x)
-                m >>= 1
-                j += 1
-        else:
-            keys = pht[0]
-            vals = pht[1]
-            m = run_mask(pht, x)
-            j = 0
-            while m != 0:
-                if m & 1:
-                    lo, hi = run_range(pht, j, x)
-                    for p in range(lo, hi):
-                        k = keys[p]
-                        c = k & LO_MASK
-                        if c == SENTINEL:
-                            break
-                        b = vals[p]
-                        if b != 0:
-                            w += b * get(nh, (y << 32) | c)
-                m >>= 1
-                j += 1
-    else:
-        keys = nl[0]
-        vals = nl[1]
-        m = run_mask(nl, y)
-        j = 0
-        while m != 0:
-            if m & 1:
-                lo, hi = run_range(nl, j, y)
-                for p in range(lo, hi):
-                    k = keys[p]
-                    c = k & LO_MASK
-                    if c == SENTINEL:
-                        break
-                    a = vals[p]
-                    if a != 0:
-                        if heavy_prev[c]:
-                            w += a * get(ph, (c << 32) | x)
-                        else:
-                            w += a * get(pl, (c << 32) | x)
-            m >>= 1
-            j += 1
+        return get(view, (y << 32) | x) + dot_rows(nh, y, pht, x)
+    if symmetric:
+        if heavy_prev[x]:
+            return dot_rows(nl, y, ph, x)
+        return dot_rows(nl, y, pl, x)
+    w = dot_rows(nl, y, pht, x)
+    keys = nl[0]
+    vals = nl[1]
+    m = run_mask(nl, y)
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(nl, j, y)
+            for p in range(lo, hi):
+                k = keys[p]
+                c = k & LO_MASK
+                if c == SENTINEL:
+                    break
+                a = vals[p]
+                if a != 0 and not heavy_prev[c]:
+                    w += a * get(pl, (c << 32) | x)
+        m >>= 1
+        j += 1
     return w
 
 
@@ -112,7 +79,8 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev, symm
         if symmetric and _cost(y, x, nh, nl, pht, heavy_next) < _cost(x, y, nh, nl, pht,
                                                                         heavy_next):
             x, y = y, x
-        out[i] = path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev)
+        out[i] = path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev,
+                             symmetric)
 
 
 @nb.njit(cache=True)

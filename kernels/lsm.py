@@ -111,3 +111,101 @@ def live_range_len(st, x):
         m >>= 1
         j += 1
     return total
+
+
+@nb.njit(cache=True, inline="always")
+def gallop(keys, p, hi, key):
+    """First position q in [p, hi) with keys[q] >= key, searching forward from p (sorted keys).
+
+    O(log(q - p)): cheap when consecutive targets are close, as in merges of sorted lists.
+    """
+    step = 1
+    lo = p
+    while p + step < hi and keys[p + step] < key:
+        lo = p + step
+        step <<= 1
+    return lower_bound(keys, lo, min(p + step + 1, hi), key)
+
+
+@nb.njit(cache=True, inline="always")
+def real_end(keys, lo, hi, x):
+    """End of the real entries of first key x in [lo, hi) (compaction padding excluded)."""
+    if hi > lo and (keys[hi - 1] & LO_MASK) == SENTINEL:
+        return lower_bound(keys, lo, hi, (x << 32) | SENTINEL)
+    return hi
+
+
+@nb.njit(cache=True)
+def dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
+    """Σ v1[i]·v2[j] over entries with equal second ids in two sorted single-first-key ranges.
+
+    Merges when the lengths are comparable, otherwise gallops the longer range with the entries
+    of the shorter one: O(min·log(max/min)), the cost the IVM^ε bounds ask for.
+    """
+    n1 = hi1 - lo1
+    n2 = hi2 - lo2
+    if n1 <= 0 or n2 <= 0:
+        return 0
+    s = 0
+    if n1 * 8 < n2 or n2 * 8 < n1:
+        if n2 < n1:
+            k1, v1, lo1, hi1, k2, v2, lo2, hi2 = k2, v2, lo2, hi2, k1, v1, lo1, hi1
+        base = k2[lo2] & ~LO_MASK
+        p = lo2
+        for i in range(lo1, hi1):
+            a = v1[i]
+            if a == 0:
+                continue
+            t = base | (k1[i] & LO_MASK)
+            p = gallop(k2, p, hi2, t)
+            if p >= hi2:
+                break
+            if k2[p] == t:
+                s += a * v2[p]
+        return s
+    i = lo1
+    j = lo2
+    while i < hi1 and j < hi2:
+        c1 = k1[i] & LO_MASK
+        c2 = k2[j] & LO_MASK
+        if c1 < c2:
+            i += 1
+        elif c2 < c1:
+            j += 1
+        else:
+            s += v1[i] * v2[j]
+            i += 1
+            j += 1
+    return s
+
+
+@nb.njit(cache=True)
+def dot_rows(st1, x1, st2, x2):
+    """Σ_c st1(x1, c)·st2(x2, c): the inner product of two rows, over all run pairs."""
+    k1 = st1[0]
+    v1 = st1[1]
+    k2 = st2[0]
+    v2 = st2[1]
+    m1 = run_mask(st1, x1)
+    m2full = run_mask(st2, x2)
+    if m1 == 0 or m2full == 0:
+        return 0
+    s = 0
+    j1 = 0
+    while m1 != 0:
+        if m1 & 1:
+            lo1, hi1 = run_range(st1, j1, x1)
+            hi1 = real_end(k1, lo1, hi1, x1)
+            if hi1 > lo1:
+                m2 = m2full
+                j2 = 0
+                while m2 != 0:
+                    if m2 & 1:
+                        lo2, hi2 = run_range(st2, j2, x2)
+                        hi2 = real_end(k2, lo2, hi2, x2)
+                        s += dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2)
+                    m2 >>= 1
+                    j2 += 1
+        m1 >>= 1
+        j1 += 1
+    return s

@@ -1,0 +1,142 @@
+"""The graph form against a brute-force oracle after every batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import EPSILONS
+from hypothesis import given
+from hypothesis import strategies as st
+from oracle import GraphOracle
+from streams import graph_batches
+
+from gpu_ivm import GraphEngine
+from gpu_ivm.errors import ConflictError
+
+
+def run_stream(eng: GraphEngine, oracle: GraphOracle, rng, **kw) -> None:
+    for batch in graph_batches(oracle, rng, **kw):
+        rep = eng.apply(batch)
+        expect = oracle.count()
+        assert eng.count() == expect
+        assert rep.triangles == expect
+        assert eng.recount() == expect
+        assert eng.num_edges == len(oracle.edges)
+        eng.check_invariants()
+
+
+@pytest.mark.parametrize("directed", [False, True])
+@pytest.mark.parametrize("eps", EPSILONS)
+@given(seed=st.integers(0, 2**32 - 1), nv=st.integers(4, 40), max_batch=st.integers(1, 40),
+       hub_p=st.floats(0, 0.9), base=st.integers(0, 60), shrink=st.booleans())
+def test_random_streams(directed, eps, seed, nv, max_batch, hub_p, base, shrink):
+    rng = np.random.default_rng(seed)
+    oracle = GraphOracle(directed)
+    eng = GraphEngine(directed=directed, epsilon=eps)
+    a = rng.integers(0, nv, base)
+    b = rng.integers(0, nv, base)
+    for u, v in zip(a.tolist(), b.tolist()):
+        if u != v:
+            oracle.apply(u, v, 1)
+    eng.load((a, b))
+    assert eng.count() == oracle.count()
+    eng.check_invariants()
+    run_stream(eng, oracle, rng, n_batches=12, nv=nv, max_batch=max_batch, hub_p=hub_p,
+               shrink_from=6 if shrink else None)
+
+
+@pytest.mark.parametrize("eps", ["1/2", "1/3"])
+def test_skewed_growth_forces_rebalancing(eps):
+    """Hub-heavy growth, then deletion: minor moves both ways and majors both ways happen."""
+    rng = np.random.default_rng(7)
+    oracle = GraphOracle(False)
+    eng = GraphEngine(epsilon=eps)
+    run_stream(eng, oracle, rng, n_batches=40, nv=150, max_batch=30, hub_p=0.8, n_hubs=3,
+               shrink_from=20)
+    assert eng._stats["to_heavy"] >= 1 and eng._stats["to_light"] >= 1
+    assert eng._stats["major"] >= 2
+
+
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_single_update_batches_equal_large_batches(eps):
+    rng = np.random.default_rng(3)
+    oracle = GraphOracle(False)
+    batches = list(graph_batches(oracle, rng, n_batches=10, nv=30, max_batch=25, hub_p=0.5))
+    one = GraphEngine(epsilon=eps)
+    many = GraphEngine(epsilon=eps)
+    for b in batches:
+        many.apply(b)
+        for i in range(len(b["src"])):
+            one.apply({k: v[i : i + 1] for k, v in b.items()})
+    assert one.count() == many.count() == oracle.count()
+    def canon(eng):
+        return sorted(tuple(sorted(map(int, p))) for p in zip(*eng.edges()))
+
+    assert canon(one) == canon(many) == sorted(oracle.edges)
+
+
+@pytest.mark.parametrize("force", ["delta", "recompute"])
+def test_adaptive_paths_agree(force):
+    rng = np.random.default_rng(11)
+    oracle = GraphOracle(False)
+    eng = GraphEngine()
+    eng.policy.force = force
+    run_stream(eng, oracle, rng, n_batches=8, nv=60, max_batch=200, hub_p=0.3)
+    assert eng.last_report.path == force
+
+
+def test_slides_example_graph():
+    """Digest §9.1: the slides' graph has exactly two triangles {b,d,f} and {d,e,f}."""
+    g = GraphEngine()
+    for src, dst in [("b", "d"), ("b", "f"), ("d", "f"), ("d", "e"), ("e", "f")]:
+        g.apply({"src": [src], "dst": [dst], "sign": [1]})
+    assert g.count() == 2
+    assert g.Q == 12  # trace(E³) of the symmetric edge relation (digest: Δ0 = 12)
+    g.apply({"src": ["a", "c"], "dst": ["b", "e"], "sign": [1, 1]})
+    assert g.count() == 2
+    g.check_invariants()
+
+
+def test_self_join_batch_cross_terms():
+    """Digest §9.5: a batch {+(a,b), +(b,c)} against old {(c,a)} closes one triangle."""
+    g = GraphEngine(directed=True)
+    g.load({"src": [3], "dst": [1]})
+    rep = g.apply({"src": [1, 2], "dst": [2, 3], "sign": [1, 1]})
+    assert rep.delta == 1 and g.Q == 3
+    g2 = GraphEngine()
+    rep = g2.apply({"src": [1, 2, 3], "dst": [2, 3, 1], "sign": [1, 1, 1]})
+    assert rep.delta == 1  # a triangle lying entirely inside one batch (tr(Δ³))
+
+
+def test_conflicts_error_and_ignore():
+    g = GraphEngine()
+    g.load({"src": [1, 2], "dst": [2, 3]})
+    with pytest.raises(ConflictError, match="present") as ei:
+        g.apply({"src": [3, 2], "dst": [1, 1], "sign": [1, 1]})
+    assert ei.value.row == 1 and ei.value.column == "sign"
+    assert g.num_edges == 2 and g.count() == 0
+    with pytest.raises(ConflictError, match="absent"):
+        g.apply({"src": [5], "dst": [6], "sign": [-1]})
+    assert g.num_vertices == 3  # unseen keys of a rejected batch are not kept
+    ig = GraphEngine(on_conflict="ignore")
+    ig.load({"src": [1, 2], "dst": [2, 3]})
+    rep = ig.apply({"src": [2, 3, 5], "dst": [1, 1, 6], "sign": [1, 1, -1]})
+    assert rep.ignored == 2 and rep.updates == 1 and ig.count() == 1
+    ig.check_invariants()
+
+
+def test_self_loops_are_dropped_and_counted():
+    g = GraphEngine()
+    rep = g.load({"src": [1, 1, 2, 3], "dst": [1, 2, 3, 1]})
+    assert rep.self_loops == 1 and g.count() == 1 and g.num_edges == 3
+    rep = g.apply({"src": [4, 4], "dst": [4, 1], "sign": [1, 1]})
+    assert rep.self_loops == 1 and rep.updates == 1
+
+
+def test_duplicate_rows_in_one_batch_net_out():
+    g = GraphEngine()
+    g.load({"src": [1, 2], "dst": [2, 3]})
+    rep = g.apply({"src": [3, 1, 1], "dst": [1, 3, 3], "sign": [1, -1, 1]})
+    assert rep.updates == 1 and g.count() == 1
+    with pytest.raises(ConflictError, match="net change"):
+        g.apply({"src": [5, 6], "dst": [6, 5], "sign": [1, 1]})
