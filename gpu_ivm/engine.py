@@ -155,7 +155,7 @@ class TriangleEngineBase:
         """Apply consolidated updates (sorted unique packed keys) to relation k."""
         K = self.rels[k]
         firsts = keys >> 32
-        old = K.get(keys)
+        old = K.get(keys, assume_sorted=True)
         new = old + deltas
         sc = (new != 0).astype(np.int64) - (old != 0)
         starts = group_starts(firsts)

@@ -52,15 +52,15 @@ class PartRel:
     def degree(self, xs: np.ndarray) -> np.ndarray:
         return self.h.live[xs] + self.l.live[xs]
 
-    def get(self, keys: np.ndarray) -> np.ndarray:
+    def get(self, keys: np.ndarray, assume_sorted: bool = False) -> np.ndarray:
         """Multiplicities of packed keys (0 where absent)."""
         keys = np.asarray(keys, np.int64)
         hv = self.heavy[keys >> 32]
         out = np.zeros(keys.shape[0], np.int64)
         if hv.any():
-            out[hv] = self.h.get(keys[hv])
+            out[hv] = self.h.get(keys[hv], assume_sorted)
         if (~hv).any():
-            out[~hv] = self.l.get(keys[~hv])
+            out[~hv] = self.l.get(keys[~hv], assume_sorted)
         return out
 
     def items(self) -> tuple[np.ndarray, np.ndarray]:

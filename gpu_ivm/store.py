@@ -180,11 +180,14 @@ class ZStore:
                 break
 
     # ----------------------------------------------------------------- operations
-    def get(self, keys: np.ndarray) -> np.ndarray:
-        """Multiplicities of ``keys`` (0 where absent)."""
+    def get(self, keys: np.ndarray, assume_sorted: bool = False) -> np.ndarray:
+        """Multiplicities of ``keys`` (0 where absent); ``assume_sorted``: keys are sorted and
+        unique, located by galloping instead of independent searches."""
         keys = np.ascontiguousarray(keys, np.int64)
         out = np.empty(keys.shape[0], np.int64)
-        if keys.shape[0] > 4096:
+        if assume_sorted:
+            sk.probe_sorted(self.nt(), keys, out)
+        elif keys.shape[0] > 4096:
             sk.probe_many_par(self.nt(), keys, out)
         else:
             sk.probe_many(self.nt(), keys, out)

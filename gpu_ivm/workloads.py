@@ -160,7 +160,7 @@ class MixedStream:
     n_batches: int
     delete_fraction: float = 0.5
     seed: int = 0
-    _final: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _final: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def base_src(self) -> np.ndarray:

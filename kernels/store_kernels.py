@@ -5,7 +5,43 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .lsm import LO_MASK, SENTINEL, find, lower_bound, run_mask, run_range
+from .lsm import LO_MASK, SENTINEL, find, gallop, lower_bound, run_mask, run_range
+
+
+@nb.njit(cache=True)
+def _locate_sorted(st, keys_in, pos):
+    """pos[i] = position of keys_in[i] (sorted, unique) in the store, or -1.
+
+    Keys sharing a first key are located together: the key's range in each run is looked up
+    once and walked forward with galloping searches, so a batch whose keys cluster (as view
+    deltas do) costs little more than a merge.
+    """
+    keys = st[0]
+    n = keys_in.shape[0]
+    i = 0
+    while i < n:
+        x = keys_in[i] >> 32
+        g = i
+        while g < n and (keys_in[g] >> 32) == x:
+            pos[g] = -1
+            g += 1
+        m = run_mask(st, x)
+        j = 0
+        while m != 0:
+            if m & 1:
+                lo, hi = run_range(st, j, x)
+                p = lo
+                for t in range(i, g):
+                    if pos[t] >= 0:
+                        continue
+                    p = gallop(keys, p, hi, keys_in[t])
+                    if p >= hi:
+                        break
+                    if keys[p] == keys_in[t]:
+                        pos[t] = p
+            m >>= 1
+            j += 1
+        i = g
 
 
 @nb.njit(cache=True)
@@ -16,12 +52,15 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
     of first key ``x``. Returns the number of new keys (with a nonzero delta).
     """
     vals = st[1]
+    n = keys_in.shape[0]
+    pos = np.empty(n, np.int64)
+    _locate_sorted(st, keys_in, pos)
     n_new = 0
-    for i in range(keys_in.shape[0]):
+    for i in range(n):
         key = keys_in[i]
         d = deltas[i]
         x = key >> 32
-        p = find(st, key)
+        p = pos[i]
         if p >= 0:
             old = vals[p]
             new = old + d
@@ -43,6 +82,16 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
             else:
                 is_new[i] = False
     return n_new
+
+
+@nb.njit(cache=True)
+def probe_sorted(st, keys_in, out):
+    """out[i] = multiplicity of keys_in[i] (sorted unique keys; 0 where absent)."""
+    pos = np.empty(keys_in.shape[0], np.int64)
+    _locate_sorted(st, keys_in, pos)
+    vals = st[1]
+    for i in range(keys_in.shape[0]):
+        out[i] = vals[pos[i]] if pos[i] >= 0 else 0
 
 
 @nb.njit(cache=True)

@@ -355,3 +355,31 @@ def test_relation_triangle_sum_skewed_lists():
     T = (full, zeros, mults[::-1].copy())
     expected = int(np.trace(dense(R) @ dense(S) @ dense(T)))
     assert relation_triangle_sum(R, S, T, n) == expected
+
+
+def test_unique_pairs_lexsort_fallback_matches_packed():
+    from gpu_ivm.static import _unique_pairs
+
+    rng = np.random.default_rng(4)
+    r = rng.integers(0, 30, 500)
+    c = rng.integers(0, 30, 500)
+    tags = rng.integers(1, 3, 500)
+    a = _unique_pairs(r, c, 30, tags)
+    b = _unique_pairs(r, c, 30, tags, pack=False)
+    for x, y in zip(a, b, strict=True):
+        assert np.array_equal(x, y)
+    expected = {}
+    for x, y, t in zip(r.tolist(), c.tolist(), tags.tolist(), strict=True):
+        expected[(x, y)] = expected.get((x, y), 0) | t
+    got = dict(zip(zip(a[0].tolist(), a[1].tolist(), strict=True), a[2].tolist(), strict=True))
+    assert got == expected
+    assert list(got) == sorted(expected)
+
+
+def test_rmat_graph_vs_networkx():
+    from gpu_ivm.workloads import rmat_edges
+
+    s, d = rmat_edges(11, seed=2)
+    g = nx.Graph()
+    g.add_edges_from(zip(s.tolist(), d.tolist(), strict=True))
+    assert count_triangles_arrays(s, d) == _nx_count(g)
