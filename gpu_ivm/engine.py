@@ -28,8 +28,10 @@ from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError
 from .kernels import delta_kernels as dk
+from .kernels import view_kernels as vk
 from .partition import PartRel, sort_pairs
 from .store import ZStore
+from .views import ViewStore
 
 INT64_SAFE = 1 << 62
 
@@ -76,7 +78,7 @@ class TriangleEngineBase:
         self.encoder = IdEncoder()
         self.N = 1
         self.rels = [PartRel(nm, e, self.N) for nm, e in zip(self.names, epsilons)]
-        self.views = [ZStore() for _ in self.rels]
+        self.views = [ViewStore() for _ in self.rels]
         self.Q = 0
         self.batches_applied = 0
         self.last_report: BatchReport | None = None
@@ -106,8 +108,8 @@ class TriangleEngineBase:
         out = np.empty(xs.shape[0], np.int64)
         if xs.shape[0]:
             dk.path_weights(np.ascontiguousarray(xs), np.ascontiguousarray(ys), nx.h.nt(),
-                            nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.nt(), nx.heavy,
-                            pv.heavy, symmetric, out)
+                            nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.sparse.nt(),
+                            view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out)
         return out
 
     @staticmethod
@@ -131,6 +133,23 @@ class TriangleEngineBase:
         order = np.argsort(ok, kind="stable")
         return dk.segment_sum_sorted(ok[order], ov[order])
 
+    @staticmethod
+    def _view_update(view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):
+        """Maintain a bilinear view under updates of one factor (see ``emit_view_deltas``)."""
+        xs, ys = unpack(keys)
+        nt = st.nt()
+        counts = np.empty(keys.shape[0], np.int64)
+        dk.expand_counts(ys if left else xs, nt, counts)
+        total = int(counts.sum())
+        if total == 0:
+            return
+        ok = np.empty(total, np.int64)
+        ov = np.empty(total, np.int64)
+        n = vk.emit_view_deltas(xs, ys, np.ascontiguousarray(vals, np.int64), nt, left,
+                                view.vrow, view.vmat, ok, ov)
+        if n:
+            view.add(ok[:n], ov[:n])
+
     def _apply_part_deltas(self, k: int, hk, hv, lk, lv) -> None:
         """Add ΔK_h and ΔK_l to relation k, maintaining views[k] = K_h·Next_l and
         views[k-1] = Prev_h·K_l. Heavy first, then light (exact for the self-join too)."""
@@ -138,16 +157,12 @@ class TriangleEngineBase:
         nx, pv = self._wiring(k)
         r = len(self.rels)
         if hk.shape[0]:
-            vk, vv = self._expand(hk, hv, nx.l, left=True)
-            if vk.shape[0]:
-                self.views[k].add(vk, vv)
+            self._view_update(self.views[k], hk, hv, nx.l, left=True)
             K.h.add(hk, hv)
             tk, tv = sort_pairs(transpose(hk), hv)
             K.ht.add(tk, tv)
         if lk.shape[0]:
-            vk, vv = self._expand(lk, lv, pv.ht, left=False)
-            if vk.shape[0]:
-                self.views[(k - 1) % r].add(vk, vv)
+            self._view_update(self.views[(k - 1) % r], lk, lv, pv.ht, left=False)
             K.l.add(lk, lv)
 
     # ------------------------------------------------------------------ phases
@@ -221,10 +236,10 @@ class TriangleEngineBase:
             nx, _ = self._wiring(k)
             hk, hv = K.h.items()
             if hk.shape[0] and len(nx.l):
-                vk, vv = self._expand(hk, hv, nx.l, left=True)
+                ek, ev = self._expand(hk, hv, nx.l, left=True)
             else:
-                vk, vv = np.zeros(0, np.int64), np.zeros(0, np.int64)
-            self.views[k] = ZStore.from_sorted(vk, vv, cap)
+                ek, ev = np.zeros(0, np.int64), np.zeros(0, np.int64)
+            self.views[k] = ViewStore.build(ek, ev, cap)
 
     # ------------------------------------------------------------------ overflow guard
     def _check_overflow(self, batch_max: int, batch_rows: int) -> None:
@@ -297,8 +312,8 @@ class TriangleEngineBase:
         for k, K in enumerate(self.rels):
             nx, _ = self._wiring(k)
             ek, ev = _join_reference(*K.h.items(), *nx.l.items())
-            vk, vv = self.views[k].items()
-            if not (np.array_equal(ek, vk) and np.array_equal(ev, vv)):
+            gk, gv = self.views[k].items()
+            if not (np.array_equal(ek, gk) and np.array_equal(ev, gv)):
                 fail(f"view {k} ({K.name}_h·{nx.name}_l) differs from its definition")
 
     # ------------------------------------------------------------------ timing helper

@@ -12,6 +12,7 @@ import numba as nb
 import numpy as np
 
 from .lsm import LO_MASK, SENTINEL, dot_rows, get, run_mask, run_range
+from .view_kernels import vget
 
 
 @nb.njit(cache=True, inline="always")
@@ -23,7 +24,7 @@ def _live(st, x):
 
 
 @nb.njit(cache=True)
-def path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev, symmetric):
+def path_weight(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev, symmetric):
     """w = Σ_c Next(y, c) · Prev(c, x), by the IVM^ε case split on y's part in Next.
 
     y heavy in Next: view(y, x) (= Σ_c Next_h(y,c)·Prev_l(c,x)) plus the heavy-c terms, the
@@ -33,7 +34,7 @@ def path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev, symmetr
     part of the column is Prev_ht(x,·) and the light part is probed.
     """
     if heavy_next[y]:
-        return get(view, (y << 32) | x) + dot_rows(nh, y, pht, x)
+        return vget(vsp, vrow, vmat, (y << 32) | x) + dot_rows(nh, y, pht, x)
     if symmetric:
         if heavy_prev[x]:
             return dot_rows(nl, y, ph, x)
@@ -67,7 +68,8 @@ def _cost(x, y, nh, nl, pht, heavy_next):
 
 
 @nb.njit(cache=True, parallel=True)
-def path_weights(xs, ys, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev, symmetric, out):
+def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                 symmetric, out):
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) for every update of the batch.
 
     ``symmetric``: Next = Prev = E with E symmetric, so w(x, y) = w(y, x) and each update is
@@ -79,8 +81,8 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev, symm
         if symmetric and _cost(y, x, nh, nl, pht, heavy_next) < _cost(x, y, nh, nl, pht,
                                                                         heavy_next):
             x, y = y, x
-        out[i] = path_weight(x, y, nh, nl, ph, pl, pht, view, heavy_next, heavy_prev,
-                             symmetric)
+        out[i] = path_weight(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next,
+                             heavy_prev, symmetric)
 
 
 @nb.njit(cache=True)

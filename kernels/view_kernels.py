@@ -1,0 +1,101 @@
+"""Kernels of the bilinear views (V_RS, V_ST, V_TR; V = E_h·E_l in the graph form).
+
+A view is three parts ``(sparse, vrow, vmat)``, passed separately (Numba's parallel
+wrappers reject nested tuples): rows with large support live densely in ``vmat``
+(``vrow[a]`` is a's dense row or -1), the others in the sparse sorted-run store. Heavy keys'
+rows of V are often nearly dense (a hub's light neighbours reach most of the graph), and a
+dense row turns each view update into one indexed add, with no sort and no search.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .lsm import LO_MASK, SENTINEL, get, run_mask, run_range
+
+
+@nb.njit(cache=True, inline="always")
+def vget(sparse, vrow, vmat, key):
+    """V(key) for a packed key (0 if absent); the view given as its three parts."""
+    a = key >> 32
+    if a < vrow.shape[0]:
+        r = vrow[a]
+        if r >= 0:
+            c = key & LO_MASK
+            if c < vmat.shape[1]:
+                return vmat[r, c]
+            return 0
+    return get(sparse, key)
+
+
+@nb.njit(cache=True)
+def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals):
+    """Add the view deltas of a batch of factor updates; return the sparse remainder.
+
+    left:  V(x, z) += m_i · st(y_i, z)   for updates (x, y, m) of the left factor
+    right: V(z, y) += st(x_i, z) · m_i   for updates (x, y, m) of the right factor (st is the
+           left factor transposed)
+    Deltas for dense rows are added to ``vmat`` in place; the others are written to
+    ``out_keys``/``out_vals`` (unsorted, possibly repeated) and their count returned.
+    Sequential: dense rows take scatter-adds.
+    """
+    keys = st[0]
+    vals = st[1]
+    w = 0
+    nrow = vrow.shape[0]
+    for i in range(xs.shape[0]):
+        e = ys[i] if left else xs[i]
+        mi = ms[i]
+        xi = xs[i]
+        yi = ys[i]
+        dense_left = -1
+        if left and xi < nrow:
+            dense_left = vrow[xi]
+        m = run_mask(st, e)
+        j = 0
+        while m != 0:
+            if m & 1:
+                lo, hi = run_range(st, j, e)
+                for p in range(lo, hi):
+                    k = keys[p]
+                    z = k & LO_MASK
+                    if z == SENTINEL:
+                        break
+                    v = vals[p]
+                    if v == 0:
+                        continue
+                    if left:
+                        if dense_left >= 0:
+                            vmat[dense_left, z] += mi * v
+                        else:
+                            out_keys[w] = (xi << 32) | z
+                            out_vals[w] = mi * v
+                            w += 1
+                    else:
+                        r = vrow[z] if z < nrow else -1
+                        if r >= 0:
+                            vmat[r, yi] += v * mi
+                        else:
+                            out_keys[w] = (z << 32) | yi
+                            out_vals[w] = v * mi
+                            w += 1
+            m >>= 1
+            j += 1
+    return w
+
+
+@nb.njit(cache=True)
+def scatter_dense(keys, vals, vrow, vmat):
+    """vmat[vrow[a], c] += v for packed keys (a, c) whose row is dense; returns a keep mask."""
+    n = keys.shape[0]
+    keep = np.ones(n, np.bool_)
+    for i in range(n):
+        a = keys[i] >> 32
+        if a < vrow.shape[0] and vrow[a] >= 0:
+            vmat[vrow[a], keys[i] & LO_MASK] += vals[i]
+            keep[i] = False
+    return keep
+
+
+
