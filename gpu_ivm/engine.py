@@ -242,13 +242,16 @@ class TriangleEngineBase:
             self.views[k] = ViewStore.build(ek, ev, cap)
 
     # ------------------------------------------------------------------ overflow guard
-    def _check_overflow(self, batch_max: int, batch_rows: int) -> None:
+    def _check_overflow(self, batch_max, batch_rows: int) -> None:
         """Refuse, before any change, a batch whose values could leave int64.
 
+        ``batch_max``: per relation (or one for all), the largest |multiplicity| the batch adds.
         Bound: |Q| <= Π M_k · |D|^1.5, batch deltas <= Π M_k · B · |D|, views <= M² · |D|, where
         M_k bounds |multiplicity| in relation k after the batch.
         """
-        ms = [r.max_abs + batch_max for r in self.rels]
+        if isinstance(batch_max, int):
+            batch_max = [batch_max] * len(self.rels)
+        ms = [r.max_abs + b for r, b in zip(self.rels, batch_max)]
         if len(ms) == 1:
             ms = ms * 3
         m3 = ms[0] * ms[1] * ms[2]

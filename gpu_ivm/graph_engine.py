@@ -193,7 +193,6 @@ class GraphEngine(TriangleEngineBase):
         starts = group_starts(skey)
         gkey = skey[starts]
         net = np.add.reduceat(sign[order], starts) if m else np.zeros(0, np.int64)
-        first_row = row_idx[order[starts]] if m else np.zeros(0, np.int64)
         ga, gb = unpack(gkey)
         known = (ga < n0) & (gb < n0)
         present = np.zeros(gkey.shape[0], np.int64)
@@ -205,16 +204,7 @@ class GraphEngine(TriangleEngineBase):
         ignored = 0
         if bad.any():
             if self.on_conflict == "error":
-                i = int(np.flatnonzero(bad)[np.argmin(first_row[bad])])
-                r = int(first_row[i])
-                s_key, d_key = u.src[r], u.dst[r]
-                what = ("insert of an edge that is present" if after[i] > 1 else
-                        "delete of an edge that is absent")
-                if abs(int(net[i])) > 1:
-                    what = f"net change {int(net[i]):+d} to edge ({s_key!r}, {d_key!r})"
-                raise ConflictError(
-                    f"{what}: ({s_key!r}, {d_key!r}); pass on_conflict='ignore' to skip such rows",
-                    column="sign", row=r)
+                raise self._conflict(bad, starts, order, row_idx, sign, present, u)
             sizes = np.diff(np.r_[starts, m])
             ignored = int(sizes[bad].sum())
         keep = ~bad & (net != 0)
@@ -256,6 +246,33 @@ class GraphEngine(TriangleEngineBase):
             minor_moves=self._stats["moves"] - stats0["moves"])
         self.batches_applied += 1
         return rep
+
+    @staticmethod
+    def _conflict(bad, starts, order, row_idx, sign, present, u) -> ConflictError:
+        """The error for the earliest row at which some edge's multiplicity leaves {0, 1}
+        when the batch's rows are taken in order."""
+        m = order.shape[0]
+        ends = np.r_[starts[1:], m]
+        best = None
+        for g in np.flatnonzero(bad).tolist():
+            rows = order[starts[g]:ends[g]]
+            running = int(present[g]) + np.cumsum(sign[rows])
+            out = np.flatnonzero((running < 0) | (running > 1))
+            j = int(out[0]) if out.shape[0] else rows.shape[0] - 1
+            r = int(row_idx[rows[j]])
+            if best is None or r < best[0]:
+                best = (r, int(running[j]), int(present[g]))
+        r, value, was = best
+        s_key, d_key = u.src[r], u.dst[r]
+        s_key = s_key.item() if hasattr(s_key, "item") else s_key
+        d_key = d_key.item() if hasattr(d_key, "item") else d_key
+        if value > 1:
+            what = "inserts an edge that is already present" if was else \
+                "inserts an edge twice"
+        else:
+            what = "deletes an edge that is absent" if not was else "deletes an edge twice"
+        return ConflictError(f"this row {what}: ({s_key!r}, {d_key!r}); pass "
+                             "on_conflict='ignore' to skip such rows", column="sign", row=r)
 
     def _directed_delta(self, gkey: np.ndarray, net: np.ndarray):
         if self.directed:

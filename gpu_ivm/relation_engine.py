@@ -113,8 +113,8 @@ class RelationEngine(TriangleEngineBase):
             a = ids[offs[k]:offs[k + 1]]
             b = ids[offs[3 + k]:offs[4 + k]]
             consolidated.append(self._consolidate(pack(a, b), parts[k][2]))
-        maxm = max((int(np.abs(v).max()) for _, v in consolidated if v.shape[0]), default=0)
-        self._check_overflow(maxm, rows)
+        self._check_overflow([int(np.abs(v).max()) if v.shape[0] else 0
+                              for _, v in consolidated], rows)
         self.encoder.commit(new)
         self._build(consolidated)
         return self._report(t0, batch=-1, rows=rows, updates=self.size, triangles=self.Q,
@@ -174,7 +174,9 @@ class RelationEngine(TriangleEngineBase):
             keys, deltas = self._consolidate(pack(a[sel], b[sel]), u.mult[sel])
             if keys.shape[0]:
                 phases.append((k, keys, deltas))
-        maxm = max((int(np.abs(d).max()) for _, _, d in phases), default=0)
+        maxm = [0, 0, 0]
+        for k, _, d in phases:
+            maxm[k] = int(np.abs(d).max())
         self._check_overflow(maxm, rows)
         self.encoder.commit(new)
         self._grow_ids(max(len(self.encoder), 1))

@@ -7,12 +7,14 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
-    "ci", max_examples=60, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    "ci", max_examples=100, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
 )
 settings.register_profile(
     "thorough", max_examples=300, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -26,3 +28,14 @@ def data_dir() -> Path:
     if not DATA.is_dir():
         pytest.skip(f"SNAP data folder {DATA} not present")
     return DATA
+
+
+def tiny_storage(mp) -> None:
+    """Shrink the storage thresholds so small tests hit every structural path: directories on
+    small runs, per-key compaction at the first excess tombstone, dense view rows."""
+    from gpu_ivm import store, views
+
+    mp.setattr(store, "DIR_MIN", 4)
+    mp.setattr(store, "DIR_RATIO", 64)
+    mp.setattr(store, "COMPACT_SLACK", 0)
+    mp.setattr(views, "DENSE_MIN", 2)

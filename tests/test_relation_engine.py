@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import EPSILONS
+from conftest import EPSILONS, tiny_storage
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle import RelationsOracle
@@ -22,8 +22,15 @@ def rows(rel, a, b, m):
 @pytest.mark.parametrize("eps", EPSILONS + FACTORIZED, ids=str)
 @given(seed=st.integers(0, 2**32 - 1), nv=st.integers(2, 30), max_batch=st.integers(1, 60),
        hub_p=st.floats(0, 0.95), base=st.integers(0, 40), max_m=st.integers(1, 4),
-       shrink=st.booleans())
-def test_random_z_streams(eps, seed, nv, max_batch, hub_p, base, max_m, shrink):
+       shrink=st.booleans(), tiny=st.booleans())
+def test_random_z_streams(eps, seed, nv, max_batch, hub_p, base, max_m, shrink, tiny):
+    with pytest.MonkeyPatch.context() as mp:
+        if tiny:
+            tiny_storage(mp)
+        _random_z_stream(eps, seed, nv, max_batch, hub_p, base, max_m, shrink)
+
+
+def _random_z_stream(eps, seed, nv, max_batch, hub_p, base, max_m, shrink):
     rng = np.random.default_rng(seed)
     o = RelationsOracle()
     e = RelationEngine(epsilon=eps)

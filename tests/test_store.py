@@ -1,0 +1,115 @@
+"""The sorted-run store and the view store against dicts, with tiny thresholds forcing every
+structural path (directories, merges, tombstones, per-key compaction, dense view rows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpu_ivm import store as store_mod
+from gpu_ivm import views as views_mod
+from gpu_ivm.store import ZStore
+from gpu_ivm.views import ViewStore
+
+
+@pytest.fixture(params=["default", "tiny"])
+def thresholds(request, monkeypatch):
+    if request.param == "tiny":
+        monkeypatch.setattr(store_mod, "DIR_MIN", 4)
+        monkeypatch.setattr(store_mod, "DIR_RATIO", 64)
+        monkeypatch.setattr(store_mod, "COMPACT_SLACK", 0)
+        monkeypatch.setattr(views_mod, "DENSE_MIN", 2)
+    return request.param
+
+
+def check_store(s: ZStore, ref: dict, nkeys: int) -> None:
+    keys, vals = s.items()
+    assert dict(zip(keys.tolist(), vals.tolist())) == ref
+    assert len(s) == len(ref)
+    live = np.zeros(s.id_capacity, np.int64)
+    for k in ref:
+        live[k >> 32] += 1
+    assert np.array_equal(live, s.live)
+    assert (s.tomb >= 0).all()
+    probe = np.array(sorted(set(ref) | {(a << 32) | b for a in range(3) for b in range(3)}),
+                     np.int64)
+    expect = [ref.get(k, 0) for k in probe.tolist()]
+    assert s.get(probe).tolist() == expect
+    assert s.get(probe, assume_sorted=True).tolist() == expect
+    firsts = np.arange(nkeys, dtype=np.int64)
+    ptr, rk, rv = s.rows(firsts)
+    for i, x in enumerate(firsts.tolist()):
+        got = dict(zip(rk[ptr[i]:ptr[i + 1]].tolist(), rv[ptr[i]:ptr[i + 1]].tolist()))
+        assert got == {k: v for k, v in ref.items() if k >> 32 == x}
+
+
+@given(seed=st.integers(0, 2**32 - 1), nkeys=st.integers(1, 40), base=st.integers(0, 300))
+def test_zstore_random_ops(thresholds, seed, nkeys, base):
+    rng = np.random.default_rng(seed)
+    ref: dict[int, int] = {}
+    f = rng.integers(0, nkeys, base)
+    sc = rng.integers(0, nkeys, base)
+    k0 = np.unique((f << 32) | sc)
+    v0 = rng.integers(1, 4, k0.shape[0])
+    s = ZStore.from_sorted(k0, v0, nkeys)
+    ref.update(zip(k0.tolist(), v0.tolist()))
+    for _ in range(30):
+        n = int(rng.integers(1, 80))
+        if ref and rng.random() < 0.5:  # mostly deletes: tombstones and compaction
+            existing = np.array(sorted(ref), np.int64)
+            k = np.unique(existing[rng.integers(0, existing.shape[0], n)])
+            d = np.array([-ref[x] for x in k.tolist()], np.int64)
+            d[rng.random(d.shape[0]) < 0.2] += 1
+        else:
+            k = np.unique((rng.integers(0, nkeys, n) << 32) | rng.integers(0, nkeys, n))
+            d = rng.integers(-2, 3, k.shape[0])
+        old = s.add(k, d)
+        assert old.tolist() == [ref.get(x, 0) for x in k.tolist()]
+        for x, dx in zip(k.tolist(), d.tolist()):
+            v = ref.get(x, 0) + dx
+            if v:
+                ref[x] = v
+            else:
+                ref.pop(x, None)
+        assert s.nruns <= store_mod.MAX_RUNS
+        check_store(s, ref, nkeys)
+
+
+def test_zstore_growth_is_logarithmic_in_runs():
+    s = ZStore(1 << 12)
+    rng = np.random.default_rng(0)
+    for _ in range(400):
+        k = np.unique((rng.integers(0, 1 << 12, 100) << 32) | rng.integers(0, 1 << 20, 100))
+        s.add(k, np.ones(k.shape[0], np.int64))
+        sizes = np.diff(s.bounds)
+        # every run is more than GROWTH times smaller than its elder (the merge policy)
+        assert all(sizes[i + 1] * store_mod.GROWTH <= sizes[i] for i in range(len(sizes) - 1))
+    assert s.nruns <= 12
+
+
+@given(seed=st.integers(0, 2**32 - 1), nkeys=st.integers(2, 30))
+def test_viewstore_random_adds(thresholds, seed, nkeys):
+    rng = np.random.default_rng(seed)
+    ref: dict[int, int] = {}
+    v = ViewStore(nkeys)
+    for _ in range(25):
+        n = int(rng.integers(1, 120))
+        a = rng.integers(0, nkeys, n)
+        a[rng.random(n) < 0.5] = 0  # a large row, promoted to dense with tiny thresholds
+        k = (a << 32) | rng.integers(0, nkeys, n)
+        d = rng.integers(-2, 3, n)
+        v.add(k, d)
+        for x, dx in zip(k.tolist(), d.tolist()):
+            val = ref.get(x, 0) + dx
+            if val:
+                ref[x] = val
+            else:
+                ref.pop(x, None)
+        keys, vals = v.items()
+        assert dict(zip(keys.tolist(), vals.tolist())) == ref
+        probe = np.array(sorted(ref) + [(nkeys - 1) << 32], np.int64)
+        assert v.get(probe).tolist() == [ref.get(x, 0) for x in probe.tolist()]
+    if thresholds == "tiny":
+        assert v.n_dense >= 1
