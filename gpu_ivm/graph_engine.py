@@ -54,8 +54,8 @@ class GraphEngine(TriangleEngineBase):
     >>> rep = g.apply({"src": [3, 1], "dst": [4, 4], "sign": [1, 1]})
     >>> g.count(), rep.delta
     (2, 1)
-    >>> g.apply({"src": [1], "dst": [2], "sign": [-1]}).triangles
-    0
+    >>> g.apply({"src": [1], "dst": [2], "sign": [-1]}).triangles  # {1, 3, 4} is left
+    1
     """
 
     names = ("E",)

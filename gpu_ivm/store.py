@@ -48,7 +48,7 @@ class ZStore:
     >>> s.get(keys).tolist(), len(s)
     ([1, 5], 2)
     >>> _ = s.add(keys[:1], np.array([-1]))
-    >>> s.get(keys).tolist(), len(s), s.live[1]
+    >>> s.get(keys).tolist(), len(s), int(s.live[1])
     ([0, 5], 1, 0)
     """
 
