@@ -83,6 +83,11 @@ class TriangleEngineBase:
         self.batches_applied = 0
         self.last_report: BatchReport | None = None
         self._stats = {"major": 0, "moves": 0, "to_heavy": 0, "to_light": 0}
+        # True after a batch took the recompute path: the stores hold the right tuples and Q is
+        # right, but partitions, views and N are brought up to date only when a batch next
+        # takes the delta path (so a run of large batches costs one recount each).
+        self.stale = False
+        self.policy = None  # set by the concrete engines
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -211,6 +216,55 @@ class TriangleEngineBase:
         self._stats["to_heavy"] += int(to_heavy.shape[0])
         self._stats["to_light"] += int(to_light.shape[0])
 
+    # ------------------------------------------------------------------ batch dispatch
+    def _run_phases(self, phases, q_delta_for) -> str:
+        """Apply consolidated phases [(relation, sorted keys, deltas)] by the cheaper path."""
+        plist = [(k, keys) for k, keys, _ in phases]
+        path = self.policy.choose(self, plist) if phases else "delta"
+        if not phases:
+            return path
+        t1 = time.perf_counter()
+        if path == "recompute":
+            for k, keys, deltas in phases:
+                self._store_raw(k, keys, deltas)
+            self.Q = self._count_from_stores()
+            self.stale = True
+            self.policy.observe_recompute(time.perf_counter() - t1, self.size)
+        else:
+            self._freshen()
+            t1 = time.perf_counter()
+            for k, keys, deltas in phases:
+                self.Q += self._phase(k, keys, deltas, q_delta_for(k))
+            self._major_check()
+            self.policy.observe_delta(time.perf_counter() - t1, self, plist)
+        return path
+
+    def _store_raw(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> None:
+        """Recompute path: store the tuples only (no views, no rebalancing)."""
+        K = self.rels[k]
+        hm = K.heavy[keys >> 32]
+        if hm.any():
+            K.h.add(keys[hm], deltas[hm])
+            tk, tv = sort_pairs(transpose(keys[hm]), deltas[hm])
+            K.ht.add(tk, tv)
+        if (~hm).any():
+            K.l.add(keys[~hm], deltas[~hm])
+        K.max_abs = max(K.max_abs, int(np.abs(deltas).max()) + K.max_abs)
+
+    def _freshen(self) -> None:
+        """Bring a state left stale by the recompute path up to date: N = 2|D| + 1, strict
+        partitions, views recomputed (preprocessing on the stored tuples; Q is already right)."""
+        if not self.stale:
+            return
+        t0 = time.perf_counter()
+        self.N = 2 * self.size + 1
+        self._rebuild(self.N)
+        self.stale = False
+        self.policy.observe_rebuild(time.perf_counter() - t0, self.size)
+
+    def _count_from_stores(self) -> int:
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ major rebalancing
     def _major_check(self) -> None:
         d = self.size
@@ -267,6 +321,8 @@ class TriangleEngineBase:
     def check_invariants(self) -> None:
         """Check every structural invariant of the IVM^ε state; raise InvariantError if one fails.
 
+        A state left stale by the recompute path is first brought up to date.
+
         Partition conditions (domain partition, heavy >= ⌈θ/2⌉, light < ⌈3θ/2⌉), the size
         invariant ⌊N/4⌋ <= |D| < N, consistency of the stores (degrees, transposed copy, no
         live zeros), and every view equal to its definition recomputed from the parts.
@@ -274,6 +330,8 @@ class TriangleEngineBase:
 
         def fail(msg: str) -> None:
             raise InvariantError(msg)
+
+        self._freshen()
 
         d = self.size
         if not (self.N // 4 <= d < self.N):

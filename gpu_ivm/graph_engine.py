@@ -146,8 +146,12 @@ class GraphEngine(TriangleEngineBase):
         self.N = 2 * keys.shape[0] + 1
         self.rels[0].rebuild(self.N, keys, vals)
         self._rebuild_views()
+        t1 = time.perf_counter()
         self.Q = self._static_q(keys)
-        self.policy.observe_rebuild(time.perf_counter() - t0, keys.shape[0])
+        t2 = time.perf_counter()
+        self.stale = False
+        self.policy.observe_rebuild(t2 - t0, keys.shape[0])
+        self.policy.observe_recompute(t2 - t1, keys.shape[0])
 
     def _static_q(self, keys: np.ndarray) -> int:
         from .static import count_triangles_arrays
@@ -158,8 +162,14 @@ class GraphEngine(TriangleEngineBase):
         keep = a < b
         return 6 * count_triangles_arrays(a[keep], b[keep])
 
+    def _count_from_stores(self) -> int:
+        keys, _ = self.rels[0].items()
+        return self._static_q(keys)
+
     def recount(self) -> int:
-        """Q recomputed from the stored edges with the IVM^ε kernels (for checking)."""
+        """The count recomputed from the stored edges with the IVM^ε kernels (for checking);
+        a state left stale by the recompute path is brought up to date first."""
+        self._freshen()
         keys, vals = self.rels[0].items()
         a, b = unpack(keys)
         w = self._path_weights(0, a, b, self.symmetric)
@@ -229,15 +239,9 @@ class GraphEngine(TriangleEngineBase):
         self._grow_ids(max(len(self.encoder), 1))
         dkeys, dvals = self._directed_delta(gkey, net)
         q_before = self.Q
-        path = self.policy.choose(self, [(0, dkeys)]) if dkeys.shape[0] else "delta"
         stats0 = dict(self._stats)
-        if path == "recompute":
-            self._recompute(dkeys, dvals)
-        elif dkeys.shape[0]:
-            t1 = time.perf_counter()
-            self.Q += self._phase(0, dkeys, dvals, self._q_delta)
-            self._major_check()
-            self.policy.observe_delta(time.perf_counter() - t1, self, [(0, dkeys)])
+        phases = [(0, dkeys, dvals)] if dkeys.shape[0] else []
+        path = self._run_phases(phases, lambda k: self._q_delta)
         rep = self._report(
             t0, batch=self.batches_applied, rows=rows, updates=int(gkey.shape[0]),
             triangles=self.count(), delta=(self.Q - q_before) // self._per_count, path=path,
@@ -295,16 +299,3 @@ class GraphEngine(TriangleEngineBase):
         wedge = np.empty(dkeys.shape[0], np.int64)
         dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, wedge)
         return first + int(wedge.sum())
-
-    def _recompute(self, dkeys: np.ndarray, dvals: np.ndarray) -> None:
-        """The adaptive path: apply Δ to the tuple set and preprocess from scratch."""
-        keys, vals = self.rels[0].items()
-        allk = np.concatenate([keys, dkeys])
-        allv = np.concatenate([vals, dvals])
-        order = np.argsort(allk, kind="stable")
-        allk, allv = allk[order], allv[order]
-        starts = group_starts(allk)
-        sums = np.add.reduceat(allv, starts) if allk.shape[0] else allv
-        uk = allk[starts]
-        nz = sums != 0
-        self._build(uk[nz], sums[nz])

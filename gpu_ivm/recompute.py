@@ -5,6 +5,10 @@ The delta path costs about Σ over updates of the expansion lengths the IVM^ε k
 the new database (worst-case-optimal static count, strict partition, views). Both rates are
 calibrated online from the engine's own previous batches, so the choice adapts to the machine and
 the graph; the results are identical on either path (tests force each path).
+
+The recompute path stores the batch's tuples and recounts; partitions, views and N are left
+stale and rebuilt only when a later batch takes the delta path (that rebuild is charged to
+that batch's estimate), so a run of large batches costs about one static recount each.
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ class AdaptivePolicy:
         self.enabled = enabled
         self.force = force
         self.sec_per_unit = 40e-9  # first guess; replaced by measurements
-        self.rebuild_sec_per_tuple: float | None = None
+        self.rebuild_sec_per_tuple: float | None = None  # full preprocessing
+        self.recompute_sec_per_tuple: float | None = None  # store the batch + static recount
         self.last_units = 0
 
     @staticmethod
@@ -48,13 +53,19 @@ class AdaptivePolicy:
     def choose(self, engine, phases) -> str:
         if self.force:
             return self.force
-        if not self.enabled or self.rebuild_sec_per_tuple is None:
+        if not self.enabled or self.recompute_sec_per_tuple is None:
             return "delta"
-        self.last_units = self.units(engine, phases)
-        est_delta = self.last_units * self.sec_per_unit
         batch = sum(p[1].shape[0] for p in phases)
-        est_rebuild = self.rebuild_sec_per_tuple * (engine.size + batch)
-        return "recompute" if est_delta > est_rebuild else "delta"
+        size = engine.size + batch
+        est_recompute = self.recompute_sec_per_tuple * size
+        est_delta = 0.0
+        if engine.stale:
+            est_delta += (self.rebuild_sec_per_tuple or 0.0) * size
+            if est_delta > est_recompute:
+                return "recompute"
+        self.last_units = self.units(engine, phases)
+        est_delta += self.last_units * self.sec_per_unit
+        return "recompute" if est_delta > est_recompute else "delta"
 
     def observe_delta(self, seconds: float, engine, phases) -> None:
         units = self.last_units or self.units(engine, phases)
@@ -62,6 +73,14 @@ class AdaptivePolicy:
             rate = seconds / units
             self.sec_per_unit = 0.7 * self.sec_per_unit + 0.3 * rate
         self.last_units = 0
+
+    def observe_recompute(self, seconds: float, tuples: int) -> None:
+        if tuples > 1000:
+            rate = seconds / tuples
+            if self.recompute_sec_per_tuple is None:
+                self.recompute_sec_per_tuple = rate
+            else:
+                self.recompute_sec_per_tuple = 0.5 * self.recompute_sec_per_tuple + 0.5 * rate
 
     def observe_rebuild(self, seconds: float, tuples: int) -> None:
         if tuples > 1000:

@@ -140,8 +140,12 @@ class RelationEngine(TriangleEngineBase):
         for K, (keys, vals) in zip(self.rels, consolidated):
             K.rebuild(self.N, keys, vals)
         self._rebuild_views()
+        t1 = time.perf_counter()
         self.Q = self._static_q(consolidated)
-        self.policy.observe_rebuild(time.perf_counter() - t0, total)
+        t2 = time.perf_counter()
+        self.stale = False
+        self.policy.observe_rebuild(t2 - t0, total)
+        self.policy.observe_recompute(t2 - t1, total)
 
     def _static_q(self, consolidated) -> int:
         from .static import relation_triangle_sum
@@ -149,8 +153,13 @@ class RelationEngine(TriangleEngineBase):
         rel = [(*unpack(k), v) for k, v in consolidated]
         return int(relation_triangle_sum(rel[0], rel[1], rel[2], max(len(self.encoder), 1)))
 
+    def _count_from_stores(self) -> int:
+        return self._static_q([K.items() for K in self.rels])
+
     def recount(self) -> int:
-        """Q recomputed with the IVM^ε kernels: Σ_{(a,b) ∈ R} R(a,b)·(S·T)(b,a)."""
+        """Q recomputed with the IVM^ε kernels, Σ_{(a,b) ∈ R} R(a,b)·(S·T)(b,a); a state left
+        stale by the recompute path is brought up to date first."""
+        self._freshen()
         keys, vals = self.rels[0].items()
         a, b = unpack(keys)
         return sum_products(vals, self._path_weights(0, a, b, False))
@@ -182,16 +191,7 @@ class RelationEngine(TriangleEngineBase):
         self._grow_ids(max(len(self.encoder), 1))
         q_before = self.Q
         stats0 = dict(self._stats)
-        plist = [(k, keys) for k, keys, _ in phases]
-        path = self.policy.choose(self, plist) if phases else "delta"
-        if path == "recompute":
-            self._recompute(phases)
-        elif phases:
-            t1 = time.perf_counter()
-            for k, keys, deltas in phases:
-                self.Q += self._phase(k, keys, deltas, self._q_delta_for(k))
-            self._major_check()
-            self.policy.observe_delta(time.perf_counter() - t1, self, plist)
+        path = self._run_phases(phases, self._q_delta_for)
         rep = self._report(
             t0, batch=self.batches_applied, rows=rows,
             updates=sum(p[1].shape[0] for p in phases), triangles=self.Q,
@@ -207,14 +207,3 @@ class RelationEngine(TriangleEngineBase):
             return sum_products(deltas, self._path_weights(k, xs, ys, False))
 
         return q_delta
-
-    def _recompute(self, phases) -> None:
-        consolidated = []
-        for k, K in enumerate(self.rels):
-            keys, vals = K.items()
-            for kk, dkeys, deltas in phases:
-                if kk == k:
-                    keys = np.concatenate([keys, dkeys])
-                    vals = np.concatenate([vals, deltas])
-            consolidated.append(self._consolidate(keys, vals))
-        self._build(consolidated)

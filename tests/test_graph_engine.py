@@ -83,14 +83,43 @@ def test_single_update_batches_equal_large_batches(eps):
     assert canon(one) == canon(many) == sorted(oracle.edges)
 
 
-@pytest.mark.parametrize("force", ["delta", "recompute"])
+@pytest.mark.parametrize("force", ["delta", "recompute", "alternate"])
 def test_adaptive_paths_agree(force):
+    """Either path, or the two interleaved (a stale state is rebuilt by the next delta batch),
+    gives the oracle's count after every batch."""
     rng = np.random.default_rng(11)
     oracle = GraphOracle(False)
     eng = GraphEngine()
-    eng.policy.force = force
-    run_stream(eng, oracle, rng, n_batches=8, nv=60, max_batch=200, hub_p=0.3)
-    assert eng.last_report.path == force
+    for i, batch in enumerate(graph_batches(oracle, rng, n_batches=9, nv=60, max_batch=200,
+                                            hub_p=0.3)):
+        want = force if force != "alternate" else ("recompute" if i % 3 else "delta")
+        eng.policy.force = want
+        rep = eng.apply(batch)
+        assert rep.path == want
+        assert eng.count() == oracle.count()
+        if i % 2:
+            eng.check_invariants()
+            assert eng.recount() == oracle.count()
+
+
+def test_adaptive_policy_picks_recompute_for_huge_batches():
+    rng = np.random.default_rng(5)
+    oracle = GraphOracle(False)
+    a, b = rng.integers(0, 300, 3000), rng.integers(0, 300, 3000)
+    for u, v in zip(a.tolist(), b.tolist()):
+        if u != v:
+            oracle.apply(u, v, 1)
+    eng = GraphEngine()
+    eng.load((a, b))
+    eng.policy.recompute_sec_per_tuple = 1e-12  # make recomputing look free
+    batch = next(graph_batches(oracle, rng, n_batches=1, nv=300, max_batch=2000, hub_p=0.1))
+    assert eng.apply(batch).path == "recompute"
+    assert eng.stale and eng.count() == oracle.count()
+    eng.policy.recompute_sec_per_tuple = 1.0  # now the delta path, which rebuilds first
+    batch = next(graph_batches(oracle, rng, n_batches=1, nv=300, max_batch=5, hub_p=0.1))
+    assert eng.apply(batch).path == "delta"
+    assert not eng.stale and eng.count() == oracle.count()
+    eng.check_invariants()
 
 
 def test_slides_example_graph():
