@@ -29,7 +29,7 @@ demo: $(VENV)/.installed-base
 	$(BIN)/gpu-ivm demo
 
 test: $(VENV)/.installed-test
-	$(BIN)/ruff check gpu_ivm kernels spark_glue bench tests
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed-bench
@@ -39,7 +39,7 @@ bench-full: $(VENV)/.installed-bench
 	$(BIN)/python -m bench --full
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check gpu_ivm kernels spark_glue bench tests
+	$(BIN)/ruff check .
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache

@@ -9,8 +9,8 @@ when that is ``None``, from the ``GPU_IVM_BACKEND`` environment variable (defaul
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from types import ModuleType
+from dataclasses import dataclass, field
+from types import ModuleType, SimpleNamespace
 
 import numpy as np
 
@@ -30,10 +30,15 @@ class Backend:
         ``"cpu"`` or ``"cuda"``.
     xp : module
         The array module (NumPy or CuPy).
+    kernels : SimpleNamespace
+        The kernel set: ``store`` (sorted-run maintenance), ``delta`` (count deltas, view
+        expansion), ``view`` (view updates), ``static`` (static counts), each a module whose
+        functions take this backend's arrays.
     """
 
     name: str
     xp: ModuleType
+    kernels: SimpleNamespace = field(default_factory=SimpleNamespace, repr=False)
 
     def to_device(self, a: np.ndarray):
         """Copy a host array to the backend's memory (no copy on the CPU)."""
@@ -46,7 +51,14 @@ class Backend:
         return self.xp.asnumpy(a)
 
 
-CPU = Backend("cpu", np)
+def _cpu_kernels() -> SimpleNamespace:
+    from .kernels import delta_kernels, static_kernels, store_kernels, view_kernels
+
+    return SimpleNamespace(store=store_kernels, delta=delta_kernels, view=view_kernels,
+                           static=static_kernels)
+
+
+CPU = Backend("cpu", np, _cpu_kernels())
 
 
 def cuda_usable() -> bool:

@@ -28,7 +28,6 @@ from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError
 from .kernels import delta_kernels as dk
-from .kernels import view_kernels as vk
 from .partition import PartRel, sort_pairs
 from .store import ZStore
 from .views import ViewStore
@@ -75,6 +74,7 @@ class TriangleEngineBase:
 
     def __init__(self, epsilons: list[Fraction], backend: str | Backend | None = None):
         self.backend = get_backend(backend)
+        self.k = self.backend.kernels
         self.encoder = IdEncoder()
         self.N = 1
         self.rels = [PartRel(nm, e, self.N) for nm, e in zip(self.names, epsilons)]
@@ -112,7 +112,7 @@ class TriangleEngineBase:
         view = self.views[(k + 1) % len(self.rels)]
         out = np.empty(xs.shape[0], np.int64)
         if xs.shape[0]:
-            dk.path_weights(np.ascontiguousarray(xs), np.ascontiguousarray(ys), nx.h.nt(),
+            self.k.delta.path_weights(np.ascontiguousarray(xs), np.ascontiguousarray(ys), nx.h.nt(),
                             nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.sparse.nt(),
                             view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out)
         return out
@@ -138,19 +138,18 @@ class TriangleEngineBase:
         order = np.argsort(ok, kind="stable")
         return dk.segment_sum_sorted(ok[order], ov[order])
 
-    @staticmethod
-    def _view_update(view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):
+    def _view_update(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):
         """Maintain a bilinear view under updates of one factor (see ``emit_view_deltas``)."""
         xs, ys = unpack(keys)
         nt = st.nt()
         counts = np.empty(keys.shape[0], np.int64)
-        dk.expand_counts(ys if left else xs, nt, counts)
+        self.k.delta.expand_counts(ys if left else xs, nt, counts)
         total = int(counts.sum())
         if total == 0:
             return
         ok = np.empty(total, np.int64)
         ov = np.empty(total, np.int64)
-        n = vk.emit_view_deltas(xs, ys, np.ascontiguousarray(vals, np.int64), nt, left,
+        n = self.k.view.emit_view_deltas(xs, ys, np.ascontiguousarray(vals, np.int64), nt, left,
                                 view.vrow, view.vmat, ok, ov)
         if n:
             view.add(ok[:n], ov[:n])
