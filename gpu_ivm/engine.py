@@ -170,11 +170,13 @@ class TriangleEngineBase:
             K.l.add(lk, lv)
 
     # ------------------------------------------------------------------ phases
-    def _phase(self, k: int, keys: np.ndarray, deltas: np.ndarray, q_delta) -> int:
-        """Apply consolidated updates (sorted unique packed keys) to relation k."""
+    def _phase(self, k: int, keys: np.ndarray, deltas: np.ndarray, q_delta, old=None) -> int:
+        """Apply consolidated updates (sorted unique packed keys) to relation k; ``old``: the
+        current multiplicities of ``keys`` when the caller knows them (set semantics)."""
         K = self.rels[k]
         firsts = keys >> 32
-        old = K.get(keys, assume_sorted=True)
+        if old is None:
+            old = K.get(keys, assume_sorted=True)
         new = old + deltas
         sc = (new != 0).astype(np.int64) - (old != 0)
         starts = group_starts(firsts)
@@ -216,8 +218,9 @@ class TriangleEngineBase:
         self._stats["to_light"] += int(to_light.shape[0])
 
     # ------------------------------------------------------------------ batch dispatch
-    def _run_phases(self, phases, q_delta_for) -> str:
-        """Apply consolidated phases [(relation, sorted keys, deltas)] by the cheaper path."""
+    def _run_phases(self, phases, q_delta_for, old=None) -> str:
+        """Apply consolidated phases [(relation, sorted keys, deltas)] by the cheaper path.
+        ``old``: per phase, the current multiplicities of its keys, if known."""
         plist = [(k, keys) for k, keys, _ in phases]
         path = self.policy.choose(self, plist) if phases else "delta"
         if not phases:
@@ -232,8 +235,9 @@ class TriangleEngineBase:
         else:
             self._freshen()
             t1 = time.perf_counter()
-            for k, keys, deltas in phases:
-                self.Q += self._phase(k, keys, deltas, q_delta_for(k))
+            for i, (k, keys, deltas) in enumerate(phases):
+                self.Q += self._phase(k, keys, deltas, q_delta_for(k),
+                                      None if old is None else old[i])
             self._major_check()
             self.policy.observe_delta(time.perf_counter() - t1, self, plist)
         return path

@@ -22,7 +22,6 @@ from . import io
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import ConflictError, InputError
-from .kernels import delta_kernels as dk
 from .rational import parse_epsilon
 from .recompute import AdaptivePolicy
 
@@ -241,7 +240,9 @@ class GraphEngine(TriangleEngineBase):
         q_before = self.Q
         stats0 = dict(self._stats)
         phases = [(0, dkeys, dvals)] if dkeys.shape[0] else []
-        path = self._run_phases(phases, lambda k: self._q_delta)
+        # set semantics: a delete's edge is present (1), an insert's absent (0)
+        path = self._run_phases(phases, lambda k: self._q_delta,
+                                old=[(dvals < 0).astype(np.int64)])
         rep = self._report(
             t0, batch=self.batches_applied, rows=rows, updates=int(gkey.shape[0]),
             triangles=self.count(), delta=(self.Q - q_before) // self._per_count, path=path,
@@ -297,5 +298,6 @@ class GraphEngine(TriangleEngineBase):
             first = 6 * sum_products(dvals[half], self._path_weights(0, a[half], b[half], True))
         E = self.rels[0]
         wedge = np.empty(dkeys.shape[0], np.int64)
-        dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, wedge)
+        self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,
+                                  wedge)
         return first + int(wedge.sum())

@@ -11,7 +11,17 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .lsm import LO_MASK, SENTINEL, dot_rows, get, run_mask, run_range
+from .lsm import (
+    LO_MASK,
+    SENTINEL,
+    dot_range_row,
+    dot_ranges,
+    dot_rows,
+    get,
+    lower_bound,
+    run_mask,
+    run_range,
+)
 from .view_kernels import vget
 
 
@@ -167,46 +177,34 @@ def segment_sum_sorted(keys, vals):
     return ok[:w], ov[:w]
 
 
-@nb.njit(cache=True)
-def _find_sorted(keys, key):
-    lo = 0
-    hi = keys.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < key:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < keys.shape[0] and keys[lo] == key:
-        return lo
-    return -1
-
-
 @nb.njit(cache=True, parallel=True)
-def batch_wedges(dkeys, dvals, eh, el, heavy, out):
+def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     """Self-join batch terms: out[i] = Σ_c Δ(a,b)·Δ(b,c)·(3·E(c,a) + Δ(c,a)) for Δ tuple i=(a,b).
 
     Summed over the batch this is 3·tr(Δ²E) + tr(Δ³) (with E the state before the batch).
-    ``dkeys`` sorted unique packed keys of Δ, ``dvals`` their multiplicities.
+    ``dkeys`` sorted unique packed keys of Δ, ``dvals`` their multiplicities. With
+    ``symmetric`` (E and Δ symmetric), E(c,a) = E(a,c) and Δ(c,a) = Δ(a,c), so both sums are
+    inner products of sorted rows; otherwise E and Δ are probed.
     """
     n = dkeys.shape[0]
     for i in nb.prange(n):
         a = dkeys[i] >> 32
         b = dkeys[i] & LO_MASK
         m1 = dvals[i]
-        # range of b in Δ
-        lo = 0
-        hi = n
-        key = b << 32
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if dkeys[mid] < key:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = lower_bound(dkeys, 0, n, b << 32)
+        hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
+        if lo == hi:
+            out[i] = 0
+            continue
+        if symmetric:
+            alo = lower_bound(dkeys, 0, n, a << 32)
+            ahi = lower_bound(dkeys, alo, n, (a + 1) << 32)
+            e = dot_range_row(dkeys, dvals, lo, hi, eh if heavy[a] else el, a)
+            d = dot_ranges(dkeys, dvals, lo, hi, dkeys, dvals, alo, ahi)
+            out[i] = m1 * (3 * e + d)
+            continue
         acc = 0
-        p = lo
-        while p < n and (dkeys[p] >> 32) == b:
+        for p in range(lo, hi):
             c = dkeys[p] & LO_MASK
             m2 = dvals[p]
             ca = (c << 32) | a
@@ -214,8 +212,7 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, out):
                 e = get(eh, ca)
             else:
                 e = get(el, ca)
-            q = _find_sorted(dkeys, ca)
-            d = dvals[q] if q >= 0 else 0
+            q = lower_bound(dkeys, 0, n, ca)
+            d = dvals[q] if q < n and dkeys[q] == ca else 0
             acc += m2 * (3 * e + d)
-            p += 1
         out[i] = m1 * acc

@@ -209,3 +209,23 @@ def dot_rows(st1, x1, st2, x2):
         m1 >>= 1
         j1 += 1
     return s
+
+
+@nb.njit(cache=True)
+def dot_range_row(k1, v1, lo1, hi1, st, x):
+    """Σ_c k1-range(c)·st(x, c): a plain sorted range against a store row."""
+    if hi1 <= lo1:
+        return 0
+    k2 = st[0]
+    v2 = st[1]
+    m = run_mask(st, x)
+    s = 0
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo2, hi2 = run_range(st, j, x)
+            hi2 = real_end(k2, lo2, hi2, x)
+            s += dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2)
+        m >>= 1
+        j += 1
+    return s
