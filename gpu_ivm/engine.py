@@ -81,6 +81,7 @@ class TriangleEngineBase:
         self.views = [ViewStore() for _ in self.rels]
         self.Q = 0
         self.batches_applied = 0
+        self.last_batch_id: int | None = None  # the caller's id of the last applied batch
         self.last_report: BatchReport | None = None
         self._stats = {"major": 0, "moves": 0, "to_heavy": 0, "to_light": 0}
         # True after a batch took the recompute path: the stores hold the right tuples and Q is
@@ -216,6 +217,23 @@ class TriangleEngineBase:
         self._stats["moves"] += int(to_heavy.shape[0] + to_light.shape[0])
         self._stats["to_heavy"] += int(to_heavy.shape[0])
         self._stats["to_light"] += int(to_light.shape[0])
+
+    def _skip_replayed(self, batch_id: int | None, t0: float) -> BatchReport | None:
+        """Exactly-once support: a batch whose ``batch_id`` is not above the last applied one
+        is a replay (e.g. after a restart) and is skipped."""
+        if batch_id is None:
+            return None
+        batch_id = int(batch_id)
+        if self.last_batch_id is not None and batch_id <= self.last_batch_id:
+            return self._report(t0, batch=batch_id, rows=0, updates=0, triangles=self.count(),
+                                delta=0, path="skipped")
+        return None
+
+    def _done(self, rep: BatchReport, batch_id: int | None) -> BatchReport:
+        self.batches_applied += 1
+        if batch_id is not None:
+            self.last_batch_id = int(batch_id)
+        return rep
 
     # ------------------------------------------------------------------ batch dispatch
     def _run_phases(self, phases, q_delta_for, old=None) -> str:

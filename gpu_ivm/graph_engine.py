@@ -175,14 +175,21 @@ class GraphEngine(TriangleEngineBase):
         return sum_products(vals, w) // self._per_count
 
     # ------------------------------------------------------------------ batches
-    def apply(self, updates) -> BatchReport:
+    def apply(self, updates, *, batch_id: int | None = None) -> BatchReport:
         """Apply one batch of edge inserts (sign +1) and deletes (sign -1) atomically.
 
         ``updates`` has columns ``src``, ``dst``, ``sign`` (anything
         :func:`gpu_ivm.io.read_graph_updates` reads). Validation happens before any change: a
         bad batch raises :class:`~gpu_ivm.errors.InputError` and leaves the engine as it was.
+
+        ``batch_id`` (optional, increasing): the caller's id of this batch, kept as
+        ``last_batch_id`` (and in snapshots); a batch whose id is not above it is a replay and
+        is skipped (report ``path == "skipped"``), which makes replays after a restart safe.
         """
         t0 = time.perf_counter()
+        skipped = self._skip_replayed(batch_id, t0)
+        if skipped is not None:
+            return skipped
         u = io.read_graph_updates(updates)
         rows = len(u)
         src, dst, sign = u.src, u.dst, u.sign
@@ -249,8 +256,7 @@ class GraphEngine(TriangleEngineBase):
             ignored=ignored, self_loops=n_loops,
             major_rebalances=self._stats["major"] - stats0["major"],
             minor_moves=self._stats["moves"] - stats0["moves"])
-        self.batches_applied += 1
-        return rep
+        return self._done(rep, batch_id)
 
     @staticmethod
     def _conflict(bad, starts, order, row_idx, sign, present, u) -> ConflictError:

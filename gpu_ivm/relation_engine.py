@@ -165,13 +165,19 @@ class RelationEngine(TriangleEngineBase):
         return sum_products(vals, self._path_weights(0, a, b, False))
 
     # ------------------------------------------------------------------ batches
-    def apply(self, updates) -> BatchReport:
+    def apply(self, updates, *, batch_id: int | None = None) -> BatchReport:
         """Apply one batch (columns ``rel``, ``src``, ``dst``, ``mult``) atomically.
 
         Rows for the same tuple are summed; zero sums are dropped. Validation happens before any
         change; a bad batch raises :class:`~gpu_ivm.errors.InputError` and changes nothing.
+
+        ``batch_id`` (optional, increasing): the caller's id of this batch, kept as
+        ``last_batch_id``; a batch whose id is not above it is a replay and is skipped.
         """
         t0 = time.perf_counter()
+        skipped = self._skip_replayed(batch_id, t0)
+        if skipped is not None:
+            return skipped
         u = io.read_relation_updates(updates)
         rows = len(u)
         m = rows
@@ -198,8 +204,7 @@ class RelationEngine(TriangleEngineBase):
             delta=self.Q - q_before, path=path,
             major_rebalances=self._stats["major"] - stats0["major"],
             minor_moves=self._stats["moves"] - stats0["moves"])
-        self.batches_applied += 1
-        return rep
+        return self._done(rep, batch_id)
 
     def _q_delta_for(self, k: int):
         def q_delta(keys: np.ndarray, deltas: np.ndarray) -> int:

@@ -177,3 +177,14 @@ def test_duplicate_rows_in_one_batch_net_out():
     assert rep.updates == 1 and g.count() == 1
     with pytest.raises(ConflictError, match="twice"):
         g.apply({"src": [5, 6], "dst": [6, 5], "sign": [1, 1]})
+
+
+def test_batch_ids_skip_replays():
+    g = GraphEngine()
+    g.apply({"src": [1, 2], "dst": [2, 3], "sign": [1, 1]}, batch_id=0)
+    rep = g.apply({"src": [3], "dst": [1], "sign": [1]}, batch_id=1)
+    assert rep.triangles == 1 and g.last_batch_id == 1
+    again = g.apply({"src": [3], "dst": [1], "sign": [1]}, batch_id=1)  # a replay: skipped
+    assert again.path == "skipped" and g.count() == 1 and g.batches_applied == 2
+    g.apply({"src": [3], "dst": [1], "sign": [-1]}, batch_id=5)
+    assert g.count() == 0 and g.last_batch_id == 5
