@@ -24,6 +24,8 @@ from .lsm import (
 )
 from .view_kernels import vget
 
+PAR_MIN = 512  # below this many items a kernel runs on one thread
+
 
 @nb.njit(cache=True, inline="always")
 def _live(st, x):
@@ -77,22 +79,43 @@ def _cost(x, y, nh, nl, pht, heavy_next):
     return _live(nl, y)
 
 
+@nb.njit(cache=True, inline="always")
+def _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                symmetric, out):
+    x = xs[i]
+    y = ys[i]
+    if symmetric and _cost(y, x, nh, nl, pht, heavy_next) < _cost(x, y, nh, nl, pht, heavy_next):
+        x, y = y, x
+    out[i] = path_weight(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                         symmetric)
+
+
 @nb.njit(cache=True, parallel=True)
+def _path_weights_par(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                      symmetric, out):
+    for i in nb.prange(xs.shape[0]):
+        _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                    symmetric, out)
+
+
+@nb.njit(cache=True)
+def _path_weights_seq(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                      symmetric, out):
+    for i in range(xs.shape[0]):
+        _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                    symmetric, out)
+
+
 def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
                  symmetric, out):
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) for every update of the batch.
 
     ``symmetric``: Next = Prev = E with E symmetric, so w(x, y) = w(y, x) and each update is
-    evaluated in its cheaper orientation.
+    evaluated in its cheaper orientation. Small batches run on one thread (waking the pool
+    costs more than they do).
     """
-    for i in nb.prange(xs.shape[0]):
-        x = xs[i]
-        y = ys[i]
-        if symmetric and _cost(y, x, nh, nl, pht, heavy_next) < _cost(x, y, nh, nl, pht,
-                                                                        heavy_next):
-            x, y = y, x
-        out[i] = path_weight(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next,
-                             heavy_prev, symmetric)
+    fn = _path_weights_par if xs.shape[0] >= PAR_MIN else _path_weights_seq
+    fn(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev, symmetric, out)
 
 
 @nb.njit(cache=True)
@@ -109,10 +132,10 @@ def _rows_len(st, x):
     return t
 
 
-@nb.njit(cache=True, parallel=True)
+@nb.njit(cache=True)
 def expand_counts(exp_keys, st, counts):
     """counts[i] = physical entries of first key exp_keys[i] (upper bound of live tuples)."""
-    for i in nb.prange(exp_keys.shape[0]):
+    for i in range(exp_keys.shape[0]):
         counts[i] = _rows_len(st, exp_keys[i])
 
 
@@ -177,7 +200,51 @@ def segment_sum_sorted(keys, vals):
     return ok[:w], ov[:w]
 
 
+@nb.njit(cache=True, inline="always")
+def _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out):
+    n = dkeys.shape[0]
+    a = dkeys[i] >> 32
+    b = dkeys[i] & LO_MASK
+    m1 = dvals[i]
+    lo = lower_bound(dkeys, 0, n, b << 32)
+    hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
+    if lo == hi:
+        out[i] = 0
+        return
+    if symmetric:
+        alo = lower_bound(dkeys, 0, n, a << 32)
+        ahi = lower_bound(dkeys, alo, n, (a + 1) << 32)
+        e = dot_range_row(dkeys, dvals, lo, hi, eh if heavy[a] else el, a)
+        d = dot_ranges(dkeys, dvals, lo, hi, dkeys, dvals, alo, ahi)
+        out[i] = m1 * (3 * e + d)
+        return
+    acc = 0
+    for p in range(lo, hi):
+        c = dkeys[p] & LO_MASK
+        m2 = dvals[p]
+        ca = (c << 32) | a
+        if heavy[c]:
+            e = get(eh, ca)
+        else:
+            e = get(el, ca)
+        q = lower_bound(dkeys, 0, n, ca)
+        d = dvals[q] if q < n and dkeys[q] == ca else 0
+        acc += m2 * (3 * e + d)
+    out[i] = m1 * acc
+
+
 @nb.njit(cache=True, parallel=True)
+def _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out):
+    for i in nb.prange(dkeys.shape[0]):
+        _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out)
+
+
+@nb.njit(cache=True)
+def _batch_wedges_seq(dkeys, dvals, eh, el, heavy, symmetric, out):
+    for i in range(dkeys.shape[0]):
+        _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out)
+
+
 def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     """Self-join batch terms: out[i] = Σ_c Δ(a,b)·Δ(b,c)·(3·E(c,a) + Δ(c,a)) for Δ tuple i=(a,b).
 
@@ -186,33 +253,5 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     ``symmetric`` (E and Δ symmetric), E(c,a) = E(a,c) and Δ(c,a) = Δ(a,c), so both sums are
     inner products of sorted rows; otherwise E and Δ are probed.
     """
-    n = dkeys.shape[0]
-    for i in nb.prange(n):
-        a = dkeys[i] >> 32
-        b = dkeys[i] & LO_MASK
-        m1 = dvals[i]
-        lo = lower_bound(dkeys, 0, n, b << 32)
-        hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
-        if lo == hi:
-            out[i] = 0
-            continue
-        if symmetric:
-            alo = lower_bound(dkeys, 0, n, a << 32)
-            ahi = lower_bound(dkeys, alo, n, (a + 1) << 32)
-            e = dot_range_row(dkeys, dvals, lo, hi, eh if heavy[a] else el, a)
-            d = dot_ranges(dkeys, dvals, lo, hi, dkeys, dvals, alo, ahi)
-            out[i] = m1 * (3 * e + d)
-            continue
-        acc = 0
-        for p in range(lo, hi):
-            c = dkeys[p] & LO_MASK
-            m2 = dvals[p]
-            ca = (c << 32) | a
-            if heavy[c]:
-                e = get(eh, ca)
-            else:
-                e = get(el, ca)
-            q = lower_bound(dkeys, 0, n, ca)
-            d = dvals[q] if q < n and dkeys[q] == ca else 0
-            acc += m2 * (3 * e + d)
-        out[i] = m1 * acc
+    fn = _batch_wedges_par if dkeys.shape[0] >= PAR_MIN else _batch_wedges_seq
+    fn(dkeys, dvals, eh, el, heavy, symmetric, out)
