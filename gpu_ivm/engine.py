@@ -77,8 +77,9 @@ class TriangleEngineBase:
         self.k = self.backend.kernels
         self.encoder = IdEncoder()
         self.N = 1
-        self.rels = [PartRel(nm, e, self.N) for nm, e in zip(self.names, epsilons)]
-        self.views = [ViewStore() for _ in self.rels]
+        self.rels = [PartRel(nm, e, self.N, kernels=self.k)
+                     for nm, e in zip(self.names, epsilons)]
+        self.views = [ViewStore(kernels=self.k) for _ in self.rels]
         self.Q = 0
         self.batches_applied = 0
         self.last_batch_id: int | None = None  # the caller's id of the last applied batch
@@ -314,7 +315,7 @@ class TriangleEngineBase:
                 ek, ev = self._expand(hk, hv, nx.l, left=True)
             else:
                 ek, ev = np.zeros(0, np.int64), np.zeros(0, np.int64)
-            self.views[k] = ViewStore.build(ek, ev, cap)
+            self.views[k] = ViewStore.build(ek, ev, cap, self.k)
 
     # ------------------------------------------------------------------ overflow guard
     def _check_overflow(self, batch_max, batch_rows: int) -> None:

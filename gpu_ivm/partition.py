@@ -24,13 +24,14 @@ def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarr
 class PartRel:
     """Heavy/light partition of one relation, with exact integer thresholds."""
 
-    def __init__(self, name: str, eps: Fraction, n: int, id_capacity: int = 0):
+    def __init__(self, name: str, eps: Fraction, n: int, id_capacity: int = 0, kernels=None):
         self.name = name
         self.eps = eps
         self.th = Thresholds.of(n, eps)
-        self.h = ZStore(id_capacity)
-        self.l = ZStore(id_capacity)
-        self.ht = ZStore(id_capacity)
+        self.kernels = kernels
+        self.h = ZStore(id_capacity, kernels)
+        self.l = ZStore(id_capacity, kernels)
+        self.ht = ZStore(id_capacity, kernels)
         self.heavy = np.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
 
@@ -82,8 +83,8 @@ class PartRel:
         self.heavy = np.zeros(cap, np.bool_)
         self.heavy[: heavy.shape[0]] = heavy
         hm = self.heavy[firsts]
-        self.h = ZStore.from_sorted(keys[hm], vals[hm], cap)
-        self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap)
+        self.h = ZStore.from_sorted(keys[hm], vals[hm], cap, self.kernels)
+        self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap, self.kernels)
         tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
-        self.ht = ZStore.from_sorted(tk, tv, cap)
+        self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels)
         self.max_abs = int(np.abs(vals).max()) if vals.shape[0] else 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import store_kernels as sk
+from .kernels import store_kernels as _cpu_store_kernels
 
 GROWTH = 4  # a run is merged into its elder once it is more than 1/GROWTH of its size
 DIR_MIN = 2048  # runs smaller than this are binary searched
@@ -52,7 +52,9 @@ class ZStore:
     ([0, 5], 1, 0)
     """
 
-    def __init__(self, id_capacity: int = 0):
+    def __init__(self, id_capacity: int = 0, kernels=None):
+        # the backend's store kernels (CPU Numba by default; see gpu_ivm.backend)
+        self.sk = kernels.store if kernels is not None else _cpu_store_kernels
         self.keys = np.zeros(16, np.int64)
         self.vals = np.zeros(16, np.int64)
         self.bounds: list[int] = [0]
@@ -110,15 +112,16 @@ class ZStore:
         return self._nt
 
     @classmethod
-    def from_sorted(cls, keys: np.ndarray, vals: np.ndarray, id_capacity: int) -> ZStore:
+    def from_sorted(cls, keys: np.ndarray, vals: np.ndarray, id_capacity: int,
+                    kernels=None) -> ZStore:
         """Build from sorted unique keys with nonzero values (one base run)."""
-        s = cls(id_capacity)
+        s = cls(id_capacity, kernels)
         keys = np.ascontiguousarray(keys, np.int64)
         vals = np.ascontiguousarray(vals, np.int64)
         if keys.shape[0]:
             s.grow_ids(int(keys[-1] >> 32) + 1)
             s._append_run(keys, vals)
-            sk.first_key_counts(keys, keys.shape[0], s.live)
+            s.sk.first_key_counts(keys, keys.shape[0], s.live)
             s.size = keys.shape[0]
         return s
 
@@ -132,7 +135,7 @@ class ZStore:
         self.vals[start : start + n] = vals
         self.bounds.append(start + n)
         j = self.nruns - 1
-        sk.set_run_bits(self.keys, start, start + n, self.runmask, j)
+        self.sk.set_run_bits(self.keys, start, start + n, self.runmask, j)
         self.dirptr.append(-1)
         self.dirlen.append(0)
         self._maybe_directory(j)
@@ -149,7 +152,7 @@ class ZStore:
         need = self.dirs_used + nkeys + 1
         self.dirs = _grow(self.dirs, need)
         out = self.dirs[self.dirs_used : need]
-        sk.build_directory(self.keys, s, e, nkeys, out)
+        self.sk.build_directory(self.keys, s, e, nkeys, out)
         self.dirptr[j] = self.dirs_used
         self.dirlen[j] = nkeys + 1
         self.dirs_used = need
@@ -157,7 +160,7 @@ class ZStore:
     def _merge_last_two(self) -> None:
         j = self.nruns - 2
         s1, s2, s3 = self.bounds[j], self.bounds[j + 1], self.bounds[j + 2]
-        w = sk.merge_runs(self.keys, self.vals, s1, s2, s3, self.tomb, self.runmask, j)
+        w = self.sk.merge_runs(self.keys, self.vals, s1, s2, s3, self.tomb, self.runmask, j)
         ptrs = [p for p in self.dirptr[j:] if p >= 0]
         if ptrs:
             self.dirs_used = min(ptrs)
@@ -186,11 +189,11 @@ class ZStore:
         keys = np.ascontiguousarray(keys, np.int64)
         out = np.empty(keys.shape[0], np.int64)
         if assume_sorted:
-            sk.probe_sorted(self.nt(), keys, out)
+            self.sk.probe_sorted(self.nt(), keys, out)
         elif keys.shape[0] > 4096:
-            sk.probe_many_par(self.nt(), keys, out)
+            self.sk.probe_many_par(self.nt(), keys, out)
         else:
-            sk.probe_many(self.nt(), keys, out)
+            self.sk.probe_many(self.nt(), keys, out)
         return out
 
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
@@ -203,28 +206,28 @@ class ZStore:
         self.grow_ids(int(keys[-1] >> 32) + 1)
         old = np.empty(n, np.int64)
         is_new = np.empty(n, np.bool_)
-        sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old, is_new)
+        self.sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old, is_new)
         new = old + deltas
         self.size += int(np.count_nonzero(new)) - int(np.count_nonzero(old))
         if is_new.any():
             self._append_run(keys[is_new], deltas[is_new])
             self._settle()
-        firsts = sk.sorted_unique_firsts(keys)
+        firsts = self.sk.sorted_unique_firsts(keys)
         bad = firsts[self.tomb[firsts] > self.live[firsts] + COMPACT_SLACK]
         if bad.shape[0]:
-            sk.compact_keys(self.nt(), self.tomb, bad)
+            self.sk.compact_keys(self.nt(), self.tomb, bad)
         return old
 
     def rows(self, firsts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Live tuples of the given first keys: (ptr, packed keys, values), CSR style."""
         firsts = np.ascontiguousarray(firsts, np.int64)
         counts = np.empty(firsts.shape[0], np.int64)
-        sk.count_rows(self.nt(), firsts, counts)
+        self.sk.count_rows(self.nt(), firsts, counts)
         ptr = np.zeros(firsts.shape[0] + 1, np.int64)
         np.cumsum(counts, out=ptr[1:])
         ok = np.empty(int(ptr[-1]), np.int64)
         ov = np.empty(int(ptr[-1]), np.int64)
-        sk.fill_rows(self.nt(), firsts, ptr, ok, ov)
+        self.sk.fill_rows(self.nt(), firsts, ptr, ok, ov)
         return ptr, ok, ov
 
     def items(self) -> tuple[np.ndarray, np.ndarray]:
@@ -234,7 +237,7 @@ class ZStore:
         ov = np.empty(total, np.int64)
         w = 0
         for j in range(self.nruns):
-            w += sk.collect_live(self.keys, self.vals, self.bounds[j], self.bounds[j + 1],
+            w += self.sk.collect_live(self.keys, self.vals, self.bounds[j], self.bounds[j + 1],
                                  ok[w:], ov[w:])
         ok, ov = ok[:w], ov[:w]
         if self.nruns > 1:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import store_kernels as sk
-from .kernels import view_kernels as vk
+from .kernels import store_kernels as _cpu_store_kernels
+from .kernels import view_kernels as _cpu_view_kernels
 from .store import ZStore
 
 DENSE_FRACTION = 4  # a row is dense when support * DENSE_FRACTION >= id capacity
@@ -30,8 +30,11 @@ class ViewStore:
     [5, 0]
     """
 
-    def __init__(self, id_capacity: int = 0):
-        self.sparse = ZStore(id_capacity)
+    def __init__(self, id_capacity: int = 0, kernels=None):
+        self.kernels = kernels
+        self.sk = kernels.store if kernels is not None else _cpu_store_kernels
+        self.vk = kernels.view if kernels is not None else _cpu_view_kernels
+        self.sparse = ZStore(id_capacity, kernels)
         self.vrow = np.full(id_capacity, -1, np.int64)
         self.vmat = np.zeros((0, max(id_capacity, 1)), np.int64)
         self.row_keys: list[int] = []
@@ -77,7 +80,7 @@ class ViewStore:
         if keys.shape[0] == 0:
             return
         if self.n_dense:
-            keep = vk.scatter_dense(keys, vals, self.vrow, self.vmat)
+            keep = self.vk.scatter_dense(keys, vals, self.vrow, self.vmat)
             keys, vals = keys[keep], vals[keep]
         if not presorted:
             order = np.argsort(keys, kind="stable")
@@ -87,7 +90,7 @@ class ViewStore:
         if keys.shape[0] == 0:
             return
         self.sparse.add(keys, vals)
-        firsts = sk.sorted_unique_firsts(keys)
+        firsts = self.sk.sorted_unique_firsts(keys)
         self._promote_if_large(firsts)
 
     def _promote_if_large(self, firsts: np.ndarray) -> None:
@@ -118,9 +121,10 @@ class ViewStore:
             self.sparse.add(keys, -vals)
 
     @classmethod
-    def build(cls, keys: np.ndarray, vals: np.ndarray, id_capacity: int) -> ViewStore:
+    def build(cls, keys: np.ndarray, vals: np.ndarray, id_capacity: int,
+              kernels=None) -> ViewStore:
         """From sorted unique keys with nonzero values; large rows become dense."""
-        v = cls(id_capacity)
+        v = cls(id_capacity, kernels)
         cap = max(id_capacity, 1)
         firsts = keys >> 32
         if keys.shape[0]:
@@ -137,7 +141,7 @@ class ViewStore:
             d = r >= 0
             v.vmat[r[d], keys[d] & 0xFFFFFFFF] = vals[d]
             keys, vals = keys[~d], vals[~d]
-        v.sparse = ZStore.from_sorted(keys, vals, id_capacity)
+        v.sparse = ZStore.from_sorted(keys, vals, id_capacity, kernels)
         return v
 
     def items(self) -> tuple[np.ndarray, np.ndarray]:
