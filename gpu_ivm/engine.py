@@ -262,13 +262,12 @@ class TriangleEngineBase:
         return path
 
     def _store_raw(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> None:
-        """Recompute path: store the tuples only (no views, no rebalancing)."""
+        """Recompute path: store the tuples in K_h / K_l only. Views, the transposed copy K_ht,
+        partitions and N go stale; ``_freshen`` rebuilds them all from K_h ∪ K_l."""
         K = self.rels[k]
         hm = K.heavy[keys >> 32]
         if hm.any():
             K.h.add(keys[hm], deltas[hm])
-            tk, tv = sort_pairs(transpose(keys[hm]), deltas[hm])
-            K.ht.add(tk, tv)
         if (~hm).any():
             K.l.add(keys[~hm], deltas[~hm])
         K.max_abs = max(K.max_abs, int(np.abs(deltas).max()) + K.max_abs)
@@ -286,6 +285,28 @@ class TriangleEngineBase:
 
     def _count_from_stores(self) -> int:
         raise NotImplementedError
+
+    def _calibrate_delta(self, sample: int = 2048) -> None:
+        """Seed the adaptive policy's delta-path rate with the count kernel's time per work unit
+        on a sample of stored tuples (run twice: the first call may load compiled code). On
+        R-MAT streams a whole delta batch cost about the same per unit (the unit estimate
+        counts the view-maintenance lists too); delta batches then refine the rate."""
+        K = self.rels[0]
+        keys, _ = K.l.items(sort=False)
+        if keys.shape[0] < 64:
+            keys, _ = K.h.items(sort=False)
+        if keys.shape[0] < 64:
+            return
+        step = max(keys.shape[0] // sample, 1)
+        keys = np.sort(keys[::step][:sample])
+        xs, ys = unpack(keys)
+        units = self.policy.units(self, [(0, keys)])
+        self._path_weights(0, xs, ys, self.symmetric)
+        t = time.perf_counter()
+        self._path_weights(0, xs, ys, self.symmetric)
+        seconds = time.perf_counter() - t
+        if units > 0:
+            self.policy.sec_per_unit = seconds / units
 
     # ------------------------------------------------------------------ major rebalancing
     def _major_check(self) -> None:

@@ -149,20 +149,22 @@ class GraphEngine(TriangleEngineBase):
         self.Q = self._static_q(keys)
         t2 = time.perf_counter()
         self.stale = False
+        self._calibrate_delta()
         self.policy.observe_rebuild(t2 - t0, keys.shape[0])
         self.policy.observe_recompute(t2 - t1, keys.shape[0])
 
     def _static_q(self, keys: np.ndarray) -> int:
-        from .static import count_triangles_arrays
+        from .static import count_triangles_arrays, count_triangles_dense
 
         a, b = unpack(keys)
         if self.directed:
             return 3 * count_triangles_arrays(a, b, directed=True)
         keep = a < b
-        return 6 * count_triangles_arrays(a[keep], b[keep])
+        return 6 * count_triangles_dense(a[keep], b[keep], max(len(self.encoder), 1))
 
     def _count_from_stores(self) -> int:
-        keys, _ = self.rels[0].items()
+        E = self.rels[0]
+        keys = np.concatenate([E.h.items(sort=False)[0], E.l.items(sort=False)[0]])
         return self._static_q(keys)
 
     def recount(self) -> int:
@@ -214,7 +216,7 @@ class GraphEngine(TriangleEngineBase):
         present = np.zeros(gkey.shape[0], np.int64)
         if known.any():
             self._grow_ids(n0)
-            present[known] = self.rels[0].get(gkey[known])
+            present[known] = self.rels[0].get(gkey[known], assume_sorted=True)
         after = present + net
         bad = (after < 0) | (after > 1)
         ignored = 0

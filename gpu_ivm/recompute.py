@@ -34,6 +34,8 @@ class AdaptivePolicy:
         self.rebuild_sec_per_tuple: float | None = None  # full preprocessing
         self.recompute_sec_per_tuple: float | None = None  # store the batch + static recount
         self.last_units = 0
+        self.streak = (None, 0)  # (path, how many batches in a row took it)
+        self.explore_every = 8
 
     @staticmethod
     def units(engine, phases) -> int:
@@ -65,7 +67,15 @@ class AdaptivePolicy:
                 return "recompute"
         self.last_units = self.units(engine, phases)
         est_delta += self.last_units * self.sec_per_unit
-        return "recompute" if est_delta > est_recompute else "delta"
+        path = "recompute" if est_delta > est_recompute else "delta"
+        # Estimates are only as good as their calibration: when the two are within 2x and one
+        # path has been taken explore_every times in a row, try the other once to re-measure it.
+        last, run = self.streak
+        close = max(est_delta, est_recompute) < 2 * min(est_delta, est_recompute)
+        if close and last == path and run >= self.explore_every:
+            path = "delta" if path == "recompute" else "recompute"
+        self.streak = (path, run + 1 if path == last else 1)
+        return path
 
     def observe_delta(self, seconds: float, engine, phases) -> None:
         units = self.last_units or self.units(engine, phases)

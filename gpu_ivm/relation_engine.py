@@ -144,6 +144,7 @@ class RelationEngine(TriangleEngineBase):
         self.Q = self._static_q(consolidated)
         t2 = time.perf_counter()
         self.stale = False
+        self._calibrate_delta()
         self.policy.observe_rebuild(t2 - t0, total)
         self.policy.observe_recompute(t2 - t1, total)
 

@@ -199,6 +199,21 @@ def _count_undirected(s: np.ndarray, d: np.ndarray, n: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------- public API
 
 
+def count_triangles_dense(src: np.ndarray, dst: np.ndarray, n: int) -> int:
+    """Triangles of the undirected graph on dense ids ``0..n-1`` (no relabelling pass).
+
+    Self-loops and duplicates are ignored, as in :func:`count_triangles_arrays`.
+
+    >>> import numpy as np
+    >>> count_triangles_dense(np.array([0, 1, 2]), np.array([1, 2, 0]), 3)
+    1
+    """
+    s = np.ascontiguousarray(src, dtype=np.int64)
+    d = np.ascontiguousarray(dst, dtype=np.int64)
+    return _count_undirected(s, d, int(n))[1]
+
+
+
 def simple_graph(src: np.ndarray, dst: np.ndarray, *,
                  directed: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
     """Relabel vertices densely and reduce an edge list to a simple graph.

@@ -230,8 +230,8 @@ class ZStore:
         self.sk.fill_rows(self.nt(), firsts, ptr, ok, ov)
         return ptr, ok, ov
 
-    def items(self) -> tuple[np.ndarray, np.ndarray]:
-        """All live tuples, sorted by key."""
+    def items(self, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """All live tuples, sorted by key (``sort=False``: in storage order, cheaper)."""
         total = self.used
         ok = np.empty(total, np.int64)
         ov = np.empty(total, np.int64)
@@ -240,7 +240,7 @@ class ZStore:
             w += self.sk.collect_live(self.keys, self.vals, self.bounds[j], self.bounds[j + 1],
                                  ok[w:], ov[w:])
         ok, ov = ok[:w], ov[:w]
-        if self.nruns > 1:
+        if sort and self.nruns > 1:
             order = np.argsort(ok, kind="stable")
             ok, ov = ok[order], ov[order]
         return ok, ov
