@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: demo test bench bench-full lint clean venv
+.PHONY: demo test bench bench-full lint clean venv soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,9 @@ bench: $(VENV)/.installed-bench
 
 bench-full: $(VENV)/.installed-bench
 	$(BIN)/python -m bench --full
+
+soak: $(VENV)/.installed-base
+	$(BIN)/python -m bench.soak --minutes $(or $(MINUTES),5)
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

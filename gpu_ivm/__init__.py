@@ -34,6 +34,7 @@ from .errors import (
 )
 from .graph_engine import GraphEngine
 from .relation_engine import RelationEngine
+from .snapshot import SnapshotError
 from .static import count_triangles
 
 __version__ = "0.1.0"
@@ -49,6 +50,7 @@ __all__ = [
     "IntegerOverflowError",
     "InvariantError",
     "RelationEngine",
+    "SnapshotError",
     "count_triangles",
     "get_backend",
     "__version__",

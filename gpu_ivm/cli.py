@@ -3,7 +3,8 @@
 Subcommands
 -----------
 count GRAPH          triangles of an edge-list file, as one JSON object
-replay               load a base graph and apply a folder of batch files in name order
+replay               load a base graph and apply a folder of batch files in name order;
+                     --snapshot-dir/--snapshot-every keep snapshots, --resume continues
 demo                 the embedded default workload (R-MAT graph + mixed batches)
 
 Exit codes: 0 success, 2 bad input (message on stderr), 1 anything else.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -48,27 +50,132 @@ def cmd_count(args) -> int:
     return 0
 
 
+def _replay_meta(args, files, sizes: list[int], n_applied: int, engine_cfg: dict) -> dict:
+    """What the CLI records in a snapshot's manifest: the run's inputs and the batch files
+    applied so far (index = position in the sorted file list)."""
+    return {"cli": {
+        "base": str(args.base),
+        "batches": str(args.batches),
+        "config": engine_cfg,
+        "applied": n_applied,
+        "files": [{"index": i, "file": p.name, "bytes": b}
+                  for i, (p, b) in enumerate(zip(files[:n_applied], sizes))],
+    }}
+
+
+def _engine_cfg(directed: bool, epsilon, on_conflict: str) -> dict:
+    from .rational import parse_epsilon
+
+    e = parse_epsilon(epsilon)
+    return {"directed": bool(directed), "epsilon": f"{e.numerator}/{e.denominator}",
+            "on_conflict": on_conflict}
+
+
+def _resume(args, files, sizes: list[int], cfg: dict):
+    """(engine, number of batch files it holds, snapshot folder) from the newest snapshot in
+    ``args.resume``, or (None, 0, None) when there is none; the snapshot must come from a
+    replay of the same batch list with the same engine options (else an error, exit 2)."""
+    from .snapshot import MANIFEST, SnapshotError, find_latest, load, read_manifest
+
+    latest = find_latest(args.resume)
+    if latest is None:
+        print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
+              "beginning", file=sys.stderr)
+        return None, 0, None
+    from .graph_engine import GraphEngine
+
+    eng = load(latest, backend=args.backend)
+    man_path = latest / MANIFEST
+    meta = read_manifest(latest).get("metadata", {}).get("cli")
+    if not isinstance(eng, GraphEngine) or not isinstance(meta, dict) \
+            or not isinstance(meta.get("files"), list):
+        raise SnapshotError("not written by `gpu-ivm replay` (no record of the batch files)",
+                            file=man_path)
+    eng_meta = meta.get("config", {})
+    if eng_meta != cfg:
+        raise InputError(f"{latest.name} was taken with {eng_meta}, but this run asks for "
+                         f"{cfg}; pass the same --epsilon/--directed/--on-conflict",
+                         column="resume")
+    n = int(meta.get("applied", -1))
+    if n != len(meta["files"]) or n > len(files):
+        raise SnapshotError(f"the snapshot holds {n} batch files but {args.batches} has "
+                            f"only {len(files)}", file=man_path)
+    for rec, p, b in zip(meta["files"], files[:n], sizes):
+        if rec.get("file") != p.name or rec.get("bytes") != b:
+            raise InputError(f"batch file {rec.get('index')} was {rec.get('file')!r} "
+                             f"({rec.get('bytes')} bytes) when {latest.name} was taken, now "
+                             f"{p.name!r} ({b} bytes): not the same batch list",
+                             column="resume")
+    expect_last = n - 1 if n else None
+    if eng.last_batch_id != expect_last:
+        raise SnapshotError(f"last batch id {eng.last_batch_id} does not match the "
+                            f"{n} batch files recorded", file=man_path)
+    return eng, n, latest
+
+
 def cmd_replay(args) -> int:
     from .graph_engine import GraphEngine
     from .io import list_batch_files
 
     files = list_batch_files(args.batches)
-    eng = GraphEngine(directed=args.directed, epsilon=args.epsilon, backend=args.backend,
-                      on_conflict=args.on_conflict)
-    rep = eng.load(args.base)
-    if args.json:
-        d = rep.to_dict()
-        d.update(batch="base", file=str(args.base))
-        print(json.dumps(d), flush=True)
+    sizes = [p.stat().st_size for p in files] if args.snapshot_dir or args.resume else []
+    if args.snapshot_every < 1:
+        raise InputError("--snapshot-every must be at least 1", column="snapshot-every")
+    cfg = _engine_cfg(args.directed, args.epsilon, args.on_conflict)
+    snap_dir = args.snapshot_dir
+    if snap_dir is not None:
+        from .snapshot import list_snapshots
+
+        same = args.resume is not None and \
+            os.path.realpath(args.resume) == os.path.realpath(snap_dir)
+        if list_snapshots(snap_dir) and not same:
+            raise InputError(f"{snap_dir} already holds snapshots of another run; resume "
+                             "from it with --resume, or use an empty folder",
+                             column="snapshot-dir")
+    eng, start, resumed_from = None, 0, None
+    t_resume = time.perf_counter()
+    if args.resume is not None:
+        eng, start, resumed_from = _resume(args, files, sizes, cfg)
+
+    def snap(n: int) -> None:
+        if snap_dir is not None:
+            from .snapshot import save_numbered
+
+            save_numbered(eng, snap_dir, n, metadata=_replay_meta(args, files, sizes, n, cfg))
+
+    if eng is None:
+        eng = GraphEngine(directed=args.directed, epsilon=args.epsilon, backend=args.backend,
+                          on_conflict=args.on_conflict)
+        try:
+            rep = eng.load(args.base)
+        except InputError as e:
+            raise InputError(f"base graph {args.base}: {e}") from e
+        if args.json:
+            d = rep.to_dict()
+            d.update(batch="base", file=str(args.base))
+            print(json.dumps(d), flush=True)
+        else:
+            print(f"base: {eng.num_edges:,} edges, {eng.count():,} "
+                  f"{'directed 3-cycles' if args.directed else 'triangles'} "
+                  f"[{rep.seconds:.2f} s]", flush=True)
+        snap(0)
     else:
-        print(f"base: {eng.num_edges:,} edges, {eng.count():,} "
-              f"{'directed 3-cycles' if args.directed else 'triangles'} "
-              f"[{rep.seconds:.2f} s]", flush=True)
+        if args.json:
+            print(json.dumps({"batch": "resume", "rows": 0, "updates": 0,
+                              "triangles": eng.count(), "delta": 0,
+                              "seconds": round(time.perf_counter() - t_resume, 6),
+                              "path": "resume", "applied": start, "edges": eng.num_edges,
+                              "file": str(resumed_from)}), flush=True)
+        else:
+            print(f"resumed: {start} of {len(files)} batch files already applied, "
+                  f"{eng.num_edges:,} edges, {eng.count():,} "
+                  f"{'directed 3-cycles' if args.directed else 'triangles'}", flush=True)
     total_updates = 0
     total_s = 0.0
-    for i, path in enumerate(_progress(files, len(files), "replay", not args.json)):
+    todo = list(enumerate(files))[start:]
+    for i, path in _progress(todo, len(todo), "replay", not args.json):
         try:
-            r = eng.apply(path)
+            r = eng.apply(path, batch_id=i)
         except InputError as e:
             raise InputError(f"{path.name}: {e}") from e
         total_updates += r.updates
@@ -80,6 +187,9 @@ def cmd_replay(args) -> int:
         else:
             print(f"{path.name}: {r.updates:,} updates, triangles {r.triangles:,} "
                   f"({r.delta:+,}) [{r.seconds * 1e3:.1f} ms, {r.path}]", flush=True)
+        if (i + 1) % args.snapshot_every == 0 or i + 1 == len(files):
+            snap(i + 1)
+
     if args.check:
         from .static import count_triangles_arrays
 
@@ -92,7 +202,7 @@ def cmd_replay(args) -> int:
             return 1
     if not args.json:
         rate = total_updates / total_s if total_s else 0.0
-        print(f"{len(files)} batches, {total_updates:,} updates in {total_s:.2f} s "
+        print(f"{len(todo)} batches, {total_updates:,} updates in {total_s:.2f} s "
               f"({rate:,.0f} updates/s); final count {eng.count():,}")
     return 0
 
@@ -125,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                    " or cpu)")
     r.add_argument("--check", action="store_true",
                    help="recount from scratch at the end and fail on a mismatch")
+    r.add_argument("--snapshot-dir", default=None, metavar="DIR",
+                   help="keep snapshots in DIR (DIR/snapshot-<n>, n = batch files applied; "
+                        "the newest two are kept)")
+    r.add_argument("--snapshot-every", type=int, default=1, metavar="K",
+                   help="snapshot after every K batch files (default 1) and after the last")
+    r.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue from the newest snapshot in DIR, skipping the batch files it "
+                        "holds (no snapshot there: start from the beginning)")
     r.set_defaults(fn=cmd_replay)
     d = sub.add_parser("demo", help="run the embedded default workload")
     d.add_argument("--scale", type=int, default=18, help="R-MAT scale (default 18)")

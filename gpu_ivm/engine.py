@@ -360,6 +360,21 @@ class TriangleEngineBase:
                 f"{max(ms)} with |D| = {self.size} bound the count by {bound}; nothing was changed"
             )
 
+    # ------------------------------------------------------------------ persistence
+    def snapshot(self, path, *, metadata: dict | None = None) -> dict:
+        """Write the whole state to folder ``path`` atomically (see :mod:`gpu_ivm.snapshot`);
+        returns the manifest."""
+        from .snapshot import save
+
+        return save(self, path, metadata=metadata)
+
+    @classmethod
+    def restore(cls, path, *, backend=None):
+        """An engine restored from a snapshot folder, verified (checksums, invariants, Q)."""
+        from .snapshot import load
+
+        return load(path, backend=backend, expect=cls)
+
     # ------------------------------------------------------------------ invariants
     def check_invariants(self) -> None:
         """Check every structural invariant of the IVM^ε state; raise InvariantError if one fails.

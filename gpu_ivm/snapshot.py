@@ -169,7 +169,7 @@ def _config(engine) -> dict:
     from .graph_engine import GraphEngine
     from .relation_engine import RelationEngine
 
-    adaptive = bool(getattr(engine.policy, "enabled", True))
+    adaptive = bool(getattr(getattr(engine, "policy", None), "enabled", True))
     if isinstance(engine, GraphEngine):
         return {"form": "graph", "query": "directed 3-cycles" if engine.directed
                 else "triangles", "directed": engine.directed,
@@ -439,7 +439,7 @@ def _new_engine(man: dict, mpath: Path, backend):
     raise SnapshotError(f"unknown form {man.get('form')!r}", file=mpath)
 
 
-def load(path: str | os.PathLike[str], *, backend=None):
+def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = None):
     """Restore an engine from a snapshot folder written by :func:`save`.
 
     Parameters
@@ -449,6 +449,9 @@ def load(path: str | os.PathLike[str], *, backend=None):
     backend : str or Backend, optional
         The backend of the restored engine (default as for a new engine); snapshots hold no
         backend-specific data, so any backend restores any snapshot.
+    expect : type, optional
+        Require the snapshot to hold an engine of this class (``GraphEngine.restore`` passes
+        its own class); anything else raises :class:`SnapshotError` before reading the data.
 
     Returns
     -------
@@ -487,6 +490,9 @@ def load(path: str | os.PathLike[str], *, backend=None):
         return _read_table(folder, name, files[name], columns)
 
     eng = _new_engine(man, mpath, backend)
+    if expect is not None and not isinstance(eng, expect):
+        raise SnapshotError(f"holds a {type(eng).__name__} ({man.get('form')} form), not a "
+                            f"{expect.__name__}", file=mpath)
     rel_meta = man.get("relations")
     if not isinstance(rel_meta, list) or [r.get("name") for r in rel_meta] != list(eng.names):
         raise SnapshotError(f"manifest relations do not match the form {man['form']!r}",
@@ -547,14 +553,15 @@ def load(path: str | os.PathLike[str], *, backend=None):
         K.heavy = np.zeros(cap, np.bool_)
         K.heavy[got["heavy"]] = True
         hk, hv = got["h"]
-        K.h = ZStore.from_sorted(hk, hv, cap)
-        K.l = ZStore.from_sorted(*got["l"], cap)
+        kern = getattr(K, "kernels", None)  # the engine's backend kernel set
+        K.h = ZStore.from_sorted(hk, hv, cap, kern)
+        K.l = ZStore.from_sorted(*got["l"], cap, kern)
         t = ((hk & 0xFFFFFFFF) << 32) | (hk >> 32)
         order = np.argsort(t, kind="stable")
-        K.ht = ZStore.from_sorted(t[order], hv[order], cap)
+        K.ht = ZStore.from_sorted(t[order], hv[order], cap, kern)
         K.max_abs = int(meta.get("max_abs", 0))
     cap = eng.rels[0].id_capacity
-    eng.views = [ViewStore.build(ks, vs, cap) for ks, vs in views]
+    eng.views = [ViewStore.build(ks, vs, cap, getattr(eng, "k", None)) for ks, vs in views]
     eng.Q = Q
     eng.stale = False
     eng.batches_applied = applied
