@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: demo test bench bench-full lint clean venv soak
+.PHONY: demo test test-spark bench bench-full lint clean venv soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,8 +15,9 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
+# the tests cover the Spark glue too, so the test install includes the spark extra
 $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-base
-	$(BIN)/pip install --quiet -e ".[test]"
+	$(BIN)/pip install --quiet -e ".[test,spark]"
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml $(VENV)/.installed-base
@@ -27,6 +28,9 @@ venv: $(VENV)/.installed-test
 
 demo: $(VENV)/.installed-base
 	$(BIN)/gpu-ivm demo
+
+test-spark: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -q tests/test_spark_glue.py tests/test_spark_local.py
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .

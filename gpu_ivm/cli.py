@@ -6,6 +6,7 @@ count GRAPH          triangles of an edge-list file, as one JSON object
 replay               load a base graph and apply a folder of batch files in name order;
                      --snapshot-dir/--snapshot-every keep snapshots, --resume continues
 demo                 the embedded default workload (R-MAT graph + mixed batches)
+spark-replay         replay through a local Spark session (one engine or K^3 HyperCube shards)
 
 Exit codes: 0 success, 2 bad input (message on stderr), 1 anything else.
 """
@@ -250,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--batches", type=int, default=30)
     d.add_argument("--epsilon", default="1/2")
     d.set_defaults(fn=cmd_demo)
+    from .spark_glue.cli import add_parser as add_spark_replay
+
+    add_spark_replay(sub)
     return p
 
 

@@ -1,0 +1,594 @@
+"""HyperCube (shares) scale-out of the triangle count over k³ shards.
+
+Write the triangle query as Q = Σ_{a,b,c} R(a,b)·S(b,c)·T(c,a) with R = S = T = E, the directed
+edge relation (an undirected graph stores each edge in both directions, so Q = 6·triangles;
+a directed graph gives Q = 3·directed 3-cycles). With a hash h: vertex → [0, k), shard
+(i, j, l) ∈ [0, k)³ keeps
+
+* R_s = {(a, b) ∈ E : h(a) = i, h(b) = j}   — an edge plays R in the k shards (h(a), h(b), *)
+* S_s = {(b, c) ∈ E : h(b) = j, h(c) = l}   — S in the k shards (*, h(b), h(c))
+* T_s = {(c, a) ∈ E : h(c) = l, h(a) = i}   — T in the k shards (h(a), *, h(c))
+
+and runs a :class:`gpu_ivm.RelationEngine` on them. Its Q_s is the sum of
+E(a,b)·E(b,c)·E(c,a) over exactly the vertex triples with (h(a), h(b), h(c)) = (i, j, l). Every
+triple has exactly one such shard, whatever the collisions of h, so Σ_s Q_s = Q and the global
+count is Σ_s Q_s / 6 (directed: / 3). Each update of a directed edge goes to 3k (shard,
+role) pairs; an undirected update is two directed ones, so 6k rows.
+
+Shard state lives in a per-process registry (one Python worker keeps its shards' engines
+between micro-batches) and is made durable after every batch in ``state_dir/shard-<s>`` (a
+snapshot, or a write-ahead log entry with periodic snapshots, see :mod:`._state`). The driver
+keeps a manifest: the last committed batch id and, per shard, the id of the last batch that
+touched it and its Q_s. A task whose registry entry is missing or not at the expected batch id
+(lost executor, another worker ran the shard meanwhile, a failed attempt) restores the shard
+from its folder first. A batch is committed only when every shard task succeeded, so a failed
+or replayed batch is re-applied from the committed states and counted exactly once.
+
+:class:`LocalHyperCube` runs the same tasks in-process (no Spark, for checks and tests);
+:class:`SparkHyperCube` runs them as Arrow UDFs: ``mapInArrow`` routes rows to shards and
+``groupBy("shard").applyInArrow`` applies each shard's rows (Spark ≥ 4; on 3.5 a
+``repartition("shard")`` + ``mapInArrow`` does the same).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import pathlib
+import time
+import zlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gpu_ivm.engine import BatchReport
+from gpu_ivm.errors import ConflictError, InputError
+from gpu_ivm.io import read_edges, read_graph_updates
+
+from ._state import EngineLog, write_bytes_atomic
+from .ingest import collect_arrow, create_frame, validate_batch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "LocalHyperCube",
+    "SparkHyperCube",
+    "clear_registry",
+    "route_updates",
+    "shard_coordinates",
+    "vertex_hash",
+]
+
+BASE_BATCH_ID = -1
+"""The batch id given to the base graph (Spark's micro-batch ids start at 0)."""
+
+RESULT_SCHEMA = ("shard int, q bigint, last bigint, r_rows bigint, r_updates bigint, "
+                 "seconds double, restored boolean")
+
+_REGISTRY: dict[tuple[str, int], tuple[int, Any]] = {}
+
+
+def clear_registry() -> None:
+    """Forget every shard engine kept in this process (as a lost executor would)."""
+    _REGISTRY.clear()
+
+
+# ---------------------------------------------------------------------- hashing and routing
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def vertex_hash(keys: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """h: vertex → [0, k), deterministic in every process (splitmix64 of int64 keys, CRC-32
+    of UTF-8 string keys).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = vertex_hash(np.arange(1000), 3)
+    >>> sorted(set(h.tolist()))
+    [0, 1, 2]
+    >>> vertex_hash(np.array(["a", "b"], dtype=object), 1).tolist()
+    [0, 0]
+    """
+    keys = np.asarray(keys)
+    if keys.dtype == object or keys.dtype.kind in "US":
+        x = np.fromiter((zlib.crc32(str(v).encode()) for v in keys.tolist()), np.uint64,
+                        keys.shape[0])
+    else:
+        x = keys.astype(np.int64).view(np.uint64).copy()
+    with np.errstate(over="ignore"):
+        x = x + _GOLDEN * np.uint64(seed + 1)
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
+        x = x ^ (x >> np.uint64(31))
+    return (x % np.uint64(k)).astype(np.int64)
+
+
+def shard_coordinates(shard: int, k: int) -> tuple[int, int, int]:
+    """(i, j, l) of a shard number ``(i·k + j)·k + l``.
+
+    >>> shard_coordinates(5, 2)
+    (1, 0, 1)
+    """
+    return shard // (k * k), (shard // k) % k, shard % k
+
+
+def route_updates(src: np.ndarray, dst: np.ndarray, sign: np.ndarray, *, k: int,
+                  directed: bool = False, seed: int = 0) -> pa.Table:
+    """Route edge updates to the shards of a k³ HyperCube.
+
+    Self-loops are dropped (they are not edges of a simple graph). An undirected update
+    (u, v, ±1) becomes the directed updates (u, v) and (v, u); each directed update (x, y)
+    goes to R in shards (h(x), h(y), t), S in (t, h(x), h(y)) and T in (h(y), t, h(x)),
+    t ∈ [0, k).
+
+    Returns
+    -------
+    pyarrow.Table
+        Columns ``shard`` (int32), ``rel`` (int8: 0 = R, 1 = S, 2 = T), ``src``, ``dst``,
+        ``mult`` (int64), ready for :meth:`gpu_ivm.RelationEngine.apply`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = route_updates(np.array([1]), np.array([2]), np.array([1]), k=2)
+    >>> t.num_rows      # 2 directions x 3 roles x k
+    12
+    >>> route_updates(np.array([1]), np.array([1]), np.array([1]), k=2).num_rows
+    0
+    """
+    src, dst = np.asarray(src), np.asarray(dst)
+    sign = np.asarray(sign, np.int64)
+    keep = src != dst
+    src, dst, sign = src[keep], dst[keep], sign[keep]
+    if not directed:
+        src, dst, sign = (np.concatenate([src, dst]), np.concatenate([dst, src]),
+                          np.concatenate([sign, sign]))
+    n = src.shape[0]
+    hx, hy = vertex_hash(src, k, seed), vertex_hash(dst, k, seed)
+    t = np.tile(np.arange(k, dtype=np.int64), n)
+    hx, hy = np.repeat(hx, k), np.repeat(hy, k)
+    shard_r = (hx * k + hy) * k + t
+    shard_s = (t * k + hx) * k + hy
+    shard_t = (hy * k + t) * k + hx
+    shard = np.concatenate([shard_r, shard_s, shard_t]).astype(np.int32)
+    rel = np.repeat(np.arange(3, dtype=np.int8), n * k)
+    s3 = np.tile(np.repeat(src, k), 3)
+    d3 = np.tile(np.repeat(dst, k), 3)
+    m3 = np.tile(np.repeat(sign, k), 3)
+    kt = pa.string() if src.dtype == object else pa.int64()
+    return pa.table({"shard": pa.array(shard, pa.int32()), "rel": pa.array(rel, pa.int8()),
+                     "src": pa.array(s3, kt), "dst": pa.array(d3, kt),
+                     "mult": pa.array(m3, pa.int64())})
+
+
+def _route_batches(batches: Iterator[pa.RecordBatch], *, k: int, directed: bool, seed: int,
+                   mode: str, string_keys: bool) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: validate each batch with the core rules, route it to shards."""
+    for rb in batches:
+        if mode == "load":
+            el = read_edges(rb)
+            src, dst, sign = el.src, el.dst, np.ones(el.src.shape[0], np.int64)
+        else:
+            u = validate_batch(rb, string_keys=string_keys)
+            src = u.column("src").to_numpy(zero_copy_only=False)
+            dst = u.column("dst").to_numpy(zero_copy_only=False)
+            sign = u.column("sign").to_numpy()
+        if string_keys and src.dtype != object:
+            src, dst = src.astype(str).astype(object), dst.astype(str).astype(object)
+        out = route_updates(src, dst, sign, k=k, directed=directed, seed=seed)
+        yield from out.to_batches()
+
+
+# ---------------------------------------------------------------------- shard tasks
+def _present(engine: Any, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Current multiplicity of (src, dst) in the engine's R (0 for unknown keys)."""
+    from gpu_ivm.encoding import pack
+
+    out = np.zeros(src.shape[0], np.int64)
+    if len(engine.encoder) == 0 or src.shape[0] == 0:
+        return out
+    ia, ib = engine.encoder.lookup(src), engine.encoder.lookup(dst)
+    known = (ia >= 0) & (ib >= 0)
+    if known.any():
+        out[known] = engine.rels[0].get(pack(ia[known], ib[known]))
+    return out
+
+
+def _check_set_semantics(engine: Any, table: pa.Table, shard: int, batch_id: int) -> int:
+    """Raise ConflictError if the batch takes an edge's multiplicity outside {0, 1} (checked
+    on the R role, which every edge has in k shards); return the number of R rows whose net
+    change is nonzero."""
+    r = table.filter(pc.equal(table.column("rel"), 0))
+    if r.num_rows == 0:
+        return 0
+    g = r.group_by(["src", "dst"]).aggregate([("mult", "sum")])
+    src = g.column("src").to_numpy(zero_copy_only=False)
+    dst = g.column("dst").to_numpy(zero_copy_only=False)
+    net = g.column("mult_sum").to_numpy()
+    after = _present(engine, src, dst) + net
+    bad = np.flatnonzero((after < 0) | (after > 1))
+    if bad.shape[0]:
+        i = int(bad[0])
+        what = "inserts an edge that is already present (or twice)" if after[i] > 1 else \
+            "deletes an edge that is absent (or twice)"
+        raise ConflictError(f"batch {batch_id} {what}: ({src[i]!r}, {dst[i]!r}) "
+                            f"[HyperCube shard {shard}]", column="sign")
+    return int(np.count_nonzero(net))
+
+
+def shard_task(shard: int, table: pa.Table, *, mode: str, batch_id: int,
+               expected: int | None, state_dir: str, epsilon: str, snapshot_every: int,
+               generation: int) -> dict:
+    """Apply one shard's routed rows (runs on an executor; see the module docstring).
+
+    ``expected`` is the id of the last committed batch that touched this shard (None: the
+    shard is new). Returns the shard's result row (``RESULT_SCHEMA``).
+    """
+    from gpu_ivm import RelationEngine
+
+    t0 = time.perf_counter()
+    key = (state_dir, shard)
+    folder = pathlib.Path(state_dir) / f"shard-{shard:06d}"
+    log = EngineLog(folder, snapshot_every=snapshot_every)
+    entry = _REGISTRY.get(key)
+    engine = entry[1] if entry is not None and entry[0] == generation else None
+    restored = False
+    if engine is None or engine.last_batch_id != expected:
+        engine = None
+        restored = True
+        if expected is not None:
+            engine = log.restore(upto=expected)
+            if engine is None or engine.last_batch_id != expected:
+                raise RuntimeError(f"HyperCube shard {shard}: no durable state for batch "
+                                   f"{expected} in {folder}")
+    _REGISTRY.pop(key, None)  # re-inserted only on success
+    log.gc(committed=expected)
+    table = table.select(["rel", "src", "dst", "mult"])
+    if mode == "load":
+        if engine is not None:
+            raise InputError(f"HyperCube shard {shard} already holds a graph")
+        g = table.group_by(["rel", "src", "dst"]).aggregate([])  # set semantics: dedupe
+        parts = {}
+        for code, name in enumerate("RST"):
+            p = g.filter(pc.equal(g.column("rel"), code))
+            parts[name] = {"src": p.column("src"), "dst": p.column("dst")}
+        engine = RelationEngine(epsilon=epsilon)
+        engine.load(**parts)
+        engine.last_batch_id = batch_id
+        r_rows = r_updates = int(parts["R"]["src"].length())
+        log.record(engine, batch_id)
+    else:
+        if engine is None:
+            engine = RelationEngine(epsilon=epsilon)
+        r_updates = _check_set_semantics(engine, table, shard, batch_id)
+        r_rows = int(pc.sum(pc.equal(table.column("rel"), 0)).as_py() or 0)
+        rep = engine.apply(table, batch_id=batch_id)
+        if rep.path == "skipped":  # pragma: no cover - guarded by the expected-id check
+            raise RuntimeError(f"HyperCube shard {shard}: batch {batch_id} was already applied")
+        log.record(engine, batch_id, table)
+    _REGISTRY[key] = (generation, engine)
+    return {"shard": int(shard), "q": int(engine.count()), "last": int(batch_id),
+            "r_rows": r_rows, "r_updates": r_updates,
+            "seconds": time.perf_counter() - t0, "restored": restored}
+
+
+def _result_table(rows: list[dict]) -> pa.Table:
+    return pa.table({
+        "shard": pa.array([r["shard"] for r in rows], pa.int32()),
+        "q": pa.array([r["q"] for r in rows], pa.int64()),
+        "last": pa.array([r["last"] for r in rows], pa.int64()),
+        "r_rows": pa.array([r["r_rows"] for r in rows], pa.int64()),
+        "r_updates": pa.array([r["r_updates"] for r in rows], pa.int64()),
+        "seconds": pa.array([r["seconds"] for r in rows], pa.float64()),
+        "restored": pa.array([r["restored"] for r in rows], pa.bool_()),
+    })
+
+
+def _grouped_task(key: tuple, table: pa.Table, *, mode: str, batch_id: int,
+                  expected: dict[int, int], **kw: Any) -> pa.Table:
+    """``applyInArrow`` body: one group = one shard."""
+    shard = int(key[0].as_py())
+    return _result_table([shard_task(shard, table, mode=mode, batch_id=batch_id,
+                                     expected=expected.get(shard), **kw)])
+
+
+def _grouped_udf(kw: dict):
+    """The ``applyInArrow`` function. pyspark infers the UDF kind from type hints and fails
+    on partials / annotated keyword arguments, so this is a plain closure without hints."""
+
+    def run(key, table):  # noqa: ANN001, ANN202 - no hints on purpose (see above)
+        return _grouped_task(key, table, **kw)
+
+    return run
+
+
+def _partition_task(batches: Iterator[pa.RecordBatch], *, mode: str, batch_id: int,
+                    expected: dict[int, int], **kw: Any) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body after ``repartition("shard")``: every shard's rows are in one
+    partition; group them and run each shard."""
+    batches = list(batches)
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    rows = []
+    for shard, part in _split_by_shard(table):
+        rows.append(shard_task(shard, part, mode=mode, batch_id=batch_id,
+                               expected=expected.get(shard), **kw))
+    if rows:
+        yield from _result_table(rows).to_batches()
+
+
+def _split_by_shard(table: pa.Table) -> Iterator[tuple[int, pa.Table]]:
+    if table.num_rows == 0:
+        return
+    sh = table.column("shard").to_numpy()
+    order = np.argsort(sh, kind="stable")
+    ssh = sh[order]
+    starts = np.flatnonzero(np.r_[True, ssh[1:] != ssh[:-1]])
+    ends = np.r_[starts[1:], ssh.shape[0]]
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        yield int(ssh[a]), table.take(pa.array(order[a:b]))
+
+
+# ---------------------------------------------------------------------- driver
+class _HyperCubeDriver:
+    """Driver-side bookkeeping shared by the local and the Spark runner."""
+
+    def __init__(self, state_dir: str | os.PathLike[str], *, k: int = 2, directed: bool = False,
+                 epsilon: str = "1/2", seed: int = 0, snapshot_every: int = 1):
+        if int(k) < 1:
+            raise InputError(f"k must be at least 1, got {k}", column="shards")
+        self.state_dir = str(pathlib.Path(state_dir).resolve())
+        pathlib.Path(self.state_dir).mkdir(parents=True, exist_ok=True)
+        self.snapshot_every = int(snapshot_every)
+        self.generation = 0
+        m = self._read_manifest()
+        if m is None:
+            self.k, self.directed, self.seed, self.epsilon = int(k), bool(directed), int(seed), \
+                str(epsilon)
+            self.committed: int | None = None
+            self.shards: dict[int, tuple[int, int]] = {}
+            self.last_result: dict | None = None
+        else:
+            if (m["k"], m["directed"], m["seed"]) != (int(k), bool(directed), int(seed)):
+                raise InputError(f"state folder {self.state_dir} holds a HyperCube with k="
+                                 f"{m['k']}, directed={m['directed']}, seed={m['seed']}")
+            self.k, self.directed, self.seed, self.epsilon = m["k"], m["directed"], m["seed"], \
+                m["epsilon"]
+            self.committed = m["committed"]
+            self.shards = {int(s): (int(v[0]), int(v[1])) for s, v in m["shards"].items()}
+            self.last_result = m.get("last_result")
+
+    # -------------------------------------------------------------- manifest
+    @property
+    def _manifest_path(self) -> pathlib.Path:
+        return pathlib.Path(self.state_dir) / "manifest.json"
+
+    def _read_manifest(self) -> dict | None:
+        p = self._manifest_path
+        return json.loads(p.read_text()) if p.exists() else None
+
+    def _write_manifest(self) -> None:
+        m = {"version": 1, "k": self.k, "directed": self.directed, "seed": self.seed,
+             "epsilon": self.epsilon, "committed": self.committed,
+             "shards": {str(s): list(v) for s, v in sorted(self.shards.items())},
+             "last_result": self.last_result}
+        write_bytes_atomic(self._manifest_path, json.dumps(m).encode())
+
+    # -------------------------------------------------------------- results
+    @property
+    def last_batch_id(self) -> int | None:
+        """The last committed batch id (the base graph is ``BASE_BATCH_ID`` = -1)."""
+        return self.committed
+
+    @property
+    def _per(self) -> int:
+        return 3 if self.directed else 6
+
+    @property
+    def Q(self) -> int:
+        return sum(q for _, q in self.shards.values())
+
+    def count(self) -> int:
+        """Triangles (directed: 3-cycles): Σ over shards of Q_s, / 6 (directed: / 3)."""
+        return self.Q // self._per
+
+    def forget_executor_state(self) -> None:
+        """Make every shard task restore its engine from its folder at the next batch, as
+        if every executor had been lost (bumps a generation number that registry entries
+        must match; :func:`clear_registry` does the same inside one process)."""
+        self.generation += 1
+
+    def _task_kwargs(self) -> dict:
+        return {"state_dir": self.state_dir, "epsilon": self.epsilon,
+                "snapshot_every": self.snapshot_every, "generation": self.generation}
+
+    def _commit(self, batch_id: int, rows: list[dict], t0: float, path: str) -> BatchReport:
+        q_before = self.Q
+        for r in rows:
+            self.shards[int(r["shard"])] = (int(r["last"]), int(r["q"]))
+        self.committed = int(batch_id)
+        dirs = self.k * (1 if self.directed else 2)
+        rep = BatchReport(
+            batch=int(batch_id), rows=sum(int(r["r_rows"]) for r in rows) // dirs,
+            updates=sum(int(r["r_updates"]) for r in rows) // dirs,
+            triangles=self.count(), delta=(self.Q - q_before) // self._per,
+            seconds=time.perf_counter() - t0, path=path,
+            extra={"shards_touched": len(rows), "shards": self.k ** 3,
+                   "shard_seconds_max": max((float(r["seconds"]) for r in rows), default=0.0),
+                   "restored": sum(bool(r["restored"]) for r in rows)})
+        self.last_result = dict(rep.to_dict(), batch_id=int(batch_id))
+        self._write_manifest()
+        return rep
+
+    def _skip(self, batch_id: int, t0: float) -> BatchReport:
+        return BatchReport(batch=int(batch_id), rows=0, updates=0, triangles=self.count(),
+                           delta=0, seconds=time.perf_counter() - t0, path="skipped")
+
+    def _expected(self) -> dict[int, int]:
+        return {s: last for s, (last, _) in self.shards.items()}
+
+
+class LocalHyperCube(_HyperCubeDriver):
+    """The HyperCube count with every shard task run in this process (no Spark).
+
+    Same state folder layout, tasks and results as :class:`SparkHyperCube`; used to check the
+    partitioning and the restore path, and as the reference for the Spark runner.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> hc = LocalHyperCube(tempfile.mkdtemp(), k=2)
+    >>> _ = hc.load({"src": [1, 2, 3, 3], "dst": [2, 3, 1, 4]})
+    >>> hc.count()
+    1
+    >>> hc.apply({"src": [1, 2], "dst": [4, 4], "sign": [1, 1]}, batch_id=0).triangles  # K4
+    4
+    >>> hc.apply({"src": [9], "dst": [8], "sign": [1]}, batch_id=0).path   # a replay
+    'skipped'
+    """
+
+    def load(self, edges: Any) -> BatchReport:
+        """Load the base graph (anything :func:`gpu_ivm.io.read_edges` reads)."""
+        t0 = time.perf_counter()
+        if self.committed is not None:
+            raise InputError("load() needs an empty HyperCube state folder")
+        el = read_edges(edges)
+        routed = route_updates(el.src, el.dst, np.ones(len(el), np.int64), k=self.k,
+                               directed=self.directed, seed=self.seed)
+        rows = self._run(routed, "load", BASE_BATCH_ID)
+        return self._commit(BASE_BATCH_ID, rows, t0, "load")
+
+    def apply(self, updates: Any, *, batch_id: int | None = None) -> BatchReport:
+        """Apply one batch (anything :func:`gpu_ivm.io.read_graph_updates` reads)."""
+        t0 = time.perf_counter()
+        if batch_id is None:
+            batch_id = (self.committed if self.committed is not None else -1) + 1
+        if self.committed is not None and batch_id <= self.committed:
+            return self._skip(batch_id, t0)
+        u = read_graph_updates(updates)
+        routed = route_updates(u.src, u.dst, u.sign, k=self.k, directed=self.directed,
+                               seed=self.seed)
+        rows = self._run(routed, "apply", batch_id)
+        return self._commit(batch_id, rows, t0, "hypercube")
+
+    def _run(self, routed: pa.Table, mode: str, batch_id: int) -> list[dict]:
+        exp = self._expected()
+        kw = self._task_kwargs()
+        return [shard_task(s, part, mode=mode, batch_id=batch_id, expected=exp.get(s), **kw)
+                for s, part in _split_by_shard(routed)]
+
+
+class SparkHyperCube(_HyperCubeDriver):
+    """The HyperCube count with shard tasks as Spark Arrow UDFs.
+
+    Parameters
+    ----------
+    spark : pyspark.sql.SparkSession
+    state_dir : path
+        The folder for the manifest and the shards' snapshots; must be visible to the driver
+        and every executor under the same path (local disk for ``local[*]``, a shared mount
+        on a cluster). Re-opening a folder continues from its last committed batch.
+    k : int
+        Shards per dimension (k³ shards).
+    directed, epsilon, seed, snapshot_every
+        Directed 3-cycles instead of triangles; the shards' IVM^ε exponent; the hash seed;
+        snapshot frequency (1: a snapshot of every touched shard after every batch; m: a log
+        entry per batch and a snapshot every m-th).
+    method : {"auto", "grouped", "partitions"}
+        ``groupBy("shard").applyInArrow`` (Spark ≥ 4, "auto" picks it when available) or
+        ``repartition("shard").mapInArrow``.
+    """
+
+    def __init__(self, spark: SparkSession, state_dir: str | os.PathLike[str], *, k: int = 2,
+                 directed: bool = False, epsilon: str = "1/2", seed: int = 0,
+                 snapshot_every: int = 1, method: str = "auto"):
+        super().__init__(state_dir, k=k, directed=directed, epsilon=epsilon, seed=seed,
+                         snapshot_every=snapshot_every)
+        self.spark = spark
+        if method not in ("auto", "grouped", "partitions"):
+            raise InputError(f"method must be auto, grouped or partitions, got {method!r}")
+        if method == "auto":
+            from pyspark.sql.group import GroupedData
+
+            method = "grouped" if hasattr(GroupedData, "applyInArrow") else "partitions"
+        self.method = method
+
+    def _frame(self, source: Any, mode: str) -> DataFrame:
+        from pyspark.sql import DataFrame
+
+        if isinstance(source, DataFrame):
+            return source
+        if mode == "load":
+            el = read_edges(source)
+            t = pa.table({"src": el.src, "dst": el.dst})
+        else:
+            from .ingest import updates_table
+
+            t = updates_table(read_graph_updates(source))
+        return create_frame(self.spark, t)
+
+    def _run(self, df: DataFrame, mode: str, batch_id: int) -> list[dict]:
+        from .ingest import _spark_string_keys
+
+        strings = _spark_string_keys(df)
+        kt = "string" if strings else "bigint"
+        routed = df.mapInArrow(
+            functools.partial(_route_batches, k=self.k, directed=self.directed, seed=self.seed,
+                              mode=mode, string_keys=strings),
+            f"shard int, rel tinyint, src {kt}, dst {kt}, mult bigint")
+        kw = dict(mode=mode, batch_id=int(batch_id), expected=self._expected(),
+                  **self._task_kwargs())
+        if self.method == "grouped":
+            res = routed.groupBy("shard").applyInArrow(_grouped_udf(kw), RESULT_SCHEMA)
+        else:
+            n = int(self.spark.conf.get("spark.sql.shuffle.partitions", "200"))
+            res = routed.repartition(n, "shard").mapInArrow(
+                functools.partial(_partition_task, **kw), RESULT_SCHEMA)
+        try:
+            return collect_arrow(res).to_pylist()
+        except Exception as e:  # surface the core's error types from the executors
+            raise _unwrap(e) from e
+
+    def load(self, edges: Any) -> BatchReport:
+        """Load the base graph: a DataFrame with ``src``, ``dst`` or anything
+        :func:`gpu_ivm.io.read_edges` reads (read on the driver)."""
+        t0 = time.perf_counter()
+        if self.committed is not None:
+            raise InputError("load() needs an empty HyperCube state folder")
+        rows = self._run(self._frame(edges, "load"), "load", BASE_BATCH_ID)
+        return self._commit(BASE_BATCH_ID, rows, t0, "load")
+
+    def apply(self, updates: Any, *, batch_id: int | None = None) -> BatchReport:
+        """Apply one batch: a DataFrame with ``src``, ``dst``, ``sign`` (validated on the
+        executors) or anything :func:`gpu_ivm.io.read_graph_updates` reads. A batch id not
+        above the last committed one is a replay and is skipped."""
+        t0 = time.perf_counter()
+        if batch_id is None:
+            batch_id = (self.committed if self.committed is not None else -1) + 1
+        if self.committed is not None and batch_id <= self.committed:
+            return self._skip(batch_id, t0)
+        rows = self._run(self._frame(updates, "apply"), "apply", batch_id)
+        return self._commit(batch_id, rows, t0, "hypercube")
+
+
+def _unwrap(e: Exception) -> Exception:
+    """A Spark task failure carrying a gpu_ivm error → that error type with its message."""
+    text = str(e)
+    for cls in (ConflictError, InputError):
+        tag = f"{cls.__module__}.{cls.__name__}: "
+        alt = f"{cls.__name__}: "
+        for t in (tag, alt):
+            i = text.rfind(t)
+            if i >= 0:
+                msg = text[i + len(t):].strip().splitlines()[0]
+                return cls(msg)
+    return e

@@ -1,0 +1,247 @@
+"""Spark glue on a local[2] session: Arrow ingestion, the exactly-once streaming sink,
+HyperCube shards and ``spark-replay``. Skipped when pyspark is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from oracle import GraphOracle
+from streams import graph_batches
+
+pytest.importorskip("pyspark")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+from gpu_ivm.spark_glue import (  # noqa: E402
+    DriverEngine,
+    SparkHyperCube,
+    TriangleSink,
+    collect_arrow,
+    ingest,
+    read_results,
+)
+from gpu_ivm.spark_glue.ingest import create_frame  # noqa: E402
+
+import gpu_ivm  # noqa: E402
+from gpu_ivm.io import read_graph_updates  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SCHEMA = "src bigint, dst bigint, sign bigint"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from gpu_ivm.spark_glue import local_session
+
+    s = local_session("local[2]", app_name="gpu_ivm tests")
+    yield s
+    s.stop()
+
+
+def _stream(seed: int, n_batches: int, nv: int = 40, max_batch: int = 25):
+    rng = np.random.default_rng(seed)
+    o = GraphOracle()
+    src, dst = rng.integers(0, nv, 3 * nv), rng.integers(0, nv, 3 * nv)
+    for u, v in zip(src.tolist(), dst.tolist()):
+        if u != v and not o.present(u, v):
+            o.apply(u, v, 1)
+    batches = list(graph_batches(o, rng, n_batches=n_batches, nv=nv, max_batch=max_batch,
+                                 hub_p=0.3))
+    return {"src": src, "dst": dst}, batches
+
+
+# ---------------------------------------------------------------------- ingestion
+def test_ingestion_equals_core(spark):
+    base, batches = _stream(1, 4)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        g1, g2 = gpu_ivm.GraphEngine(), gpu_ivm.GraphEngine()
+        g1.load(base)
+        g2.load(base)
+        for b in batches:
+            df = create_frame(spark, pa.table(b)).repartition(2)
+            got = collect_arrow(ingest(df))
+            assert got.num_rows == len(b["src"])
+            core = read_graph_updates(b)
+            key = sorted(zip(core.src.tolist(), core.dst.tolist(), core.sign.tolist()))
+            assert sorted(zip(*(got.column(c).to_pylist() for c in ("src", "dst", "sign")))) \
+                == key
+            assert g1.apply(got).triangles == g2.apply(b).triangles
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+def test_ingestion_bad_rows(spark):
+    df = spark.createDataFrame([(1, 2, 1), (2, 3, 1), (3, 4, 5), (4, 5, -1)], SCHEMA)
+    with pytest.raises(Exception, match=r"sign must be \+1 or -1.*column 'sign', row 2"):
+        collect_arrow(ingest(df.coalesce(1)))
+    good, dead = ingest(df.coalesce(1), dead_letter=True)
+    assert sorted(collect_arrow(good).column("src").to_pylist()) == [1, 2, 4]
+    d = collect_arrow(dead)
+    assert d.column_names == ["src", "dst", "sign", "reason"]
+    assert d.column("sign").to_pylist() == [5] and "row 2" in d.column("reason")[0].as_py()
+
+
+# ---------------------------------------------------------------------- streaming sink
+def _write_batches(folder: Path, batches, start: int = 0, stop: int | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.time() - 1000
+    for i, b in enumerate(batches[start:stop], start):
+        p = folder / f"batch-{i:05d}.parquet"
+        pq.write_table(pa.table(b), p)
+        os.utime(p, (t0 + i, t0 + i))  # the file source orders files by modification time
+
+
+def _run_query(spark, indir: Path, chk: Path, sink) -> None:
+    q = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(indir))
+         .writeStream.foreachBatch(sink).option("checkpointLocation", str(chk))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+
+
+def _interrupted_equals_uninterrupted(spark, tmp_path: Path, make_engine, n: int = 6,
+                                      between=None) -> pa.Table:
+    base, batches = _stream(2, n)
+    # uninterrupted
+    _write_batches(tmp_path / "in0", batches)
+    _run_query(spark, tmp_path / "in0", tmp_path / "chk0",
+               TriangleSink(make_engine(tmp_path / "state0", base), tmp_path / "out0"))
+    # interrupted after 4 batches; Spark had not committed batch 3 (its commit log entry is
+    # removed), so the restarted query replays batch 3 before going on
+    half = 4
+    _write_batches(tmp_path / "in1", batches, 0, half)
+    _run_query(spark, tmp_path / "in1", tmp_path / "chk1",
+               TriangleSink(make_engine(tmp_path / "state1", base), tmp_path / "out1"))
+    for name in (str(half - 1), f".{half - 1}.crc"):
+        (tmp_path / "chk1" / "commits" / name).unlink(missing_ok=True)
+    if between is not None:
+        between()
+    _write_batches(tmp_path / "in1", batches, half)
+    replays = []
+
+    def spy(batch_id, tables):
+        replays.append(batch_id)
+        from gpu_ivm.spark_glue import ParquetResults
+
+        ParquetResults(tmp_path / "out1")(batch_id, tables)
+
+    _run_query(spark, tmp_path / "in1", tmp_path / "chk1",
+               TriangleSink(make_engine(tmp_path / "state1", base), spy))
+    assert replays[0] == half - 1  # the replayed batch was seen again
+    a = read_results(tmp_path / "out0").drop_columns(["seconds"])
+    b = read_results(tmp_path / "out1").drop_columns(["seconds"])
+    assert a.num_rows == n and a.equals(b)
+    g = gpu_ivm.GraphEngine()
+    g.load(base)
+    for bt in batches:
+        g.apply(bt)
+    assert a.column("triangles").to_pylist()[-1] == g.count()
+    return a
+
+
+def test_streaming_sink_restart(spark, tmp_path):
+    _interrupted_equals_uninterrupted(
+        spark, tmp_path, lambda state, base: DriverEngine(state, base=base, snapshot_every=2))
+
+
+def test_streaming_sink_restart_hypercube(spark, tmp_path):
+    engines = []
+
+    def make(state, base):
+        hc = SparkHyperCube(spark, state, k=2)
+        if hc.last_batch_id is None:
+            hc.load(base)
+        engines.append(hc)
+        return hc
+
+    def lose_executors():
+        engines[-1].forget_executor_state()
+
+    _interrupted_equals_uninterrupted(spark, tmp_path, make, n=5, between=lose_executors)
+
+
+def test_streaming_sink_dead_letter(spark, tmp_path):
+    indir = tmp_path / "in"
+    indir.mkdir()
+    pq.write_table(pa.table({"src": [1, 2, 3, 1], "dst": [2, 3, 1, 2], "sign": [1, 1, 1, 1]}),
+                   indir / "a.parquet")
+    _run_query(spark, indir, tmp_path / "chk",
+               TriangleSink(DriverEngine(tmp_path / "st"), tmp_path / "out", dead_letter=True))
+    counts = read_results(tmp_path / "out")
+    assert counts.column("triangles").to_pylist() == [1]
+    dead = read_results(tmp_path / "out", "dead_letter")
+    assert dead.column("src").to_pylist() == [1]
+    assert "inserts an edge twice" in dead.column("reason")[0].as_py()
+
+
+# ---------------------------------------------------------------------- HyperCube
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_hypercube_spark_equals_single_engine(spark, tmp_path, k):
+    base, batches = _stream(10 + k, 4)
+    g = gpu_ivm.GraphEngine()
+    g.load(base)
+    hc = SparkHyperCube(spark, tmp_path, k=k, method="partitions" if k == 2 else "auto")
+    assert hc.load(base).triangles == g.count()
+    for i, b in enumerate(batches):
+        if i == 2:
+            hc.forget_executor_state()  # every shard restored from its snapshot
+        r = hc.apply(create_frame(spark, pa.table(b)), batch_id=i)
+        r1 = g.apply(b)
+        assert (r.triangles, r.delta, r.updates) == (r1.triangles, r1.delta, r1.updates)
+        if i == 2:
+            assert r.extra["restored"] == r.extra["shards_touched"]
+    assert hc.apply(batches[0], batch_id=1).path == "skipped"
+
+
+def test_hypercube_spark_snap(spark, tmp_path):
+    path = DATA / "ca-GrQc.txt.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    g = gpu_ivm.GraphEngine()
+    g.load(str(path))
+    assert g.count() == 48260
+    hc = SparkHyperCube(spark, tmp_path, k=2, snapshot_every=3)
+    assert hc.load(str(path)).triangles == 48260
+    rng = np.random.default_rng(0)
+    s, d = g.edges()
+    for i in range(3):
+        pick = rng.choice(s.shape[0], 200, replace=False)
+        b = {"src": s[pick], "dst": d[pick], "sign": np.full(200, -1)}
+        assert hc.apply(b, batch_id=i).triangles == g.apply(b).triangles
+        s, d = g.edges()
+
+
+# ---------------------------------------------------------------------- CLI
+def test_spark_replay_cli(spark, tmp_path, capsys):
+    import argparse
+
+    from gpu_ivm.spark_glue.cli import add_parser
+
+    base, batches = _stream(3, 3)
+    (tmp_path / "b").mkdir()
+    for i, b in enumerate(batches):
+        pq.write_table(pa.table(b), tmp_path / "b" / f"{i:03d}.parquet")
+    with open(tmp_path / "base.txt", "w") as f:
+        f.writelines(f"{u} {v}\n" for u, v in zip(base["src"], base["dst"]))
+    p = argparse.ArgumentParser()
+    add_parser(p.add_subparsers(dest="cmd"))
+    outs = []
+    for extra in ([], ["--shards", "2"]):
+        args = p.parse_args(["spark-replay", "--base", str(tmp_path / "base.txt"),
+                             "--batches", str(tmp_path / "b"), "--json", "--check", *extra])
+        assert args.fn(args) == 0
+        lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+        assert lines[0]["batch"] == "base" and [x["batch"] for x in lines[1:]] == [0, 1, 2]
+        assert all(x["seconds"] > 0 for x in lines[1:])
+        outs.append([(x["triangles"], x["updates"]) for x in lines])
+    assert outs[0] == outs[1]
+    shutil.rmtree(tmp_path / "b")
