@@ -1,0 +1,119 @@
+"""Machine facts, load average and resident memory of this process."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def loadavg() -> list[float]:
+    """1, 5 and 15 minute load averages (other processes may share the machine)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def _meminfo_bytes(field: str) -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git(*args: str) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
+                             timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def facts() -> dict:
+    """Cores, RAM, CPU, software versions and the git revision."""
+    import numba
+    import numpy
+
+    import gpu_ivm
+
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    try:
+        threads = numba.get_num_threads()
+    except Exception:  # pragma: no cover - depends on the threading layer
+        threads = None
+    return {
+        "cores": os.cpu_count(),
+        "ram_bytes": _meminfo_bytes("MemTotal"),
+        "cpu": _cpu_model(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "numpy": numpy.__version__,
+        "numba": numba.__version__,
+        "numba_threads": threads,
+        "gpu_ivm": getattr(gpu_ivm, "__version__", "?"),
+        "git_commit": _git("rev-parse", "--short", "HEAD"),
+        "git_dirty": bool(dirty) if dirty is not None else None,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+    }
+
+
+# ----------------------------------------------------------------------------- memory
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def process_maxrss_bytes() -> int:
+    """``ru_maxrss``: the high-water mark of the whole process since it started."""
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(r) * (1 if sys.platform == "darwin" else 1024)
+
+
+class PeakRSS:
+    """Peak resident memory over a section of code.
+
+    On Linux the kernel's high-water mark is reset at the start (``/proc/self/clear_refs``) and
+    read at the end (``VmHWM``), so the peak belongs to this section only. Elsewhere the
+    process-wide ``ru_maxrss`` is used and ``scoped`` is False.
+    """
+
+    def __init__(self) -> None:
+        self.scoped = False
+        self.peak_bytes: int | None = None
+
+    def __enter__(self) -> PeakRSS:
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+            self.scoped = _status_kib("VmHWM") is not None
+        except OSError:
+            self.scoped = False
+        return self
+
+    def __exit__(self, *exc) -> None:
+        hwm = _status_kib("VmHWM") if self.scoped else None
+        self.peak_bytes = hwm * 1024 if hwm is not None else process_maxrss_bytes()
