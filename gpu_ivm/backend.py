@@ -1,9 +1,20 @@
 """Backend choice: where arrays live and which kernels run.
 
-``cpu`` is NumPy + Numba (``numba.njit``). ``cuda`` is CuPy + Numba-CUDA (issue: the CUDA
-path); asking for it without a usable device is an error, never a silent CPU run. ``auto``
-picks ``cuda`` only when a device is usable. The choice comes from the ``backend`` argument or,
-when that is ``None``, from the ``GPU_IVM_BACKEND`` environment variable (default ``cpu``).
+``cpu`` is NumPy + Numba (``numba.njit``). ``cuda`` is Numba-CUDA kernels
+(:mod:`gpu_ivm.kernels.cuda_kernels`) with CuPy as the array module on a real device; asking
+for it without a usable device is an error, never a silent CPU run. With
+``NUMBA_ENABLE_CUDASIM=1`` set before Numba is imported, ``cuda`` runs the same kernels in
+Numba's CUDA simulator on NumPy arrays (``xp`` is NumPy): a correctness tool, thousands of times
+slower than the CPU backend.
+
+``auto`` picks ``cuda`` only when a real device is usable: never the simulator, even when
+``NUMBA_ENABLE_CUDASIM`` is set (that variable is often set for other libraries' tests, and a
+silent switch to the simulator would make every batch orders of magnitude slower); ask for
+``cuda`` explicitly to use it. The choice comes from the ``backend`` argument or, when that is
+``None``, from the ``GPU_IVM_BACKEND`` environment variable (default ``cpu``).
+
+CuPy and ``numba.cuda`` are imported lazily, only when ``cuda`` or ``auto`` is resolved, so
+``import gpu_ivm`` works without them.
 """
 
 from __future__ import annotations
@@ -29,24 +40,27 @@ class Backend:
     name : str
         ``"cpu"`` or ``"cuda"``.
     xp : module
-        The array module (NumPy or CuPy).
+        The array module (NumPy, or CuPy on a real device).
     kernels : SimpleNamespace
         The kernel set: ``store`` (sorted-run maintenance), ``delta`` (count deltas, view
-        expansion), ``view`` (view updates), ``static`` (static counts), each a module whose
+        expansion), ``view`` (view updates), ``static`` (static counts), each a namespace whose
         functions take this backend's arrays.
+    device : str
+        ``"host"``, ``"simulator"`` (Numba's CUDA simulator) or the CUDA device's name.
     """
 
     name: str
     xp: ModuleType
     kernels: SimpleNamespace = field(default_factory=SimpleNamespace, repr=False)
+    device: str = "host"
 
     def to_device(self, a: np.ndarray):
-        """Copy a host array to the backend's memory (no copy on the CPU)."""
+        """Copy a host array to the backend's memory (no copy with NumPy)."""
         return self.xp.asarray(a)
 
     def to_host(self, a) -> np.ndarray:
-        """Copy a backend array to a NumPy array (no copy on the CPU)."""
-        if self.name == "cpu":
+        """Copy a backend array to a NumPy array (no copy with NumPy)."""
+        if self.xp is np:
             return np.asarray(a)
         return self.xp.asnumpy(a)
 
@@ -59,23 +73,86 @@ def _cpu_kernels() -> SimpleNamespace:
 
 
 CPU = Backend("cpu", np, _cpu_kernels())
+_CUDA: Backend | None = None  # built once, on first request
+
+
+def simulator_enabled() -> bool:
+    """True if Numba's CUDA simulator is on (``NUMBA_ENABLE_CUDASIM=1`` before numba's import).
+
+    Reads numba's configuration, not the environment: setting the variable after numba was
+    imported has no effect, and this reports that.
+    """
+    import numba
+
+    return bool(numba.config.ENABLE_CUDASIM)
+
+
+def _device_problem() -> str | None:
+    """None if a real CUDA device and CuPy are usable, else why not (for the error message)."""
+    if simulator_enabled():
+        return "NUMBA_ENABLE_CUDASIM=1 replaces the device by the simulator"
+    try:
+        from numba import cuda
+    except Exception as exc:  # pragma: no cover - numba without its cuda package
+        return f"numba.cuda cannot be imported ({type(exc).__name__}: {exc})"
+    try:
+        if not cuda.is_available():
+            return "numba.cuda finds no usable CUDA device or driver"
+    except Exception as exc:
+        return f"numba.cuda.is_available() failed ({type(exc).__name__}: {exc})"
+    try:
+        import cupy
+    except Exception:
+        return "CuPy is not installed (pip install 'gpu_ivm[gpu]')"
+    try:
+        if not cupy.cuda.is_available():
+            return "CuPy finds no usable CUDA device"
+    except Exception as exc:
+        return f"cupy.cuda.is_available() failed ({type(exc).__name__}: {exc})"
+    return None
 
 
 def cuda_usable() -> bool:
-    """True if a CUDA device can run kernels (or the Numba CUDA simulator is enabled)."""
-    try:
-        import cupy  # noqa: F401
+    """True if a real CUDA device can run the kernels (the simulator does not count)."""
+    return _device_problem() is None
+
+
+def _cuda_backend() -> Backend:
+    global _CUDA
+    if _CUDA is not None:
+        return _CUDA
+    sim = simulator_enabled()
+    if not sim:
+        problem = _device_problem()
+        if problem is not None:
+            raise BackendUnavailableError(
+                f"the cuda backend needs a usable CUDA device and CuPy; {problem} "
+                "(set GPU_IVM_BACKEND=cpu or backend='cpu'; or set NUMBA_ENABLE_CUDASIM=1 "
+                "before importing numba to run the CUDA kernels in Numba's simulator)"
+            )
+    from .kernels.cuda_kernels import kernel_set
+
+    if sim:
+        xp, device = np, "simulator"
+    else:
+        import cupy
         from numba import cuda
-    except Exception:
-        return False
-    try:
-        return bool(cuda.is_available())
-    except Exception:
-        return False
+
+        xp, device = cupy, cuda.get_current_device().name
+        device = device.decode() if isinstance(device, bytes) else str(device)
+    _CUDA = Backend("cuda", xp, kernel_set(), device)
+    return _CUDA
 
 
 def get_backend(choice: str | Backend | None = None) -> Backend:
     """Resolve a backend from an argument, ``GPU_IVM_BACKEND``, or the default ``cpu``.
+
+    Raises
+    ------
+    InputError
+        For an unknown name.
+    BackendUnavailableError
+        For ``cuda`` without a usable device (and without the simulator).
 
     >>> get_backend("cpu").name
     'cpu'
@@ -89,8 +166,5 @@ def get_backend(choice: str | Backend | None = None) -> Backend:
     if name == "auto":
         name = "cuda" if cuda_usable() else "cpu"
     if name == "cuda":
-        raise BackendUnavailableError(
-            "the cuda backend needs CuPy and a usable CUDA device; none is usable here "
-            "(set GPU_IVM_BACKEND=cpu or backend='cpu')"
-        )
+        return _cuda_backend()
     return CPU

@@ -27,9 +27,7 @@ import numpy as np
 from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError
-from .kernels import delta_kernels as dk
 from .partition import PartRel, sort_pairs
-from .store import ZStore
 from .views import ViewStore
 
 INT64_SAFE = 1 << 62
@@ -118,27 +116,6 @@ class TriangleEngineBase:
                             nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.sparse.nt(),
                             view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out)
         return out
-
-    @staticmethod
-    def _expand(keys: np.ndarray, vals: np.ndarray, st: ZStore, left: bool):
-        """Grouped view deltas of a bilinear view (see ``delta_kernels.expand_emit``)."""
-        xs, ys = unpack(keys)
-        exp = ys if left else xs
-        nt = st.nt()
-        counts = np.empty(keys.shape[0], np.int64)
-        dk.expand_counts(exp, nt, counts)
-        ptr = np.zeros(keys.shape[0] + 1, np.int64)
-        np.cumsum(counts, out=ptr[1:])
-        total = int(ptr[-1])
-        if total == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        ok = np.empty(total, np.int64)
-        ov = np.empty(total, np.int64)
-        dk.expand_emit(xs, ys, np.ascontiguousarray(vals, np.int64), nt, left, ptr, ok, ov)
-        nz = ov != 0
-        ok, ov = ok[nz], ov[nz]
-        order = np.argsort(ok, kind="stable")
-        return dk.segment_sum_sorted(ok[order], ov[order])
 
     def _view_update(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):
         """Maintain a bilinear view under updates of one factor (see ``emit_view_deltas``)."""
@@ -328,15 +305,12 @@ class TriangleEngineBase:
         self._rebuild_views()
 
     def _rebuild_views(self) -> None:
+        """views[k] = K_h·Next_l from the parts, row by row (see ``ViewStore.product``)."""
         cap = self.rels[0].id_capacity
         for k, K in enumerate(self.rels):
             nx, _ = self._wiring(k)
-            hk, hv = K.h.items()
-            if hk.shape[0] and len(nx.l):
-                ek, ev = self._expand(hk, hv, nx.l, left=True)
-            else:
-                ek, ev = np.zeros(0, np.int64), np.zeros(0, np.int64)
-            self.views[k] = ViewStore.build(ek, ev, cap, self.k)
+            rows = np.flatnonzero(K.h.live[:cap] > 0) if len(nx.l) else np.zeros(0, np.int64)
+            self.views[k] = ViewStore.product(K.h, nx.l, rows, cap, self.k)
 
     # ------------------------------------------------------------------ overflow guard
     def _check_overflow(self, batch_max, batch_rows: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kernels import delta_kernels as _cpu_delta_kernels
 from .kernels import store_kernels as _cpu_store_kernels
 from .kernels import view_kernels as _cpu_view_kernels
 from .store import ZStore
@@ -34,6 +35,7 @@ class ViewStore:
         self.kernels = kernels
         self.sk = kernels.store if kernels is not None else _cpu_store_kernels
         self.vk = kernels.view if kernels is not None else _cpu_view_kernels
+        self.dk = kernels.delta if kernels is not None else _cpu_delta_kernels
         self.sparse = ZStore(id_capacity, kernels)
         self.vrow = np.full(id_capacity, -1, np.int64)
         self.vmat = np.zeros((0, max(id_capacity, 1)), np.int64)
@@ -84,9 +86,7 @@ class ViewStore:
             keys, vals = keys[keep], vals[keep]
         if not presorted:
             order = np.argsort(keys, kind="stable")
-            from .kernels.delta_kernels import segment_sum_sorted
-
-            keys, vals = segment_sum_sorted(keys[order], vals[order])
+            keys, vals = self.dk.segment_sum_sorted(keys[order], vals[order])
         if keys.shape[0] == 0:
             return
         self.sparse.add(keys, vals)
@@ -141,6 +141,25 @@ class ViewStore:
             d = r >= 0
             v.vmat[r[d], keys[d] & 0xFFFFFFFF] = vals[d]
             keys, vals = keys[~d], vals[~d]
+        v.sparse = ZStore.from_sorted(keys, vals, id_capacity, kernels)
+        return v
+
+    @classmethod
+    def product(cls, left, right, rows: np.ndarray, id_capacity: int,
+                kernels=None) -> ViewStore:
+        """V = left·right restricted to first keys ``rows`` (sorted), built row by row with a
+        dense accumulator (the memory of the result, never of the path list)."""
+        vk = kernels.view if kernels is not None else _cpu_view_kernels
+        cap = max(id_capacity, 1)
+        v = cls(id_capacity, kernels)
+        rows = np.ascontiguousarray(rows, np.int64)
+        is_dense, mat, keys, vals = vk.build_view_rows(rows, left.nt(), right.nt(), cap,
+                                                       DENSE_MIN, DENSE_FRACTION)
+        dense_rows = rows[is_dense]
+        if dense_rows.shape[0]:
+            v.vmat = mat
+            v.vrow[dense_rows] = np.arange(dense_rows.shape[0])
+            v.row_keys = dense_rows.tolist()
         v.sparse = ZStore.from_sorted(keys, vals, id_capacity, kernels)
         return v
 

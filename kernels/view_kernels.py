@@ -99,3 +99,98 @@ def scatter_dense(keys, vals, vrow, vmat):
 
 
 
+
+
+@nb.njit(cache=True)
+def build_view_rows(rows, left, right, cap, dense_min, dense_frac):
+    """V(a, c) = Σ_b left(a, b)·right(b, c) for the sorted first keys ``rows``, row by row.
+
+    Gustavson's row-wise product with one dense accumulator: memory O(cap) beyond the output,
+    never the (a, b, c) path list. A row whose support reaches ``dense_min`` and a
+    ``1/dense_frac`` share of ``cap`` is returned dense, the others as sorted sparse entries.
+
+    Returns ``(is_dense, dense_rows_matrix, sparse_keys, sparse_vals)``; the matrix's rows are
+    the dense rows in the order of ``rows``.
+    """
+    lk = left[0]
+    lv = left[1]
+    rk = right[0]
+    rv = right[1]
+    acc = np.zeros(cap, np.int64)
+    seen = np.zeros(cap, np.bool_)
+    touched = np.empty(cap, np.int64)
+    is_dense = np.zeros(rows.shape[0], np.bool_)
+    dense = np.zeros((4, cap), np.int64)
+    nd = 0
+    sp_keys = np.empty(1024, np.int64)
+    sp_vals = np.empty(1024, np.int64)
+    ns = 0
+    for ri in range(rows.shape[0]):
+        a = rows[ri]
+        nt = 0
+        m1 = run_mask(left, a)
+        j1 = 0
+        while m1 != 0:
+            if m1 & 1:
+                lo1, hi1 = run_range(left, j1, a)
+                for p in range(lo1, hi1):
+                    b = lk[p] & LO_MASK
+                    if b == SENTINEL:
+                        break
+                    v = lv[p]
+                    if v == 0:
+                        continue
+                    m2 = run_mask(right, b)
+                    j2 = 0
+                    while m2 != 0:
+                        if m2 & 1:
+                            lo2, hi2 = run_range(right, j2, b)
+                            for q in range(lo2, hi2):
+                                c = rk[q] & LO_MASK
+                                if c == SENTINEL:
+                                    break
+                                w = rv[q]
+                                if w == 0:
+                                    continue
+                                if not seen[c]:
+                                    seen[c] = True
+                                    touched[nt] = c
+                                    nt += 1
+                                acc[c] += v * w
+                        m2 >>= 1
+                        j2 += 1
+            m1 >>= 1
+            j1 += 1
+        nnz = 0
+        for i in range(nt):
+            if acc[touched[i]] != 0:
+                nnz += 1
+        if nnz >= dense_min and nnz * dense_frac >= cap:
+            if nd == dense.shape[0]:
+                grown = np.zeros((2 * nd, cap), np.int64)
+                grown[:nd] = dense
+                dense = grown
+            for i in range(nt):
+                dense[nd, touched[i]] = acc[touched[i]]
+            is_dense[ri] = True
+            nd += 1
+        elif nnz:
+            if ns + nnz > sp_keys.shape[0]:
+                size = max(2 * sp_keys.shape[0], ns + nnz)
+                k2 = np.empty(size, np.int64)
+                v2 = np.empty(size, np.int64)
+                k2[:ns] = sp_keys[:ns]
+                v2[:ns] = sp_vals[:ns]
+                sp_keys = k2
+                sp_vals = v2
+            cs = np.sort(touched[:nt])
+            for i in range(nt):
+                c = cs[i]
+                if acc[c] != 0:
+                    sp_keys[ns] = (a << 32) | c
+                    sp_vals[ns] = acc[c]
+                    ns += 1
+        for i in range(nt):
+            acc[touched[i]] = 0
+            seen[touched[i]] = False
+    return is_dense, dense[:nd], sp_keys[:ns], sp_vals[:ns]
