@@ -24,6 +24,7 @@ from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import ConflictError, InputError
 from .rational import parse_epsilon
 from .recompute import AdaptivePolicy
+from .warmup import warm_up
 
 
 class GraphEngine(TriangleEngineBase):
@@ -121,6 +122,7 @@ class GraphEngine(TriangleEngineBase):
         keys = self._directed_keys(a, b)
         self._build(keys, np.ones(keys.shape[0], np.int64))
         self.batches_applied = 0
+        warm_up()
         return self._report(t0, batch=-1, rows=n, updates=self.num_edges,
                             triangles=self.count(), delta=self.count(), path="load",
                             self_loops=n_loops)

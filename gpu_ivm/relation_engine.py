@@ -21,6 +21,7 @@ from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import InputError
 from .rational import parse_epsilon
 from .recompute import AdaptivePolicy
+from .warmup import warm_up
 
 REL_NAMES = ("R", "S", "T")
 
@@ -117,6 +118,7 @@ class RelationEngine(TriangleEngineBase):
                               for _, v in consolidated], rows)
         self.encoder.commit(new)
         self._build(consolidated)
+        warm_up()
         return self._report(t0, batch=-1, rows=rows, updates=self.size, triangles=self.Q,
                             delta=self.Q, path="load")
 

@@ -120,6 +120,11 @@ class ZStore:
         vals = np.ascontiguousarray(vals, np.int64)
         if keys.shape[0]:
             s.grow_ids(int(keys[-1] >> 32) + 1)
+            # room for a quarter more tuples before the arrays are first reallocated, so the
+            # first batches after a load do not pay for copying the base run
+            slack = keys.shape[0] + keys.shape[0] // 4 + 1024
+            s.keys = np.empty(slack, np.int64)
+            s.vals = np.empty(slack, np.int64)
             s._append_run(keys, vals)
             s.sk.first_key_counts(keys, keys.shape[0], s.live)
             s.size = keys.shape[0]
