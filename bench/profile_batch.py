@@ -1,0 +1,57 @@
+"""Where the time of a batch goes: cProfile of the delta path on the R-MAT mixed stream.
+
+    python -m bench.profile_batch [--scale 18] [--batch-size 1000] [--batches 20] [--epsilon 1/2]
+
+Loads the base graph, applies one batch untimed, then profiles the next ``--batches`` batches
+and prints the functions by own time, in milliseconds per batch and as a share of the batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.profile_batch", description=__doc__)
+    p.add_argument("--scale", type=int, default=18)
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--batches", type=int, default=20)
+    p.add_argument("--epsilon", default="1/2")
+    p.add_argument("--top", type=int, default=12)
+    args = p.parse_args(argv)
+
+    from gpu_ivm import GraphEngine
+    from gpu_ivm.workloads import mixed_stream
+
+    stream = mixed_stream(args.scale, batch_size=args.batch_size, n_batches=args.batches + 1,
+                          seed=1)
+    eng = GraphEngine(epsilon=args.epsilon, adaptive=False)
+    eng.load((stream.base_src, stream.base_dst))
+    batches = list(stream.batches())
+    eng.apply(batches[0])
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for b in batches[1:]:
+        eng.apply(b)
+    prof.disable()
+    total = (time.perf_counter() - t0) / args.batches
+    stats = pstats.Stats(prof).stats
+    rows = []
+    for (file, _line, name), (_, ncalls, tottime, _, _) in stats.items():
+        short = file.rsplit("/", 2)[-2:]
+        rows.append((tottime / args.batches, ncalls / args.batches, f"{'/'.join(short)}:{name}"))
+    rows.sort(reverse=True)
+    print(f"R-MAT scale {args.scale}, B = {args.batch_size}, epsilon = {args.epsilon}: "
+          f"{total * 1e3:.2f} ms per batch (profiled)")
+    print(f"{'ms/batch':>9} {'share':>6} {'calls':>6}  function")
+    for ms, calls, name in rows[: args.top]:
+        print(f"{ms * 1e3:9.2f} {ms / total:6.1%} {calls:6.1f}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
