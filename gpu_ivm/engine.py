@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
+import numba
 import numpy as np
 
 from .backend import Backend, get_backend
@@ -31,6 +32,7 @@ from .partition import PartRel, sort_pairs
 from .views import ViewStore
 
 INT64_SAFE = 1 << 62
+PAR_EMIT_MIN = 1 << 15  # view deltas per batch from which all threads emit them
 
 
 @dataclass
@@ -128,10 +130,20 @@ class TriangleEngineBase:
             return
         ok = np.empty(total, np.int64)
         ov = np.empty(total, np.int64)
-        n = self.k.view.emit_view_deltas(xs, ys, np.ascontiguousarray(vals, np.int64), nt, left,
-                                view.vrow, view.vmat, ok, ov)
-        if n:
-            view.add(ok[:n], ov[:n])
+        ms = np.ascontiguousarray(vals, np.int64)
+        par = getattr(self.k.view, "emit_view_deltas_par", None)
+        if par is not None and total >= PAR_EMIT_MIN:
+            ptr = np.zeros(keys.shape[0] + 1, np.int64)
+            np.cumsum(counts, out=ptr[1:])
+            par(xs, ys, ms, nt, left, view.vrow, view.vmat, ptr, ok, ov,
+                numba.get_num_threads())
+            nz = ov != 0
+            ok, ov = ok[nz], ov[nz]
+        else:
+            n = self.k.view.emit_view_deltas(xs, ys, ms, nt, left, view.vrow, view.vmat, ok, ov)
+            ok, ov = ok[:n], ov[:n]
+        if ok.shape[0]:
+            view.add(ok, ov)
 
     def _apply_part_deltas(self, k: int, hk, hv, lk, lv) -> None:
         """Add ΔK_h and ΔK_l to relation k, maintaining views[k] = K_h·Next_l and

@@ -29,6 +29,53 @@ def vget(sparse, vrow, vmat, key):
     return get(sparse, key)
 
 
+@nb.njit(cache=True, inline="always")
+def _emit_one(i, w, xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals):
+    """The view deltas of update i: dense rows updated in place, the rest written from w on;
+    returns the next free output position."""
+    keys = st[0]
+    vals = st[1]
+    nrow = vrow.shape[0]
+    e = ys[i] if left else xs[i]
+    mi = ms[i]
+    xi = xs[i]
+    yi = ys[i]
+    dense_left = -1
+    if left and xi < nrow:
+        dense_left = vrow[xi]
+    m = run_mask(st, e)
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(st, j, e)
+            for p in range(lo, hi):
+                k = keys[p]
+                z = k & LO_MASK
+                if z == SENTINEL:
+                    break
+                v = vals[p]
+                if v == 0:
+                    continue
+                if left:
+                    if dense_left >= 0:
+                        vmat[dense_left, z] += mi * v
+                    else:
+                        out_keys[w] = (xi << 32) | z
+                        out_vals[w] = mi * v
+                        w += 1
+                else:
+                    r = vrow[z] if z < nrow else -1
+                    if r >= 0:
+                        vmat[r, yi] += v * mi
+                    else:
+                        out_keys[w] = (z << 32) | yi
+                        out_vals[w] = v * mi
+                        w += 1
+        m >>= 1
+        j += 1
+    return w
+
+
 @nb.njit(cache=True)
 def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals):
     """Add the view deltas of a batch of factor updates; return the sparse remainder.
@@ -38,51 +85,32 @@ def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals):
            left factor transposed)
     Deltas for dense rows are added to ``vmat`` in place; the others are written to
     ``out_keys``/``out_vals`` (unsorted, possibly repeated) and their count returned.
-    Sequential: dense rows take scatter-adds.
+    One thread (see ``emit_view_deltas_par`` for the partitioned parallel form).
     """
-    keys = st[0]
-    vals = st[1]
     w = 0
-    nrow = vrow.shape[0]
     for i in range(xs.shape[0]):
-        e = ys[i] if left else xs[i]
-        mi = ms[i]
-        xi = xs[i]
-        yi = ys[i]
-        dense_left = -1
-        if left and xi < nrow:
-            dense_left = vrow[xi]
-        m = run_mask(st, e)
-        j = 0
-        while m != 0:
-            if m & 1:
-                lo, hi = run_range(st, j, e)
-                for p in range(lo, hi):
-                    k = keys[p]
-                    z = k & LO_MASK
-                    if z == SENTINEL:
-                        break
-                    v = vals[p]
-                    if v == 0:
-                        continue
-                    if left:
-                        if dense_left >= 0:
-                            vmat[dense_left, z] += mi * v
-                        else:
-                            out_keys[w] = (xi << 32) | z
-                            out_vals[w] = mi * v
-                            w += 1
-                    else:
-                        r = vrow[z] if z < nrow else -1
-                        if r >= 0:
-                            vmat[r, yi] += v * mi
-                        else:
-                            out_keys[w] = (z << 32) | yi
-                            out_vals[w] = v * mi
-                            w += 1
-            m >>= 1
-            j += 1
+        w = _emit_one(i, w, xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals)
     return w
+
+
+@nb.njit(cache=True, parallel=True)
+def emit_view_deltas_par(xs, ys, ms, st, left, vrow, vmat, ptr, out_keys, out_vals, nt):
+    """``emit_view_deltas`` on all threads without atomics: thread t takes the updates whose
+    target row (left: x) or target column (right: y) is congruent to t, so no two threads add
+    into the same dense cell; update i writes its sparse deltas into [ptr[i], ptr[i+1]) and
+    zero-fills the rest (zeros are dropped when the view is updated). ``nt``: the number of
+    threads (``numba.get_num_threads()``)."""
+    n = xs.shape[0]
+    for t in nb.prange(nt):
+        for i in range(n):
+            owner = xs[i] if left else ys[i]
+            if owner % nt != t:
+                continue
+            w = _emit_one(i, ptr[i], xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals)
+            while w < ptr[i + 1]:
+                out_keys[w] = 0
+                out_vals[w] = 0
+                w += 1
 
 
 @nb.njit(cache=True)
