@@ -25,6 +25,7 @@ from .lsm import (
 from .view_kernels import vget
 
 PAR_MIN = 512  # below this many items a kernel runs on one thread
+PAR_CHUNK = 16  # prange chunk size: per-update costs are skewed, static halves were 1.8x slower
 
 
 @nb.njit(cache=True, inline="always")
@@ -114,8 +115,14 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
     evaluated in its cheaper orientation. Small batches run on one thread (waking the pool
     costs more than they do).
     """
-    fn = _path_weights_par if xs.shape[0] >= PAR_MIN else _path_weights_seq
-    fn(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev, symmetric, out)
+    if xs.shape[0] < PAR_MIN:
+        _path_weights_seq(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                          symmetric, out)
+        return
+    # per-update costs are skewed (hub rows): small chunks balance the threads
+    with nb.parallel_chunksize(PAR_CHUNK):
+        _path_weights_par(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                          symmetric, out)
 
 
 @nb.njit(cache=True)
@@ -253,5 +260,8 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     ``symmetric`` (E and Δ symmetric), E(c,a) = E(a,c) and Δ(c,a) = Δ(a,c), so both sums are
     inner products of sorted rows; otherwise E and Δ are probed.
     """
-    fn = _batch_wedges_par if dkeys.shape[0] >= PAR_MIN else _batch_wedges_seq
-    fn(dkeys, dvals, eh, el, heavy, symmetric, out)
+    if dkeys.shape[0] < PAR_MIN:
+        _batch_wedges_seq(dkeys, dvals, eh, el, heavy, symmetric, out)
+        return
+    with nb.parallel_chunksize(PAR_CHUNK):
+        _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)
