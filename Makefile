@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: demo test test-spark bench bench-full lint clean venv soak
+.PHONY: demo test test-spark bench bench-full bench-gpu lint clean venv soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,17 @@ bench-full: $(VENV)/.installed-bench
 
 soak: $(VENV)/.installed-base
 	$(BIN)/python -m bench.soak --minutes $(or $(MINUTES),5)
+
+# the GPU run gets its own venv: numba-cuda replaces numba.cuda for every user of numba
+GPU_VENV := .venv-gpu
+$(GPU_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/pip install --quiet --upgrade pip
+	$(GPU_VENV)/bin/pip install --quiet -e ".[gpu]"
+	touch $@
+
+bench-gpu: $(GPU_VENV)/.installed
+	GPU_IVM_BACKEND=cuda $(GPU_VENV)/bin/gpu-ivm demo
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

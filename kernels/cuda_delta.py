@@ -1,0 +1,372 @@
+"""CUDA kernels of count deltas and view maintenance: the ``delta`` and ``view`` parts of the
+cuda kernel set.
+
+Same functions, signatures and results as :mod:`gpu_ivm.kernels.delta_kernels` and
+:mod:`gpu_ivm.kernels.view_kernels`. The per-update bodies are the CPU ones: ``_one_weight``
+(→ ``path_weight`` → ``dot_rows``/``dot_ranges``/``gallop``/``vget``), ``_one_wedge``,
+``_rows_len`` are called from the kernels unchanged; ``emit_view_deltas`` keeps the CPU loop
+over a key's runs (``run_mask``/``run_range``) but scatters into dense view rows with
+``atomic.add`` and writes its sparse remainder through a per-update segment + compaction, so
+the output is the CPU's, in the CPU's order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .cuda_elements import emit_segment
+from .cuda_launch import check_1d, empty, exclusive_scan, grid, result, scalar, zeros
+from .delta_kernels import _one_wedge, _one_weight, _rows_len
+from .lsm import LO_MASK, SENTINEL, run_mask, run_range
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@cuda.jit
+def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, n):
+    """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) by the CPU's per-update ``_one_weight``.
+
+    Launch config: 1-D grid-stride, one thread per update. Work per thread is the IVM^ε cost of
+    the update (a heavy-row inner product, galloped, or a light row), so it is skewed; see
+    docs/gpu.md for the warp-per-heavy-update variant.
+    """
+    xs, ys, out = io
+    vrow, vmat = vview
+    heavy_next, heavy_prev = hv
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                    symmetric, out)
+        i += stride
+
+
+@cuda.jit
+def _expand_counts_kernel(st, io, n):
+    """counts[i] = physical entries of first key keys[i]. Launch config: 1-D grid-stride."""
+    keys, counts = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        counts[i] = _rows_len(st, keys[i])
+        i += stride
+
+
+@cuda.jit
+def _expand_emit_kernel(st, io, left, n):
+    """Update i's expansion into its own segment out[ptr[i]:ptr[i+1]] (zero-padded).
+
+    Launch config: 1-D grid-stride, one thread per update; segments are disjoint.
+    """
+    xs, ys, ms, ptr, out_keys, out_vals = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        emit_segment(i, xs, ys, ms, st, left, ptr, out_keys, out_vals)
+        i += stride
+
+
+@cuda.jit
+def _seg_starts_kernel(io, n):
+    """flags[i] = keys[i] starts a group of equal keys. Launch config: 1-D grid-stride."""
+    keys, flags = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        flags[i] = 1 if i == 0 or keys[i] != keys[i - 1] else 0
+        i += stride
+
+
+@cuda.jit
+def _seg_add_kernel(io, n):
+    """sums[group(i)] += vals[i], group(i) = offs[i + 1] - 1 (starts up to and including i).
+
+    Launch config: 1-D grid-stride, one thread per entry; ``atomic.add`` (a group's entries are
+    adjacent, so contention stays within a few warps).
+    """
+    vals, offs, sums = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        v = vals[i]
+        if v != 0:
+            cuda.atomic.add(sums, offs[i + 1] - 1, v)
+        i += stride
+
+
+@cuda.jit
+def _seg_keep_kernel(io, n):
+    """keep[i] = group start with a nonzero sum. Launch config: 1-D grid-stride."""
+    flags, offs, sums, keep = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        keep[i] = 1 if flags[i] and sums[offs[i]] != 0 else 0
+        i += stride
+
+
+@cuda.jit
+def _seg_scatter_kernel(io, n):
+    """ok[koffs[i]] = keys[i], ov[...] = sums[group] where ``keep[i]``. Launch config: as above."""
+    keys, offs, sums, keep, koffs, ok, ov = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        if keep[i]:
+            ok[koffs[i]] = keys[i]
+            ov[koffs[i]] = sums[offs[i]]
+        i += stride
+
+
+@cuda.jit
+def _wedges_kernel(io, eh, el, hv, symmetric, n):
+    """out[i] = the batch-wedge term of Δ tuple i, by the CPU's ``_one_wedge``.
+
+    Launch config: 1-D grid-stride, one thread per Δ tuple (binary searches in the sorted batch
+    plus one row inner product or probes).
+    """
+    dkeys, dvals, out = io
+    heavy = hv[0]
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out)
+        i += stride
+
+
+@cuda.jit
+def _emit_view_kernel(st, io, vview, left, n):
+    """View deltas of update i: dense rows by ``atomic.add`` into ``vmat``, the sparse rest
+    into update i's segment ``out[ptr[i]:ptr[i+1]]`` (zero-padded).
+
+    Launch config: 1-D grid-stride, one thread per update. Layout (left form, V(x, z) +=
+    m·st(y, z); update 1's row x is dense)::
+
+        st row y0: z=2 z=5        seg 0: (x0,2) (x0,5)          <- sparse
+        st row y1: z=1 z=7 z=9    seg 1: 0 0 0 ; vmat[vrow[x1], 1|7|9] += m1·v  (atomic)
+        st row y2: z=3 (tomb)     seg 2: (x2,3) 0               <- tombstone slot padded
+
+    The compaction that follows keeps the nonzero slots in order: the CPU's output order.
+    """
+    xs, ys, ms, ptr, out_keys, out_vals = io
+    vrow, vmat = vview
+    keys = st[0]
+    vals = st[1]
+    nrow = vrow.shape[0]
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        xi = xs[i]
+        yi = ys[i]
+        mi = ms[i]
+        e = yi if left else xi
+        dense_left = -1
+        if left and xi < nrow:
+            dense_left = vrow[xi]
+        w = ptr[i]
+        m = run_mask(st, e)
+        j = 0
+        while m != 0:
+            if m & 1:
+                lo, hi = run_range(st, j, e)
+                for p in range(lo, hi):
+                    k = keys[p]
+                    z = k & LO_MASK
+                    if z == SENTINEL:
+                        break
+                    v = vals[p]
+                    if v == 0:
+                        continue
+                    if left:
+                        if dense_left >= 0:
+                            cuda.atomic.add(vmat, (dense_left, z), mi * v)
+                        else:
+                            out_keys[w] = (xi << 32) | z
+                            out_vals[w] = mi * v
+                            w += 1
+                    else:
+                        r = vrow[z] if z < nrow else -1
+                        if r >= 0:
+                            cuda.atomic.add(vmat, (r, yi), v * mi)
+                        else:
+                            out_keys[w] = (z << 32) | yi
+                            out_vals[w] = v * mi
+                            w += 1
+            m >>= 1
+            j += 1
+        while w < ptr[i + 1]:
+            out_keys[w] = 0
+            out_vals[w] = 0
+            w += 1
+        i += stride
+
+
+@cuda.jit
+def _nonzero_flags_kernel(io, n):
+    """flags[i] = vals[i] != 0. Launch config: 1-D grid-stride."""
+    vals, flags = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        flags[i] = 1 if vals[i] != 0 else 0
+        i += stride
+
+
+@cuda.jit
+def _compact_kernel(io, n):
+    """dst[offs[i]] = src[i] where ``flags[i]``. Launch config: 1-D grid-stride."""
+    src_k, src_v, flags, offs, dst_k, dst_v = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        if flags[i]:
+            dst_k[offs[i]] = src_k[i]
+            dst_v[offs[i]] = src_v[i]
+        i += stride
+
+
+@cuda.jit
+def _scatter_dense_kernel(io, vview, n):
+    """Dense-row entries added to ``vmat`` (``atomic.add``: keys may repeat), keep[i] False.
+
+    Launch config: 1-D grid-stride, one thread per key.
+    """
+    keys, vals, keep = io
+    vrow, vmat = vview
+    nrow = vrow.shape[0]
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        a = keys[i] >> 32
+        r = vrow[a] if a < nrow else -1
+        if r >= 0:
+            cuda.atomic.add(vmat, (r, keys[i] & LO_MASK), vals[i])
+            keep[i] = False
+        else:
+            keep[i] = True
+        i += stride
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                 symmetric, out) -> None:
+    """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) for every update of the batch (see the CPU
+    kernel; ``symmetric`` evaluates each update in its cheaper orientation)."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _path_weights_kernel[grid(n)]((xs, ys, out), nh, nl, ph, pl, pht, vsp, (vrow, vmat),
+                                  (heavy_next, heavy_prev), bool(symmetric), n)
+
+
+def expand_counts(exp_keys, st, counts) -> None:
+    """counts[i] = physical entries of first key exp_keys[i] (upper bound of live tuples)."""
+    check_1d("exp_keys", exp_keys)
+    n = exp_keys.shape[0]
+    if n == 0:
+        return
+    _expand_counts_kernel[grid(n)](st, (exp_keys, counts), n)
+
+
+def expand_emit(xs, ys, ms, st, left, ptr, out_keys, out_vals) -> None:
+    """View deltas of a bilinear view into out[ptr[i]:ptr[i+1]] (zero-padded; see the CPU
+    kernel)."""
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _expand_emit_kernel[grid(n)](st, (xs, ys, ms, ptr, out_keys, out_vals), bool(left), n)
+
+
+def segment_sum_sorted(keys, vals):
+    """Group equal keys of a sorted array, sum values, drop zero sums.
+
+    Five kernels and two scans: group starts, group ids by an exclusive scan, per-group sums by
+    ``atomic.add``, nonzero-group flags, compaction. The output length is read back once.
+    """
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    if n == 0:
+        z = np.zeros(0, np.int64) if isinstance(keys, np.ndarray) else empty(0)
+        return z, z
+    flags = empty(n)
+    _seg_starts_kernel[grid(n)]((keys, flags), n)
+    offs = exclusive_scan(flags)  # group of entry i = offs[i + 1] - 1; of a start i = offs[i]
+    sums = zeros(n)
+    _seg_add_kernel[grid(n)]((vals, offs, sums), n)
+    keep = empty(n)
+    _seg_keep_kernel[grid(n)]((flags, offs, sums, keep), n)
+    koffs = exclusive_scan(keep)
+    m = scalar(koffs, n)
+    ok = empty(m)
+    ov = empty(m)
+    if m:
+        _seg_scatter_kernel[grid(n)]((keys, offs, sums, keep, koffs, ok, ov), n)
+    return result(ok, keys), result(ov, keys)
+
+
+def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out) -> None:
+    """out[i] = Σ_c Δ(a,b)·Δ(b,c)·(3·E(c,a) + Δ(c,a)) for Δ tuple i = (a, b) (see the CPU
+    kernel)."""
+    check_1d("dkeys", dkeys)
+    n = dkeys.shape[0]
+    if n == 0:
+        return
+    _wedges_kernel[grid(n)]((dkeys, dvals, out), eh, el, (heavy,), bool(symmetric), n)
+
+
+def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals) -> int:
+    """Add the view deltas of a batch of factor updates; return the sparse remainder's length.
+
+    Dense-row deltas go into ``vmat`` (``atomic.add``); the others are written to
+    ``out_keys``/``out_vals`` in the CPU's order. Kernels: segment sizes, scan, emission,
+    scan of the used slots, compaction; the remainder's length is read back once (the caller
+    slices with it).
+    """
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return 0
+    counts = empty(n)
+    _expand_counts_kernel[grid(n)](st, (ys if left else xs, counts), n)
+    ptr = exclusive_scan(counts)
+    total = scalar(ptr, n)
+    if total == 0:
+        return 0
+    sk = empty(total)
+    sv = empty(total)
+    _emit_view_kernel[grid(n)](st, (xs, ys, ms, ptr, sk, sv), (vrow, vmat), bool(left), n)
+    flags = empty(total)
+    _nonzero_flags_kernel[grid(total)]((sv, flags), total)
+    offs = exclusive_scan(flags)
+    w = scalar(offs, total)
+    if w:
+        _compact_kernel[grid(total)]((sk, sv, flags, offs, out_keys, out_vals), total)
+    return w
+
+
+def emit_view_deltas_par(xs, ys, ms, st, left, vrow, vmat, ptr, out_keys, out_vals,
+                         nt=0) -> None:
+    """``emit_view_deltas`` with caller-given segments: update i writes its sparse deltas to
+    out[ptr[i]:ptr[i+1]] and zero-fills the rest (as the CPU kernel). One launch, no read-back:
+    the engine drops the zeros. ``nt`` (the CPU kernel's thread count) is ignored: dense-row
+    adds are atomic here, so any thread may take any update."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _emit_view_kernel[grid(n)](st, (xs, ys, ms, ptr, out_keys, out_vals), (vrow, vmat),
+                               bool(left), n)
+
+
+def scatter_dense(keys, vals, vrow, vmat):
+    """vmat[vrow[a], c] += v for packed keys (a, c) whose row is dense; returns a keep mask."""
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    keep = empty(n, np.bool_)
+    if n:
+        _scatter_dense_kernel[grid(n)]((keys, vals, keep), (vrow, vmat), n)
+    return result(keep, keys)

@@ -1,0 +1,65 @@
+"""The kernel set of the ``cuda`` backend (Numba CUDA; runs in Numba's CUDA simulator too).
+
+:func:`kernel_set` returns the namespace the engines use as ``backend.kernels``; its parts have
+the functions, signatures and semantics of the CPU modules:
+
+=========  ========================================  =========================================
+part       module                                    CPU counterpart
+=========  ========================================  =========================================
+``store``  :mod:`gpu_ivm.kernels.cuda_store`         :mod:`gpu_ivm.kernels.store_kernels`
+``delta``  :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.delta_kernels`
+``view``   :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.view_kernels`
+``static`` :mod:`gpu_ivm.kernels.static_kernels`     itself: static counts run on the host
+=========  ========================================  =========================================
+
+Importing this module imports ``numba.cuda``; :mod:`gpu_ivm.backend` imports it lazily, only
+when the ``cuda`` backend is requested. Every kernel is a ``@cuda.jit`` function behind a
+host-side launcher that checks its inputs, returns early on empty inputs and picks the launch
+shape (:mod:`gpu_ivm.kernels.cuda_launch`); the per-element work is done by the same
+``numba.njit`` inner loops as on the CPU (:mod:`gpu_ivm.kernels.lsm`, the per-update helpers of
+:mod:`gpu_ivm.kernels.delta_kernels`).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from . import cuda_delta, cuda_launch, cuda_store, static_kernels
+
+STORE_FUNCTIONS = (
+    "apply_updates", "probe_many", "probe_many_par", "probe_sorted", "merge_runs",
+    "set_run_bits", "build_directory", "compact_keys", "count_rows", "fill_rows",
+    "collect_live", "first_key_counts", "sorted_unique_firsts", "range_in_sorted",
+)
+DELTA_FUNCTIONS = (
+    "path_weights", "expand_counts", "expand_emit", "segment_sum_sorted", "batch_wedges",
+)
+VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
+# Run on the host (CPU njit) for now: the view rebuild of major rebalancing. See docs/gpu.md.
+HOST_VIEW_FUNCTIONS = ("build_view_rows",)
+
+CONFIG = cuda_launch.CONFIG
+SIMULATOR = cuda_launch.SIMULATOR
+
+
+def _part(module, names: tuple[str, ...], **extra) -> SimpleNamespace:
+    return SimpleNamespace(**{n: getattr(module, n) for n in names}, **extra)
+
+
+def kernel_set() -> SimpleNamespace:
+    """The namespace ``store``, ``delta``, ``view``, ``static`` of the cuda backend.
+
+    ``delta`` also carries ``PAR_MIN`` and ``view`` ``vget`` for code that reads them from the
+    CPU modules; ``view.build_view_rows`` (the row-by-row view rebuild of major rebalancing) and
+    ``static`` are the CPU functions, run on the host (see docs/gpu.md).
+    """
+    from . import view_kernels
+    from .delta_kernels import PAR_MIN
+
+    host = {n: getattr(view_kernels, n) for n in HOST_VIEW_FUNCTIONS if hasattr(view_kernels, n)}
+    return SimpleNamespace(
+        store=_part(cuda_store, STORE_FUNCTIONS),
+        delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
+        view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget, **host),
+        static=static_kernels,
+    )

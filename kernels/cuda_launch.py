@@ -1,0 +1,283 @@
+"""Launch machinery shared by the CUDA kernels: launch shapes, arrays, prefix sums.
+
+Imported only by the ``cuda`` backend (it imports ``numba.cuda``). Three things live here:
+
+- :data:`CONFIG`, the launch shape of the element-wise kernels (threads per block, a cap on the
+  number of blocks; every element-wise kernel is a grid-stride loop, so any shape is correct);
+- array helpers: temporaries are NumPy arrays under the CUDA simulator (whose kernels run on
+  NumPy) and device arrays on hardware; results handed back to the engine follow the kind of
+  the caller's input (host in, host out);
+- a device-wide exclusive prefix sum (:func:`exclusive_scan`, reduce-then-scan in three
+  kernels) and the stream compactions built on it.
+
+Array arguments travel in tuples ("bundles"): numba-cuda flattens tuples of arrays at launch
+(``_prepare_args`` recurses into ``BaseTuple``), and the simulator passes tuples through
+untouched, so inside a kernel the arrays of a bundle are plain NumPy arrays there and the very
+same ``numba.njit`` helpers of :mod:`gpu_ivm.kernels.lsm` accept them (a top-level array
+argument would be wrapped in the simulator's ``FakeCUDAArray``, which ``njit`` cannot type).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+from numba import cuda
+
+SIMULATOR: bool = bool(nb.config.ENABLE_CUDASIM)
+
+
+def _serialise_simulator_shared_arrays() -> None:
+    """Work around a race in the CUDA simulator's ``cuda.shared.array``.
+
+    The simulator gives the threads of a block one NumPy array per allocating source line, but
+    looks it up and inserts it without a lock (``FakeCUDAShared.array``), so two threads that
+    reach the line together can get two different "shared" arrays and a block-wide scan then
+    reads another thread's stale copy (seen here as wrong prefix sums once in a few hundred
+    launches with a short GIL switch interval). This replacement does the same under a lock. It
+    is installed only under the simulator; hardware has one shared array per block.
+    """
+    import sys
+    import threading
+    import traceback
+
+    from numba.core import types
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+    from numba.np import numpy_support
+
+    original = FakeCUDAShared.array
+    if getattr(original, "_gpu_ivm_locked", False):
+        return
+    lock = threading.Lock()
+
+    def array(self, shape, dtype):
+        if shape == 0:  # dynamic shared memory: one buffer, no lookup, no race
+            return original(self, shape, dtype)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        caller = traceback.extract_stack(sys._getframe())[-2][0:2]  # the kernel's line
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = np.empty(shape, dtype)
+                self._allocations[caller] = res
+        return res
+
+    array._gpu_ivm_locked = True
+    FakeCUDAShared.array = array
+
+
+if SIMULATOR:
+    _serialise_simulator_shared_arrays()
+
+
+@dataclass
+class LaunchConfig:
+    """Launch shape of the element-wise kernels and of the scan.
+
+    Attributes
+    ----------
+    tpb : int
+        Threads per block of the element-wise kernels (a multiple of 32).
+    max_blocks : int
+        Cap on their grid; beyond ``tpb * max_blocks`` items each thread loops (grid stride).
+    scan_tpb : int
+        Threads per block of the scan kernels; a power of two, at most 1024. The scan also
+        uses at most ``scan_tpb`` blocks (their partial sums are scanned by one block).
+    """
+
+    tpb: int = 256
+    max_blocks: int = 4096
+    scan_tpb: int = 512
+
+
+# Hardware: 256 threads per block (8 warps; good occupancy for register-heavy searches) and up
+# to 4096 blocks (an H100 has 132 SMs x 2048 threads = 1056 blocks of 256 resident, so four
+# waves before the grid-stride loops take over). Simulator: one Python thread per GPU thread,
+# so a tiny grid; the grid-stride loops make the result independent of the shape.
+CONFIG = LaunchConfig(32, 2, 32) if SIMULATOR else LaunchConfig()
+
+
+def grid(n: int) -> tuple[int, int]:
+    """(blocks, threads per block) for ``n`` items of an element-wise kernel (``n >= 1``)."""
+    tpb = CONFIG.tpb
+    return min((n + tpb - 1) // tpb, CONFIG.max_blocks), tpb
+
+
+# ----------------------------------------------------------------------------- arrays
+def on_device(a) -> bool:
+    """True for device arrays (CuPy, numba-cuda), False for NumPy arrays."""
+    return hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray)
+
+
+def empty(n: int, dtype=np.int64):
+    """An uninitialised temporary: NumPy under the simulator, a device array on hardware."""
+    if SIMULATOR:
+        return np.empty(n, dtype)
+    return cuda.device_array(n, dtype)
+
+
+def zeros(n: int, dtype=np.int64):
+    """A zeroed temporary (see :func:`empty`)."""
+    if SIMULATOR:
+        return np.zeros(n, dtype)
+    return cuda.to_device(np.zeros(n, dtype))
+
+
+def result(a, like):
+    """Hand a kernel output back in the kind of the caller's array ``like`` (host or device)."""
+    if isinstance(like, np.ndarray) and not isinstance(a, np.ndarray):
+        return a.copy_to_host()
+    return a
+
+
+def scalar(a, i: int) -> int:
+    """Read one element back to the host (one device-to-host copy of 8 bytes on hardware)."""
+    return int(a[i])
+
+
+def check_1d(name: str, a, dtype=np.int64) -> None:
+    """Reject arrays the kernels cannot take: not 1-D, or of another dtype."""
+    if a.ndim != 1:
+        raise TypeError(f"{name} must be a 1-D array, got {a.ndim} dimensions")
+    if a.dtype != dtype:
+        raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, got {a.dtype.name}")
+
+
+# ----------------------------------------------------------------------------- prefix sum
+_SCAN_CACHE: dict[int, tuple] = {}
+
+
+def _scan_kernels(tpb: int) -> tuple:
+    """The three scan kernels for blocks of ``tpb`` threads (cached per ``tpb``).
+
+    Shared arrays need their size at compile time, hence one specialisation per block size
+    (the ``Reduce`` factory pattern of numba-cuda's ``kernels/reduction.py``).
+    """
+    if tpb in _SCAN_CACHE:
+        return _SCAN_CACHE[tpb]
+    if tpb & (tpb - 1) or not 1 <= tpb <= 1024:
+        raise ValueError(f"scan_tpb must be a power of two in [1, 1024], got {tpb!r}")
+
+    @cuda.jit
+    def chunk_sums(bundle, n, chunk):
+        """sums[b] = Σ vals over block b's chunk ``[b·chunk, (b+1)·chunk)``.
+
+        Launch config: ``nb <= tpb`` blocks of ``tpb`` threads; ``tpb * 8`` bytes of shared
+        memory. Threads stride through the chunk tile by tile (coalesced), then a tree
+        reduction in shared memory (no warp shuffles: the simulator lacks them).
+        """
+        vals, sums = bundle
+        sh = cuda.shared.array(tpb, nb.int64)
+        t = cuda.threadIdx.x
+        lo = cuda.blockIdx.x * chunk
+        hi = min(lo + chunk, n)
+        acc = 0
+        i = lo + t
+        while i < hi:
+            acc += vals[i]
+            i += tpb
+        sh[t] = acc
+        cuda.syncthreads()
+        s = tpb // 2
+        while s > 0:
+            if t < s:
+                sh[t] += sh[t + s]
+            cuda.syncthreads()
+            s //= 2
+        if t == 0:
+            sums[cuda.blockIdx.x] = sh[0]
+
+    @cuda.jit
+    def scan_sums(bundle, nblk):
+        """In place: sums[b] ← Σ_{b' < b} sums[b']; sums[nblk] ← the total.
+
+        Launch config: one block of ``tpb >= nblk`` threads; Hillis-Steele inclusive scan in
+        shared memory (log2 tpb steps), turned exclusive by subtracting the own value.
+        """
+        sums = bundle[0]
+        sh = cuda.shared.array(tpb, nb.int64)
+        t = cuda.threadIdx.x
+        v = sums[t] if t < nblk else 0
+        sh[t] = v
+        cuda.syncthreads()
+        off = 1
+        while off < tpb:
+            x = sh[t - off] if t >= off else 0
+            cuda.syncthreads()
+            sh[t] += x
+            cuda.syncthreads()
+            off *= 2
+        if t < nblk:
+            sums[t] = sh[t] - v
+        if t == tpb - 1:
+            sums[nblk] = sh[t]
+
+    @cuda.jit
+    def chunk_scan(bundle, n, chunk):
+        """out[i] = sums[b] + Σ vals over block b's chunk before i; out[n] = the total.
+
+        Launch config: as :func:`chunk_sums`. Layout (tpb = 4, chunk = 8, 2 blocks)::
+
+            vals  | 1 0 1 1 | 0 1 1 0 || 1 1 0 0 | 1 0 0 1 |
+                   block 0 tile 0,1     block 1 tile 0,1
+            carry  0 ──────► 3 ───────► 5 (from sums) ──► 7
+            out   | 0 1 1 2 | 3 3 4 5 || 5 6 7 7 | 7 8 8 8 |  out[n] = 9
+
+        Each tile is scanned in shared memory; the running carry passes from tile to tile.
+        """
+        vals, sums, out = bundle
+        sh = cuda.shared.array(tpb, nb.int64)
+        t = cuda.threadIdx.x
+        b = cuda.blockIdx.x
+        lo = b * chunk
+        hi = min(lo + chunk, n)
+        carry = sums[b]
+        base = lo
+        while base < hi:  # same trip count for every thread of the block: syncthreads is safe
+            i = base + t
+            v = vals[i] if i < hi else 0
+            sh[t] = v
+            cuda.syncthreads()
+            off = 1
+            while off < tpb:
+                x = sh[t - off] if t >= off else 0
+                cuda.syncthreads()
+                sh[t] += x
+                cuda.syncthreads()
+                off *= 2
+            if i < hi:
+                out[i] = carry + sh[t] - v
+            carry += sh[tpb - 1]
+            cuda.syncthreads()  # everyone has read sh before the next tile overwrites it
+            base += tpb
+        if b == 0 and t == 0:
+            out[n] = sums[cuda.gridDim.x]
+
+    _SCAN_CACHE[tpb] = (chunk_sums, scan_sums, chunk_scan)
+    return _SCAN_CACHE[tpb]
+
+
+def exclusive_scan(vals):
+    """Exclusive prefix sum of an int64 array: ``out[i] = Σ vals[:i]``, ``out[n] = Σ vals``.
+
+    Three kernels (reduce-then-scan): per-chunk sums, a one-block scan of the chunk sums, a
+    per-chunk rescan with the chunk's offset. About 3 passes over ``vals`` (24 bytes per item),
+    no host round trip; the total stays on the device in ``out[n]``.
+    """
+    n = vals.shape[0]
+    if n == 0:
+        return zeros(1)
+    out = empty(n + 1)
+    tpb = CONFIG.scan_tpb
+    chunk_sums, scan_sums, chunk_scan = _scan_kernels(tpb)
+    nblk = min((n + tpb - 1) // tpb, CONFIG.max_blocks, tpb)
+    tiles = ((n + tpb - 1) // tpb + nblk - 1) // nblk
+    chunk = tiles * tpb  # chunks are whole tiles: every tile load is aligned and coalesced
+    nblk = (n + chunk - 1) // chunk
+    sums = empty(nblk + 1)
+    chunk_sums[nblk, tpb]((vals, sums), n, chunk)
+    scan_sums[1, tpb]((sums,), nblk)
+    chunk_scan[nblk, tpb]((vals, sums, out), n, chunk)
+    return out

@@ -1,0 +1,395 @@
+"""CUDA kernels of the sorted-run store: the ``store`` part of the cuda kernel set.
+
+Same functions, signatures and results as :mod:`gpu_ivm.kernels.store_kernels`; each is a
+host-side launcher (checks, empty inputs handled before any launch, launch shape) around one or
+more ``@cuda.jit`` kernels that call the ``njit`` inner loops of :mod:`gpu_ivm.kernels.lsm`
+(``find``, ``get``, ``lower_bound``) and :mod:`gpu_ivm.kernels.cuda_elements`.
+
+The store tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask, live)`` is passed to
+kernels as it is (a tuple of arrays, see :mod:`gpu_ivm.kernels.cuda_launch`). Sequential CPU
+loops get parallel forms: in-place updates of distinct keys with atomics on the per-first-key
+counters, merges by rank (own index + binary search in the other run) and stream compaction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .cuda_elements import compact_key, count_row, fill_row
+from .cuda_launch import (
+    check_1d,
+    empty,
+    exclusive_scan,
+    grid,
+    result,
+    scalar,
+    zeros,
+)
+from .lsm import LO_MASK, SENTINEL, find, get, lower_bound
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@cuda.jit
+def _apply_kernel(st, io, n, counter):
+    """In-place update of stored keys; flags for new keys; live/tomb by atomics.
+
+    Launch config: 1-D grid-stride, one thread per update key. ``keys_in`` is unique, so the
+    writes to ``vals[p]`` never collide; ``live[x]``/``tomb[x]`` are shared by keys with the
+    same first key, hence ``atomic.add``. Each thread adds its count of new keys to
+    ``counter[0]`` once (one atomic per thread, not per key).
+    """
+    keys_in, deltas, old_out, is_new, live, tomb = io
+    vals = st[1]
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    mine = 0
+    while i < n:
+        key = keys_in[i]
+        d = deltas[i]
+        x = key >> 32
+        p = find(st, key)
+        if p >= 0:
+            old = vals[p]
+            new = old + d
+            vals[p] = new
+            old_out[i] = old
+            is_new[i] = False
+            if old == 0 and new != 0:
+                cuda.atomic.add(live, x, 1)
+                cuda.atomic.add(tomb, x, -1)
+            elif old != 0 and new == 0:
+                cuda.atomic.add(live, x, -1)
+                cuda.atomic.add(tomb, x, 1)
+        else:
+            old_out[i] = 0
+            if d != 0:
+                is_new[i] = True
+                cuda.atomic.add(live, x, 1)
+                mine += 1
+            else:
+                is_new[i] = False
+        i += stride
+    if mine:
+        cuda.atomic.add(counter, 0, mine)
+
+
+@cuda.jit
+def _probe_kernel(st, io, n):
+    """out[i] = st(keys_in[i]). Launch config: 1-D grid-stride, one thread per key."""
+    keys_in, out = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        out[i] = get(st, keys_in[i])
+        i += stride
+
+
+@cuda.jit
+def _run_bits_kernel(io, s, e, bit):
+    """runmask[x] |= bit at the first position of each first key x in the sorted run [s, e).
+
+    Launch config: 1-D grid-stride, one thread per position. Only the first position of x
+    writes ``runmask[x]``, so no two threads touch the same word (no atomics needed).
+    """
+    keys, runmask = io
+    p = s + cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while p < e:
+        x = keys[p] >> 32
+        if p == s or (keys[p - 1] >> 32) != x:
+            runmask[x] |= bit
+        p += stride
+
+
+@cuda.jit
+def _merge_rank_kernel(io, s1, s2, s3, keep_low):
+    """Scatter both runs to their merged positions in ``tk``/``tv``; flag live entries.
+
+    Launch config: 1-D grid-stride, one thread per entry of ``[s1, s3)``. Merge by rank::
+
+        run A = keys[s1:s2]   a_i -> rank i + #{b in B : b <  a_i}
+        run B = keys[s2:s3]   b_i -> rank i + #{a in A : a <= b_i}
+
+    (binary searches in the other run; keys are unique across runs and padding repeats only
+    within a run, so ranks are a permutation of ``[0, n)``). Tombstones decrement ``tomb`` and
+    every first key met loses its bits of runs j and younger (``atomic.and_``: several threads
+    may share x; the new bit is set after compaction).
+    """
+    keys, vals, tk, tv, flags, tomb, runmask = io
+    n = s3 - s1
+    q = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while q < n:
+        p = s1 + q
+        k = keys[p]
+        v = vals[p]
+        if p < s2:
+            r = (p - s1) + lower_bound(keys, s2, s3, k) - s2
+        else:
+            r = (p - s2) + lower_bound(keys, s1, s2, k + 1) - s1
+        tk[r] = k
+        tv[r] = v
+        flags[r] = 1 if v != 0 else 0
+        x = k >> 32
+        cuda.atomic.and_(runmask, x, keep_low)
+        if v == 0 and (k & LO_MASK) != SENTINEL:
+            cuda.atomic.add(tomb, x, -1)
+        q += stride
+
+
+@cuda.jit
+def _compact_pairs_kernel(io, n, dst0):
+    """dst_keys[dst0 + offs[r]] = src_keys[r] (and values) where ``flags[r]``.
+
+    Launch config: 1-D grid-stride, one thread per source entry; reads and writes coalesced.
+    """
+    src_k, src_v, flags, offs, dst_k, dst_v = io
+    r = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while r < n:
+        if flags[r]:
+            w = dst0 + offs[r]
+            dst_k[w] = src_k[r]
+            dst_v[w] = src_v[r]
+        r += stride
+
+
+@cuda.jit
+def _live_flags_kernel(io, s, e):
+    """flags[p - s] = vals[p] != 0. Launch config: 1-D grid-stride, one thread per entry."""
+    vals, flags = io
+    q = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while q < e - s:
+        flags[q] = 1 if vals[s + q] != 0 else 0
+        q += stride
+
+
+@cuda.jit
+def _directory_kernel(io, s, e, nkeys):
+    """out[x] = first position of the run [s, e) with first key >= x, for x in [0, nkeys].
+
+    Launch config: 1-D grid-stride, one thread per first key; a binary search each
+    (O(log run) per key, writes coalesced; a directory is built only when the run has at
+    least a quarter as many entries as first keys).
+    """
+    keys, out = io
+    x = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while x <= nkeys:
+        out[x] = lower_bound(keys, s, e, x << 32)
+        x += stride
+
+
+@cuda.jit
+def _compact_keys_kernel(st, io, n):
+    """Per-key compaction. Launch config: 1-D grid-stride, one thread per (unique) first key;
+    a key's ranges are disjoint from every other key's, so threads never collide."""
+    tomb, xs = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        compact_key(st, tomb, xs[i])
+        i += stride
+
+
+@cuda.jit
+def _count_rows_kernel(st, io, n):
+    """counts[i] = live degree of xs[i]. Launch config: 1-D grid-stride, one thread per key."""
+    xs, counts = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        counts[i] = count_row(st, xs[i])
+        i += stride
+
+
+@cuda.jit
+def _fill_rows_kernel(st, io, n):
+    """Row i's live tuples to out[ptr[i]:ptr[i+1]]. Launch config: 1-D grid-stride, one thread
+    per key (each writes its own segment)."""
+    xs, ptr, out_keys, out_vals = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        fill_row(st, xs[i], ptr[i], out_keys, out_vals)
+        i += stride
+
+
+@cuda.jit
+def _first_counts_kernel(io, n):
+    """counts[x] += 1 per key. Launch config: 1-D grid-stride, one thread per key;
+    ``atomic.add`` (keys of one first key are adjacent, so contention stays within a warp)."""
+    keys, counts = io
+    p = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while p < n:
+        cuda.atomic.add(counts, keys[p] >> 32, 1)
+        p += stride
+
+
+@cuda.jit
+def _first_starts_kernel(io, n):
+    """flags[p] = 1 where keys[p] starts a new first key. Launch config: 1-D grid-stride."""
+    keys, flags = io
+    p = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while p < n:
+        flags[p] = 1 if p == 0 or (keys[p] >> 32) != (keys[p - 1] >> 32) else 0
+        p += stride
+
+
+@cuda.jit
+def _scatter_firsts_kernel(io, n):
+    """out[offs[p]] = keys[p] >> 32 where ``flags[p]``. Launch config: 1-D grid-stride."""
+    keys, flags, offs, out = io
+    p = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while p < n:
+        if flags[p]:
+            out[offs[p]] = keys[p] >> 32
+        p += stride
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new) -> int:
+    """Add ``deltas`` to stored keys in place; flag keys stored nowhere (see the CPU kernel).
+
+    ``keys_in`` sorted and unique. Returns the number of new keys with a nonzero delta: the
+    one scalar read back to the host (the caller sizes the new run with it).
+    """
+    check_1d("keys_in", keys_in)
+    n = keys_in.shape[0]
+    if n == 0:
+        return 0
+    counter = zeros(1)
+    _apply_kernel[grid(n)](st, (keys_in, deltas, old_out, is_new, live, tomb), n, counter)
+    return scalar(counter, 0)
+
+
+def probe_many(st, keys_in, out) -> None:
+    """out[i] = multiplicity of keys_in[i] (0 where absent); any order, repeats allowed."""
+    check_1d("keys_in", keys_in)
+    n = keys_in.shape[0]
+    if n == 0:
+        return
+    _probe_kernel[grid(n)](st, (keys_in, out), n)
+
+
+# One thread per key on the GPU whatever the order: the CPU's galloping walk over sorted keys
+# (probe_sorted) is inherently sequential, a binary search per key is not.
+probe_many_par = probe_many
+probe_sorted = probe_many
+
+
+def set_run_bits(keys, s, e, runmask, j) -> None:
+    """runmask[x] |= 1 << j for every first key x of the sorted run [s, e)."""
+    if e <= s:
+        return
+    _run_bits_kernel[grid(e - s)]((keys, runmask), s, e, np.int64(1) << np.int64(j))
+
+
+def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j) -> int:
+    """Merge runs [s1, s2) and [s2, s3) (run indices j, j+1) into one run at s1.
+
+    Tombstones and padding are dropped. Four kernels: rank scatter into a temporary, exclusive
+    scan of the live flags, compaction back into ``keys``/``vals``, run bits of the result.
+    Returns the end of the merged run: the merged length is read back once (the caller
+    updates its run bounds with it).
+    """
+    n = s3 - s1
+    if n <= 0:
+        return s1
+    tk = empty(n)
+    tv = empty(n)
+    flags = empty(n)
+    keep_low = (np.int64(1) << np.int64(j)) - np.int64(1)
+    _merge_rank_kernel[grid(n)]((keys, vals, tk, tv, flags, tomb, runmask), s1, s2, s3,
+                                keep_low)
+    offs = exclusive_scan(flags)
+    kept = scalar(offs, n)
+    if kept:
+        _compact_pairs_kernel[grid(n)]((tk, tv, flags, offs, keys, vals), n, s1)
+        set_run_bits(keys, s1, s1 + kept, runmask, j)
+    return s1 + kept
+
+
+def build_directory(keys, s, e, nkeys, out) -> None:
+    """out[x] = start of first key x in run [s, e); out[nkeys] = e. len(out) == nkeys + 1."""
+    _directory_kernel[grid(nkeys + 1)]((keys, out), s, e, nkeys)
+
+
+def compact_keys(st, tomb, xs) -> None:
+    """Squeeze the tombstones of the (unique) first keys ``xs`` out of their ranges."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _compact_keys_kernel[grid(n)](st, (tomb, xs), n)
+
+
+def count_rows(st, xs, counts) -> None:
+    """counts[i] = number of live tuples with first key xs[i]."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _count_rows_kernel[grid(n)](st, (xs, counts), n)
+
+
+def fill_rows(st, xs, ptr, out_keys, out_vals) -> None:
+    """Write the live tuples of first keys xs[i] to out[ptr[i]:ptr[i+1]] (packed keys)."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _fill_rows_kernel[grid(n)](st, (xs, ptr, out_keys, out_vals), n)
+
+
+def collect_live(keys, vals, s, e, out_keys, out_vals) -> int:
+    """Copy the live entries of [s, e) to the front of out; return their number (read back
+    once: the caller concatenates runs with it)."""
+    n = e - s
+    if n <= 0:
+        return 0
+    flags = empty(n)
+    _live_flags_kernel[grid(n)]((vals, flags), s, e)
+    offs = exclusive_scan(flags)
+    w = scalar(offs, n)
+    if w:
+        _compact_pairs_kernel[grid(n)]((keys[s:e], vals[s:e], flags, offs, out_keys, out_vals),
+                                       n, 0)
+    return w
+
+
+def first_key_counts(keys, n, counts) -> None:
+    """counts[x] += number of keys with first key x among keys[:n]."""
+    if n <= 0:
+        return
+    _first_counts_kernel[grid(n)]((keys, counts), n)
+
+
+def sorted_unique_firsts(keys):
+    """The distinct first keys of sorted packed keys, in order. The output length is read
+    back once (it sizes the result)."""
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64) if isinstance(keys, np.ndarray) else empty(0)
+    flags = empty(n)
+    _first_starts_kernel[grid(n)]((keys, flags), n)
+    offs = exclusive_scan(flags)
+    m = scalar(offs, n)
+    out = empty(m)
+    _scatter_firsts_kernel[grid(n)]((keys, flags, offs, out), n)
+    return result(out, keys)
+
+
+def range_in_sorted(keys, x) -> tuple[int, int]:
+    """[lo, hi) of first key x in a plain sorted packed-key array (host helper, as on CPU)."""
+    keys = np.asarray(keys)
+    return (int(np.searchsorted(keys, x << 32)), int(np.searchsorted(keys, (x + 1) << 32)))

@@ -1,0 +1,95 @@
+"""Compile every CUDA kernel of gpu_ivm to PTX for sm_90 (Hopper); optionally assemble it.
+
+Run by ``tests/test_cuda_ptx.py`` with an interpreter that has NVIDIA's numba-cuda (the built-in
+``numba.cuda`` and the simulator cannot compile PTX)::
+
+    PY -m pip install "numba-cuda[cu12]"          # in a scratch venv, not the project venv
+    PY tests/cuda_ptx_compile.py /work/main [OUTDIR]
+
+No driver is needed, except that numba-cuda asks the current device for its compute capability
+when it compiles the ``njit`` callees (``find``, ``dot_rows``...) as device functions; a
+stand-in answers (9, 0). With OUTDIR the PTX files are written there (``ptxas -arch=sm_90``
+assembles them). Prints one line per kernel and exits non-zero on the first failure.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from numba import cuda, typeof
+
+
+class _Hopper:
+    compute_capability = (9, 0)
+
+
+def cases(repo: str) -> dict:
+    """Every kernel of the cuda kernel set with example arguments of the right types."""
+    import numba.cuda.dispatcher as dispatcher
+
+    dispatcher.get_current_device = lambda: _Hopper()
+    sys.path.insert(0, repo)
+    from kernels import cuda_delta as d
+    from kernels import cuda_launch as launch
+    from kernels import cuda_store as s
+
+    i = np.zeros(4, np.int64)
+    b = np.zeros(4, np.bool_)
+    m = np.zeros((2, 4), np.int64)
+    st = (i,) * 8
+    n = np.int64(4)
+    out = {
+        s._apply_kernel: (st, (i, i, i, b, i, i), n, i),
+        s._probe_kernel: (st, (i, i), n),
+        s._run_bits_kernel: ((i, i), n, n, n),
+        s._merge_rank_kernel: ((i,) * 7, n, n, n, n),
+        s._compact_pairs_kernel: ((i,) * 6, n, n),
+        s._live_flags_kernel: ((i, i), n, n),
+        s._directory_kernel: ((i, i), n, n, n),
+        s._compact_keys_kernel: (st, (i, i), n),
+        s._count_rows_kernel: (st, (i, i), n),
+        s._fill_rows_kernel: (st, (i,) * 4, n),
+        s._first_counts_kernel: ((i, i), n),
+        s._first_starts_kernel: ((i, i), n),
+        s._scatter_firsts_kernel: ((i,) * 4, n),
+        d._path_weights_kernel: ((i, i, i), st, st, st, st, st, st, (i, m), (b, b), True, n),
+        d._expand_counts_kernel: (st, (i, i), n),
+        d._expand_emit_kernel: (st, (i,) * 6, True, n),
+        d._seg_starts_kernel: ((i, i), n),
+        d._seg_add_kernel: ((i,) * 3, n),
+        d._seg_keep_kernel: ((i,) * 4, n),
+        d._seg_scatter_kernel: ((i,) * 7, n),
+        d._wedges_kernel: ((i, i, i), st, st, (b,), True, n),
+        d._emit_view_kernel: (st, (i,) * 6, (i, m), True, n),
+        d._nonzero_flags_kernel: ((i, i), n),
+        d._compact_kernel: ((i,) * 6, n),
+        d._scatter_dense_kernel: ((i, i, b), (i, m), n),
+    }
+    scans = launch._scan_kernels(launch.LaunchConfig().scan_tpb)
+    for k, a in zip(scans, [((i, i), n, n), ((i,), n), ((i, i, i), n, n)]):
+        out[k] = a
+    return out
+
+
+def main(argv: list[str]) -> int:
+    outdir = Path(argv[2]) if len(argv) > 2 else None
+    if outdir is not None:
+        outdir.mkdir(parents=True, exist_ok=True)
+    todo = cases(argv[1])
+    for kern, args in todo.items():
+        name = kern.py_func.__name__
+        ptx, _ = cuda.compile_ptx(kern.py_func, tuple(typeof(a) for a in args), cc=(9, 0))
+        if ".target sm_90" not in ptx:
+            print(f"{name}: PTX is not for sm_90")
+            return 1
+        if outdir is not None:
+            (outdir / f"{name}.ptx").write_text(ptx)
+        print(f"{name:24s} {len(ptx):8d} chars of PTX")
+    print(f"compiled {len(todo)} kernels for sm_90")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

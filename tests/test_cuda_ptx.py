@@ -1,0 +1,35 @@
+"""Every CUDA kernel compiles to PTX for sm_90 (Hopper) and assembles with ptxas.
+
+Needs an interpreter with NVIDIA's numba-cuda, given by ``GPU_IVM_PTX_PYTHON`` (a scratch venv:
+numba-cuda changes what ``numba.cuda`` is, so it does not belong in the project venv); skipped
+otherwise. ``ptxas`` (CUDA toolkit) is used when on PATH. No GPU or driver is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+PY = os.environ.get("GPU_IVM_PTX_PYTHON", "")
+
+
+@pytest.mark.skipif(not PY, reason="set GPU_IVM_PTX_PYTHON to a python with numba-cuda[cu12]")
+def test_kernels_compile_for_sm90(tmp_path: Path) -> None:
+    proc = subprocess.run([PY, str(TESTS / "cuda_ptx_compile.py"), str(TESTS.parent),
+                           str(tmp_path)], capture_output=True, text=True, timeout=900,
+                          env={k: v for k, v in os.environ.items()
+                               if k != "NUMBA_ENABLE_CUDASIM"})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "compiled 28 kernels for sm_90" in proc.stdout
+    ptxas = shutil.which("ptxas")
+    if ptxas is None:
+        return
+    for ptx in sorted(tmp_path.glob("*.ptx")):
+        asm = subprocess.run([ptxas, "-arch=sm_90", "-o", str(tmp_path / "k.cubin"), str(ptx)],
+                             capture_output=True, text=True)
+        assert asm.returncode == 0, f"{ptx.name}: {asm.stderr[-2000:]}"
