@@ -32,9 +32,18 @@ demo: $(VENV)/.installed-base
 test-spark: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q tests/test_spark_glue.py tests/test_spark_local.py
 
-test: $(VENV)/.installed-test
+# A scratch venv with NVIDIA's numba-cuda (it replaces numba.cuda, so not the project venv):
+# the tests compile every CUDA kernel to PTX for sm_90 with it (no GPU or driver needed).
+PTX_VENV := .venv-ptx
+$(PTX_VENV)/.installed:
+	$(PYTHON) -m venv $(PTX_VENV)
+	$(PTX_VENV)/bin/pip install --quiet --upgrade pip
+	$(PTX_VENV)/bin/pip install --quiet numpy "numba-cuda[cu12]>=0.30"
+	touch $@
+
+test: $(VENV)/.installed-test $(PTX_VENV)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	GPU_IVM_PTX_PYTHON=$(CURDIR)/$(PTX_VENV)/bin/python $(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m bench --quick
@@ -60,4 +69,4 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PTX_VENV) $(GPU_VENV) build dist *.egg-info .pytest_cache .ruff_cache
