@@ -8,23 +8,93 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+GPU_IVM = ("gpu_ivm_eps_half", "gpu_ivm_eps_half_delta", "gpu_ivm_eps_0_delta",
+           "gpu_ivm_eps_1_delta", "gpu_ivm_factorized")
+RECOUNTS = ("recount", "recount_scipy", "recount_networkit", "duckdb_recount")
+PEERS = ("duckdb_delta", "pathway")
+ALL = GPU_IVM + RECOUNTS + PEERS
+
 
 @dataclass(frozen=True)
 class ReplayConfig:
     """Replay of a mixed insert/delete stream over an R-MAT graph (``workloads.mixed_stream``).
 
     ``batches`` maps batch size B to the number of batches. ``recount_timed`` maps B to how many
-    batches the recount system times (evenly spaced; all batches are still applied to its edge
-    set); ``None`` means every batch.
+    batches the recounting systems time (evenly spaced; all batches are still applied to their
+    edge sets); ``None`` means every batch. ``cap_s``: per-(system, B) time cap.
     """
 
     scale: int
     batches: dict[int, int]
     recount_timed: dict[int, int | None]
     seed: int = 1
-    systems: tuple[str, ...] = ("gpu_ivm_eps_half", "gpu_ivm_eps_half_delta",
-                                "gpu_ivm_eps_1_delta", "recount")
+    systems: tuple[str, ...] = ALL
     warmup: bool = True  # run every system once on a small stream first (Numba compilation)
+    cap_s: float = 180.0
+    #: more R-MAT scales at some batch sizes: {scale: {B: n_batches}} (e.g. the B = 10⁵ goal
+    #: at scale 16 in the full profile)
+    also: dict[int, dict[int, int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """Throughput vs graph size: R-MAT at each scale, one batch size. A (system, scale) that
+    the replay scenario of the same run already measured at that B is taken from it."""
+
+    scales: tuple[int, ...]
+    batch_size: int = 1000
+    n_batches: int = 10
+    recount_timed: int = 3
+    systems: tuple[str, ...] = ("gpu_ivm_eps_half", "gpu_ivm_eps_1_delta", "recount",
+                                "recount_networkit", "duckdb_delta", "pathway")
+    seed: int = 1
+    cap_s: float = 180.0
+    #: skip a scale when gpu_ivm's peak memory, extrapolated from the previous scale, would
+    #: exceed this share of the available memory
+    mem_share: float = 0.8
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    """Sliding windows over the SNAP temporal streams."""
+
+    datasets: tuple[str, ...] = ("CollegeMsg", "sx-mathoverflow")
+    window_days: int = 30
+    step_days: int = 1
+    fixed_batch: int = 1000  # the variant with a fixed number of stream changes per batch
+    max_batches: int | None = None  # cut long streams (None: the whole stream)
+    recount_timed: int = 20
+    systems: tuple[str, ...] = ("gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
+                                "gpu_ivm_factorized", "recount", "recount_scipy",
+                                "recount_networkit", "duckdb_delta", "duckdb_recount",
+                                "pathway")
+    cap_s: float = 180.0
+
+
+@dataclass(frozen=True)
+class StaticConfig:
+    """Static SNAP graphs: load, delete a random half in batches, re-insert it."""
+
+    datasets: tuple[str, ...] = ("facebook_combined", "ca-GrQc", "ca-AstroPh", "email-Eu-core")
+    batch_size: int = 1000
+    seed: int = 5
+    recount_timed: int = 6
+    systems: tuple[str, ...] = ("gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
+                                "gpu_ivm_factorized", "recount", "recount_scipy",
+                                "recount_networkit", "duckdb_delta", "duckdb_recount",
+                                "pathway")
+    cap_s: float = 180.0
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """gpu_ivm through the Spark glue vs the plain engine, same R-MAT workload."""
+
+    scale: int = 16
+    batches: dict[int, int] = field(default_factory=lambda: {1000: 10, 10_000: 5})
+    seed: int = 1
+    cap_s: float = 300.0
+    enabled: bool = True  # the tiny profile (smoke test) does not start Spark
 
 
 @dataclass(frozen=True)
@@ -46,27 +116,55 @@ class Profile:
     name: str
     replay: ReplayConfig
     storage: StorageConfig
+    scaling: ScalingConfig
+    windows: WindowConfig
+    static: StaticConfig
+    spark: SparkConfig
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 FULL = Profile(
     name="full",
-    replay=ReplayConfig(scale=18, batches={1000: 30, 10_000: 10, 100_000: 4},
-                        recount_timed={1000: 5, 10_000: 5, 100_000: None}),
+    replay=ReplayConfig(scale=18, batches={100: 30, 1000: 30, 10_000: 10, 100_000: 4},
+                        recount_timed={100: 3, 1000: 3, 10_000: 3, 100_000: 2},
+                        also={16: {100_000: 4}}),
+    scaling=ScalingConfig(scales=(14, 16, 18, 20)),
+    windows=WindowConfig(),
+    static=StaticConfig(),
+    spark=SparkConfig(scale=16),
     storage=StorageConfig(sizes=(1 << 20, 1 << 24), time_budget=300.0),
 )
 
 QUICK = Profile(
     name="quick",
     replay=ReplayConfig(scale=16, batches={1000: 10, 10_000: 5, 100_000: 2},
-                        recount_timed={1000: 5, 10_000: 5, 100_000: None}),
-    storage=StorageConfig(sizes=(1 << 18, 1 << 22), time_budget=60.0),
+                        recount_timed={1000: 2, 10_000: 2, 100_000: 1}, cap_s=60.0,
+                        systems=("gpu_ivm_eps_half", "gpu_ivm_eps_half_delta",
+                                 "gpu_ivm_eps_0_delta", "gpu_ivm_eps_1_delta",
+                                 "gpu_ivm_factorized", "recount", "recount_scipy",
+                                 "recount_networkit", "duckdb_recount", "duckdb_delta")),
+    scaling=ScalingConfig(scales=(14, 16), n_batches=5, recount_timed=2, cap_s=60.0),
+    windows=WindowConfig(datasets=("CollegeMsg",), recount_timed=5, cap_s=60.0),
+    static=StaticConfig(datasets=("facebook_combined", "ca-GrQc"), batch_size=5000,
+                        recount_timed=3, cap_s=60.0),
+    spark=SparkConfig(scale=14, batches={1000: 5, 10_000: 3}, cap_s=120.0),
+    storage=StorageConfig(sizes=(1 << 18, 1 << 22), time_budget=60.0, repeats=1),
 )
 
 TINY = Profile(
     name="tiny",
     replay=ReplayConfig(scale=8, batches={10: 3, 100: 3}, recount_timed={10: 2, 100: None},
-                        warmup=False),
+                        warmup=False, cap_s=60.0,
+                        systems=GPU_IVM + ("recount", "recount_scipy", "recount_networkit",
+                                           "duckdb_recount", "duckdb_delta")),
+    scaling=ScalingConfig(scales=(7, 8), batch_size=100, n_batches=2, recount_timed=1,
+                          systems=("gpu_ivm_eps_half", "recount"), cap_s=60.0),
+    windows=WindowConfig(datasets=("CollegeMsg",), max_batches=12, fixed_batch=200,
+                         recount_timed=2, cap_s=60.0,
+                         systems=("gpu_ivm_eps_half", "recount", "duckdb_delta")),
+    static=StaticConfig(datasets=("ca-GrQc",), batch_size=4000, recount_timed=1, cap_s=60.0,
+                        systems=("gpu_ivm_eps_half", "gpu_ivm_factorized", "recount")),
+    spark=SparkConfig(scale=8, batches={100: 2}, cap_s=60.0, enabled=False),
     storage=StorageConfig(sizes=(1 << 12, 1 << 13), batch=200, time_budget=30.0,
                           repeats=1, warmup=False),
 )

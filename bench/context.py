@@ -17,6 +17,8 @@ class RunContext:
     emit: Callable[[dict], dict]
     progress: bool = True
     messages: list[str] = field(default_factory=list)
+    #: results scenarios share within one run (e.g. replay's R-MAT records for scaling)
+    shared: dict = field(default_factory=dict)
 
     def log(self, msg: str) -> None:
         """A line on stderr (kept out of the way of the progress bars)."""

@@ -30,6 +30,11 @@ def _meminfo_bytes(field: str) -> int | None:
     return None
 
 
+def meminfo_bytes(field: str) -> int | None:
+    """A field of /proc/meminfo in bytes (e.g. "MemAvailable"), or None."""
+    return _meminfo_bytes(field)
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from bench import goals as goals_mod
 from bench.machine import REPO
 
@@ -100,38 +102,100 @@ def _header(meta: dict, md_path: Path, results_path: Path) -> list[str]:
     return lines
 
 
+_SYSTEMS_DOC = [
+    ("gpu_ivm_eps_half", "`GraphEngine(epsilon=\"1/2\")`, adaptive delta / recompute choice "
+                         "(default); the reference of the ratio columns"),
+    ("gpu_ivm_eps_half_delta", "same, `policy.force = \"delta\"`"),
+    ("gpu_ivm_eps_0_delta", "`epsilon=\"0\"`, delta forced (classical IVM extreme)"),
+    ("gpu_ivm_eps_1_delta", "`epsilon=\"1\"`, delta forced (classical first-order IVM)"),
+    ("gpu_ivm_factorized", "`RelationEngine(epsilon={R: 0, S: 0, T: 1})` on R = S = T = the "
+                           "directed edge relation (count = Q / 6), adaptive"),
+    ("recount", "edge set as sorted packed keys, `count_triangles_arrays` after every batch"),
+    ("recount_scipy", "same edge set, scipy `sum((U @ U).multiply(U))` on the degree-ordered "
+                      "upper triangle after every batch"),
+    ("recount_networkit", "dynamic `networkit.Graph` (`removeEdge` / `addEdges`), "
+                          "`TriangleEdgeScore` summed / 3 after every batch"),
+    ("duckdb_recount", "DuckDB table U(a < b), batch applied with DELETE / INSERT, SQL "
+                       "triangle self-join `count(*)` after every batch"),
+    ("duckdb_delta", "DuckDB: ΔQ from the delta rules of the 3-way self-join "
+                     "(ΔU·U·U + U'·ΔU·U + U'·U'·ΔU, deletes as weight −1) in one SQL query, "
+                     "then DELETE / INSERT"),
+    ("pathway", "Pathway 0.33 (differential dataflow), `U ⋈ U ⋈ U` + `count` maintained "
+                "incrementally; own venv `bench/.venvs/pathway`, driven through "
+                "`bench/pathway_driver.py` in a subprocess (1 thread); time per batch = "
+                "first row pushed → `on_time_end`"),
+    ("spark_driver", "gpu_ivm ε=½ behind the Spark glue: `create_frame` → `ingest` "
+                     "(`mapInArrow`) → `collect_arrow` → `DriverEngine.apply`, as in "
+                     "`gpu-ivm spark-replay`"),
+]
+
+
 def _what_is_measured(sources: dict[str, Source]) -> list[str]:
     out = ["## What is measured", ""]
+    out += [
+        "Every scenario runs each system on the same workload: the batches are generated up "
+        "front (untimed), the system loads the base graph from scratch (*load*, reported "
+        "apart) and applies every batch in order. *updates/s* = total updates / total time "
+        "of the timed batches (wall clock around the system's apply); *median* and *p99* are "
+        "over the per-batch times (p99 interpolates, so with few batches it is close to the "
+        "maximum). *gpu_ivm ×* = the system's mean seconds per batch / gpu_ivm ε=½'s, same "
+        "workload, same run (how many times faster gpu_ivm ε=½ is; < 1 means the system is "
+        "faster). Recounting systems are timed on a sample of evenly spaced batches (column "
+        "*timed*) but apply every batch. *Peak RSS*: the process's resident-memory "
+        "high-water mark during that system's load + batches (reset before each run through "
+        "`/proc/self/clear_refs`; includes the runner's own arrays; Pathway: its "
+        "subprocess's). Each system has a time cap per workload (checked between batches; "
+        "DuckDB queries are interrupted); Pathway is also killed when its resident memory "
+        "passes 70 % of the available memory. A system that cannot run says why in the "
+        "table (status). A system that failed on a graph is not run again on a larger one "
+        "in the same run.",
+        "",
+        "**Correctness.** An independent oracle, the static counter "
+        "`count_triangles_arrays` on the current edge set (maintained by the runner, apart "
+        "from every system), gives the count after a few sampled batches and after the last "
+        "one; every system's count there is compared with it (column *count*: checks "
+        "passed / made). For the static SNAP graphs the final count is also checked against "
+        "the published one.",
+        "",
+        "| system | what |", "|:---|:---|",
+    ]
+    out += [f"| `{n}` | {d} |" for n, d in _SYSTEMS_DOC]
+    out.append("")
     if "replay" in sources:
         g = next((r for r in sources["replay"].records if r.get("record") == "graph"), {})
-        warm = ("Before timing, each system runs once on a small stream so Numba compilation "
-                "is not measured. " if g.get("warmup") else
-                "There is no warm-up run, so timings include Numba compilation. ")
+        warm = ("Before timing, each in-process system runs once on a small stream so Numba "
+                "compilation is not measured." if g.get("warmup") else
+                "There is no warm-up run, so timings include Numba compilation.")
         out += [
             "**replay.** A deterministic mixed stream over an R-MAT graph "
             f"(`workloads.mixed_stream(scale={g.get('scale')}, seed={g.get('seed')})`, Graph500 "
-            "parameters, edge factor 16; the base graph is 90 % of the edge pool). Each batch has "
-            "B rows, half deletes of present edges and half inserts of absent ones. For each B "
-            "the batches are generated up front (untimed), then every system loads the base "
-            "graph from scratch and applies all batches in order. *updates/s* = total updates / "
-            "total time of the timed batches (wall clock around `apply`, base load excluded and "
-            "reported separately); *median* and *p99* are over the per-batch times (p99 "
-            "interpolates, so with ≤ 30 batches it is close to the maximum). *Speed-up* = "
-            "recount's mean seconds per batch / the system's mean seconds per batch at the same "
-            "B in the same run (the goals use this); *ratio of medians* is the same with median "
-            "batch times, less sensitive to other processes and to a slow first batch. "
-            "*Recount* keeps the edge set as a sorted array of packed keys, applies the batch "
-            "(`np.delete` / `np.insert`) and runs `count_triangles_arrays` on "
-            "the whole edge set; it is timed on a sample of evenly spaced batches (column "
-            "*timed*) but applies every batch. Every system's final count is checked against "
-            "the static counter on `stream.final_edges()` (column *count*). *Peak RSS* is the "
-            "process's resident-memory high-water mark during that system's load + batches "
-            "(reset before each run through `/proc/self/clear_refs`), so it includes the "
-            "benchmark's own arrays (the pool, the pre-generated batches). " + warm +
-            "*Paths*: how many batches the adaptive policy sent to the delta path or to "
-            "recompute.",
+            "parameters, edge factor 16; the base graph is 90 % of the edge pool). Each batch "
+            "has B rows, half deletes of present edges and half inserts of absent ones. "
+            f"{warm} *Paths*: how many batches the adaptive policy sent to the delta path or "
+            "to recompute.",
             "",
         ]
+    if "scaling" in sources:
+        out += ["**scaling.** The same stream shape at several R-MAT scales and one batch "
+                "size; rows that *replay* measured in the same run at that B are reused "
+                "(marked ↺).", ""]
+    if "windows" in sources:
+        out += ["**windows.** SNAP temporal streams (`../shared/data`) through "
+                "`workloads.sliding_window_stream(window=30 days, step=1 day)`: the graph "
+                "starts empty, each batch holds the undirected edges that entered or left "
+                "the window during one day (days without a change dropped). Variant *fixed*: "
+                "the same changes in batches of a fixed number of changes (an edge changing "
+                "twice inside a batch is netted out).", ""]
+    if "snap_static" in sources:
+        out += ["**snap_static.** Static SNAP graphs (undirected simple graph): load, delete "
+                "a random half of the edges in batches of B, re-insert them in the same "
+                "batches; the final count must equal SNAP's published one.", ""]
+    if "spark" in sources:
+        out += ["**spark.** The Spark glue's driver path (what `gpu-ivm spark-replay` does "
+                "without shards) against the plain engine on the same R-MAT batches; the "
+                "Spark path's batch time is split into the engine's part and the Arrow "
+                "hand-off (DataFrame creation, `mapInArrow` validation, collection to the "
+                "driver).", ""]
     if "storage" in sources:
         out += [
             "**storage.** `ZStore.from_sorted` builds a relation of N distinct random keys "
@@ -141,12 +205,9 @@ def _what_is_measured(sources: dict[str, Source]) -> list[str]:
             "keys never present, until more than N/2 keys have been inserted, so the young runs "
             "have cascaded into the base run at least once (column *merges*: run merges seen "
             "through `store.nruns`; *into base*: merges that left a single run). Only "
-            "`store.add` is timed; building the keys of a batch and checking the returned old "
-            "values is not. *Mean* = total time / batches (amortized, includes the merges). At "
-            "the end the store size and a sample of deleted, inserted and untouched keys are "
-            "checked (column *check*). Each N is run several times on the same keys (a fresh "
-            "store each time); the table shows the repeat with the median amortized cost and "
-            "lists every repeat's amortized cost.",
+            "`store.add` is timed. *Mean* = total time / batches (amortized, includes the "
+            "merges). At the end the store size and a sample of deleted, inserted and "
+            "untouched keys are checked (column *check*).",
             "",
         ]
     return out
@@ -159,44 +220,186 @@ def _source_note(src: Source, md_dir: Path) -> list[str]:
             f"{src.meta.get('started')} (`{_rel(src.path, REPO)}`).*", ""]
 
 
-def _replay_section(src: Source, img: Path | None, md_dir: Path) -> list[str]:
+def _count_cell(r: dict) -> str:
+    checks = r.get("checks") or {}
+    n = len(checks)
+    bad = [(k, v) for k, v in checks.items() if v[0] != v[1]]
+    if bad:
+        k, (got, want) = bad[0]
+        return f"**WRONG** (batch {k}: {got:,} ≠ {want:,})"
+    if r.get("status", "ok") != "ok":
+        return f"— ({n} ok)" if n else "—"
+    return f"ok ({n}/{n})" if n else "—"
+
+
+def _status_cell(r: dict) -> str:
+    st = r.get("status", "ok")
+    if st == "ok":
+        return "ok"
+    return f"**{st}**: {r.get('detail', '')}"
+
+
+def _fmt_rate(x) -> str:
+    return "—" if x is None else f"{x:,.0f}"
+
+
+def systems_table(rows: list[dict], key_label: str, key_fn, md_dir: Path) -> list[str]:
+    """One row per (group, system): status, rates, the ratio to gpu_ivm ε=½, memory."""
+    sp = goals_mod.speedups(rows)
+    spm = goals_mod.speedups(rows, "median_s")
+    out = [f"| {key_label} | system | updates/s | gpu_ivm × | (medians) | median (ms) | "
+           "p99 (ms) | timed | load (s) | peak RSS | paths | count | status | load avg |",
+           "|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|:---|:---|:---|:---:|"]
+    for r in rows:
+        k = (*goals_mod.group_key(r), r["system"])
+        if r["system"] == goals_mod.REF and k in sp:
+            ratio, med = "1 (ref.)", ""
+        else:
+            ratio = f"{sp[k]:,.1f}×" if k in sp else "—"
+            med = f"{spm[k]:,.1f}×" if k in spm else ""
+        paths = ", ".join(f"{p} {c}" for p, c in sorted((r.get("paths") or {}).items())) or "—"
+        ran = r.get("n")
+        load = r.get("load_s")
+        label = r.get("label", r["system"]) + (" ↺" if r.get("from_replay") else "")
+        out.append(
+            f"| {key_fn(r)} | {label} | "
+            f"{_fmt_rate(r.get('updates_per_s')) if ran else '—'} | {ratio} | {med} | "
+            f"{_ms(r.get('median_s')) if ran else '—'} | {_ms(r.get('p99_s')) if ran else '—'} "
+            f"| {r.get('timed_batches', 0)}/{r.get('n_batches', '?')} | "
+            f"{'—' if load is None else f'{load:.1f}'} | {_gib(r.get('peak_rss_bytes'))} | "
+            f"{paths} | {_count_cell(r)} | {_status_cell(r)} | {_la(r)} |")
+    out.append("")
+    return out
+
+
+def _img(images: dict, name: str, alt: str, md_dir: Path) -> list[str]:
+    p = (images or {}).get(name)
+    return [f"![{alt}]({_rel(p, md_dir)})", ""] if p is not None else []
+
+
+def _sys_rows(recs: list[dict]) -> list[dict]:
+    return [r for r in recs if r.get("record") == "system"]
+
+
+def _replay_section(src: Source, images: dict, md_dir: Path) -> list[str]:
     recs = src.records
     g = next((r for r in recs if r.get("record") == "graph"), None)
-    rows = [r for r in recs if r.get("record") == "system"]
-    sp = goals_mod.replay_speedups(recs)
-    spm = goals_mod.replay_speedups(recs, "median_s")
+    rows = _sys_rows(recs)
     out = ["## Replay: mixed insert/delete stream on R-MAT", ""] + _source_note(src, md_dir)
     if g:
         out += [f"R-MAT scale {g['scale']} (seed {g['seed']}): base graph "
                 f"{g['base_edges']:,} edges, {g['base_vertices']:,} vertices, "
-                f"{g['base_triangles']:,} triangles; edge pool {g['pool_edges']:,}. One static "
-                f"count of the base graph: {g['static_count_best_s']:.2f} s (best of 3).", ""]
-    out += ["| B | system | updates/s | speed-up vs recount | (ratio of medians) | "
-            "median batch (ms) | p99 batch (ms) | first batch (ms) | timed | load (s) | "
-            "peak RSS | paths | count | load avg |",
-            "|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|:---:|:---:|"]
-    for r in sorted(rows, key=lambda r: r["batch_size"]):
-        s = sp.get((r["system"], r["batch_size"]))
-        sm = spm.get((r["system"], r["batch_size"]))
-        spd = "1 (baseline)" if r["system"] == "recount" else (
-            "—" if s is None else f"{s:,.1f}×")
-        spd += " | " + ("" if r["system"] == "recount" or sm is None else f"{sm:,.1f}×")
-        paths = ", ".join(f"{k} {v}" for k, v in sorted(r.get("paths", {}).items())) or "—"
-        first = (r["batch_seconds"][0] if r.get("batch_seconds") and r.get("timed_index")
-                 and r["timed_index"][0] == 0 else None)
-        out.append(
-            f"| {r['batch_size']:,} | {r['label']} | {r['updates_per_s']:,.0f} | {spd} | "
-            f"{_ms(r['median_s'])} | {_ms(r['p99_s'])} | {_ms(first)} | "
-            f"{r['timed_batches']}/{r['n_batches']} "
-            f"| {r['load_s']:.1f} | {_gib(r.get('peak_rss_bytes'))} | {paths} | {_ok(r)} | "
-            f"{_la(r)} |")
-    out.append("")
-    if img is not None:
-        out += [f"![Replay throughput]({_rel(img, md_dir)})", ""]
+                f"{g['base_triangles']:,} triangles. One static count of the base graph: "
+                f"{g['static_count_best_s']:.2f} s (best of 3).", ""]
+    rows.sort(key=lambda r: (r.get("scale", 0) != (g or {}).get("scale"), r.get("scale", 0),
+                             r["batch_size"]))
+    out += systems_table(rows, "scale, B",
+                         lambda r: f"{r.get('scale')}, {r['batch_size']:,}", md_dir)
+    out += _img(images, "replay_throughput.png", "Replay throughput", md_dir)
+    out += _img(images, "replay_latency.png", "Per-batch latency", md_dir)
+    out += _img(images, "peak_memory.png", "Peak memory", md_dir)
     return out
 
 
-def _storage_section(src: Source, img: Path | None, md_dir: Path) -> list[str]:
+def _scaling_section(src: Source, images: dict, md_dir: Path) -> list[str]:
+    out = ["## Scaling: throughput vs graph size", ""] + _source_note(src, md_dir)
+    for r in src.records:
+        if r.get("record") == "skipped_scale":
+            out += [f"*Scale {r['scale']}: {r['detail']}.*", ""]
+    rows = sorted(_sys_rows(src.records), key=lambda r: (r.get("scale", 0)))
+    out += systems_table(rows, "scale (edges), B",
+                         lambda r: f"{r.get('scale')} ({r.get('size_edges', 0):,}), "
+                                   f"{r['batch_size']:,}", md_dir)
+    ref = sorted((r for r in rows if r["system"] == goals_mod.REF and r.get("n")
+                  and r.get("status", "ok") == "ok"), key=lambda r: r["size_edges"])
+    if len(ref) >= 2:
+        lo, hi = ref[0], ref[-1]
+        out += [f"gpu_ivm ε=½, mean time per batch at {hi['size_edges']:,} edges / at "
+                f"{lo['size_edges']:,} edges ({hi['size_edges'] / lo['size_edges']:.1f}× the "
+                f"edges): **{hi['mean_s'] / lo['mean_s']:.2f}×** (medians "
+                f"{hi['median_s'] / lo['median_s']:.2f}×).", ""]
+    out += _img(images, "scaling_throughput.png", "Throughput vs graph size", md_dir)
+    return out
+
+
+def _windows_section(src: Source, images: dict, md_dir: Path) -> list[str]:
+    out = ["## Sliding windows over SNAP temporal streams", ""] + _source_note(src, md_dir)
+    for r in src.records:
+        if r.get("record") == "missing":
+            out += [f"*{r['dataset']}: {r['detail']}.*", ""]
+    rows = _sys_rows(src.records)
+    seen = []
+    for r in rows:
+        if r["workload"] not in seen:
+            seen.append(r["workload"])
+    for w in seen:
+        r0 = next(r for r in rows if r["workload"] == w)
+        out += [f"**{w}**: {r0['n_batches']:,} batches, {r0.get('total_updates', 0):,} "
+                f"updates (mean {r0.get('mean_batch', 0):,.0f}, max {r0.get('max_batch', 0):,} "
+                f"per batch), at most {r0.get('size_edges', 0):,} edges in the window.", ""]
+    out += systems_table(rows, "stream / batches (B: median)",
+                         lambda r: f"{r['workload']} ({r['batch_size']:,})", md_dir)
+    return out
+
+
+def _static_section(src: Source, images: dict, md_dir: Path) -> list[str]:
+    out = ["## Static SNAP graphs: delete a random half, re-insert it", ""]
+    out += _source_note(src, md_dir)
+    rows = _sys_rows(src.records)
+    done = []
+    for r in rows:
+        if r["workload"] in done:
+            continue
+        done.append(r["workload"])
+        out.append(f"- **{r['workload']}**: {r.get('size_edges', 0):,} edges, "
+                   f"{r.get('deleted', 0):,} deleted then re-inserted in {r['n_batches']} "
+                   f"batches of ≤ {r['batch_size']:,}; published triangles "
+                   f"{(r.get('published') or 0):,}.")
+    out.append("")
+    out += systems_table(rows, "graph, B", lambda r: f"{r['workload']}, {r['batch_size']:,}",
+                         md_dir)
+    return out
+
+
+def _spark_section(src: Source, images: dict, md_dir: Path) -> list[str]:
+    out = ["## Spark glue: spark-replay path vs the plain engine", ""] + _source_note(src,
+                                                                                      md_dir)
+    for r in src.records:
+        if r.get("record") == "disabled":
+            return out + [f"*{r['detail']}.*", ""]
+    rows = _sys_rows(src.records)
+    st = next((r.get("spark_startup_s") for r in rows if r.get("spark_startup_s")), None)
+    if st:
+        out += [f"Spark session start-up (once per run, not in the numbers below): {st:.1f} s.",
+                ""]
+    out += systems_table(rows, "workload, B", lambda r: f"{r['workload']}, {r['batch_size']:,}",
+                         md_dir)
+    out += ["| workload, B | plain engine (updates/s) | via Spark (updates/s) | Spark / plain "
+            "throughput | Arrow hand-off per batch: median (ms) | p99 (ms) | engine part, "
+            "median (ms) |", "|:---|---:|---:|---:|---:|---:|---:|"]
+    by = {}
+    for r in rows:
+        by.setdefault((r["workload"], r["batch_size"]), {})[r["system"]] = r
+    for (w, B), g in by.items():
+        plain, sp = g.get(goals_mod.REF), g.get("spark_driver")
+        if not plain or not sp or not sp.get("n") or not plain.get("n"):
+            why = _status_cell(sp) if sp else "not run"
+            out.append(f"| {w}, {B:,} | {_fmt_rate((plain or {}).get('updates_per_s'))} | "
+                       f"{why} | — | — | — | — |")
+            continue
+        h = sp.get("handoff_seconds") or []
+        e = sp.get("engine_seconds") or []
+        out.append(
+            f"| {w}, {B:,} | {plain['updates_per_s']:,.0f} | {sp['updates_per_s']:,.0f} | "
+            f"{sp['updates_per_s'] / plain['updates_per_s']:.2f} | "
+            f"{_ms(float(np.median(h))) if h else '—'} | "
+            f"{_ms(float(np.percentile(h, 99))) if h else '—'} | "
+            f"{_ms(float(np.median(e))) if e else '—'} |")
+    out.append("")
+    return out
+
+
+def _storage_section(src: Source, images: dict, md_dir: Path) -> list[str]:
     rows = sorted((r for r in src.records if r.get("record") == "size"), key=lambda r: r["N"])
     out = ["## Storage: ZStore scaling", ""] + _source_note(src, md_dir)
     out += ["| N | first ids | batches × B | inserted | mean = amortized (ms) | median (ms) | "
@@ -222,8 +425,7 @@ def _storage_section(src: Source, img: Path | None, md_dir: Path) -> list[str]:
     if any(r.get("capped") for r in rows):
         out += ["Some sizes hit the time budget before N/2 inserts; their amortized cost may "
                 "leave out the merge into the base run.", ""]
-    if img is not None:
-        out += [f"![Storage scaling]({_rel(img, md_dir)})", ""]
+    out += _img(images, "storage_scaling.png", "Storage scaling", md_dir)
     return out
 
 
@@ -232,6 +434,9 @@ def _goals_section(all_records: list[dict], profile: str | None) -> list[str]:
     if profile != "full":
         out += [f"*Profile `{profile}`: the targets are stated for the full profile (R-MAT "
                 "scale 18; N = 1M and 16M), so these numbers are indicative only.*", ""]
+    out += ["Ratios are mean seconds per batch of the peer / of gpu_ivm ε=½ (adaptive), same "
+            "workload, same run; \"best recount\" is the fastest of the static counter, scipy "
+            "and NetworKit.", ""]
     out += ["| goal | target | measured | status | note |", "|:---|:---|---:|:---|:---|"]
     for g in goals_mod.evaluate(all_records):
         status = g.status if g.met is not False else "**NOT met**"
@@ -249,7 +454,9 @@ def hand_section(old_text: str | None) -> str:
     return f"{HAND_HEADING}\n\n{HAND_PLACEHOLDER}\n"
 
 
-SECTIONS = {"replay": _replay_section, "storage": _storage_section}
+SECTIONS = {"replay": _replay_section, "scaling": _scaling_section,
+            "windows": _windows_section, "snap_static": _static_section,
+            "spark": _spark_section, "storage": _storage_section}
 
 
 def render(sources: dict[str, Source], meta: dict, images: dict[str, Path], md_path: Path,
@@ -259,7 +466,7 @@ def render(sources: dict[str, Source], meta: dict, images: dict[str, Path], md_p
     lines += _what_is_measured(sources)
     for name, src in sources.items():
         if name in SECTIONS:
-            lines += SECTIONS[name](src, images.get(name), md_dir)
+            lines += SECTIONS[name](src, images.get(name, {}), md_dir)
     all_records = [r for s in sources.values() for r in s.records]
     lines += _goals_section(all_records, meta.get("profile"))
     return "\n".join(lines) + "\n" + hand_section(old_text)

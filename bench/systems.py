@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from bench.edgeset import EdgeSet
 from gpu_ivm.graph_engine import GraphEngine
 from gpu_ivm.static import count_triangles_arrays
 
@@ -56,6 +57,15 @@ class System(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Drop large state."""
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this system cannot run here (a missing package), or None."""
+        return None
+
+    #: True for systems that run a whole replay at once (:meth:`run_stream`), e.g. in a
+    #: subprocess
+    external: bool = False
 
 
 class GpuIvmSystem(System):
@@ -97,54 +107,35 @@ class GpuIvmSystem(System):
         self.engine = None
 
 
-class RecountSystem(System):
-    """Recount from scratch after every batch with the static counter.
+class RecountBase(System):
+    """Recount from scratch after every batch.
 
-    The edge set is a sorted array of packed keys ``min << 32 | max``; a batch removes its
-    deletes (``np.searchsorted`` + ``np.delete``) and inserts its inserts (``np.searchsorted`` +
-    ``np.insert``), then ``count_triangles_arrays`` runs on the whole current edge set. Both
-    parts are timed. ``skip`` only maintains the edge set; the count is then computed lazily.
+    The edge set is a :class:`bench.edgeset.EdgeSet` (sorted packed keys ``min << 32 | max``;
+    a batch is applied with ``np.searchsorted`` + ``np.delete`` / ``np.insert``); then
+    :meth:`_recount` counts the whole current edge set. Both parts are timed. ``skip`` only
+    maintains the edge set; the count is then computed lazily.
     """
 
-    name = "recount"
-    label = "recount per batch"
     family = "baseline"
     sampled = True
 
     def __init__(self) -> None:
-        self.keys = np.zeros(0, np.int64)
+        self.edges = EdgeSet()
         self._count: int | None = None
 
-    @staticmethod
-    def _packed(src, dst) -> np.ndarray:
-        src = np.asarray(src, np.int64)
-        dst = np.asarray(dst, np.int64)
-        return (np.minimum(src, dst) << 32) | np.maximum(src, dst)
+    @abstractmethod
+    def _recount(self) -> int:
+        """Count the triangles of ``self.edges``."""
 
     def load(self, base_src, base_dst) -> float:
         t = time.perf_counter()
-        keys = np.unique(self._packed(base_src, base_dst))
-        self.keys = keys[(keys >> 32) != (keys & 0xFFFFFFFF)]
+        self.edges = EdgeSet(base_src, base_dst)
         self._count = self._recount()
         return time.perf_counter() - t
 
     def _update(self, batch) -> None:
-        k = self._packed(batch["src"], batch["dst"])
-        sign = np.asarray(batch["sign"])
-        dele = np.sort(k[sign < 0])
-        ins = np.sort(k[sign > 0])
-        if dele.shape[0]:
-            pos = np.searchsorted(self.keys, dele)
-            pos_ok = np.minimum(pos, self.keys.shape[0] - 1)
-            if not np.array_equal(self.keys[pos_ok], dele):
-                raise ValueError("recount: delete of an absent edge")
-            self.keys = np.delete(self.keys, pos)
-        if ins.shape[0]:
-            self.keys = np.insert(self.keys, np.searchsorted(self.keys, ins), ins)
+        self.edges.update(batch)
         self._count = None
-
-    def _recount(self) -> int:
-        return int(count_triangles_arrays(self.keys >> 32, self.keys & 0xFFFFFFFF))
 
     def apply(self, batch) -> float:
         t = time.perf_counter()
@@ -161,7 +152,18 @@ class RecountSystem(System):
         return self._count
 
     def close(self) -> None:
-        self.keys = np.zeros(0, np.int64)
+        self.edges = EdgeSet()
+
+
+class RecountSystem(RecountBase):
+    """Recount with the project's static counter ``count_triangles_arrays``."""
+
+    name = "recount"
+    label = "recount per batch (static counter)"
+
+    def _recount(self) -> int:
+        s, d = self.edges.arrays()
+        return int(count_triangles_arrays(s, d))
 
 
 #: name -> factory of a fresh system
@@ -169,15 +171,43 @@ SYSTEMS: dict[str, Callable[[], System]] = {
     "gpu_ivm_eps_half": lambda: GpuIvmSystem("gpu_ivm_eps_half", "gpu_ivm ε=½ (adaptive)"),
     "gpu_ivm_eps_half_delta": lambda: GpuIvmSystem(
         "gpu_ivm_eps_half_delta", "gpu_ivm ε=½ delta", force="delta"),
+    "gpu_ivm_eps_0_delta": lambda: GpuIvmSystem(
+        "gpu_ivm_eps_0_delta", "gpu_ivm ε=0 delta (classical IVM)", epsilon="0",
+        force="delta"),
     "gpu_ivm_eps_1_delta": lambda: GpuIvmSystem(
-        "gpu_ivm_eps_1_delta", "gpu_ivm ε=1 delta (first-order IVM)", epsilon="1",
+        "gpu_ivm_eps_1_delta", "gpu_ivm ε=1 delta (classical IVM)", epsilon="1",
         force="delta"),
     "recount": RecountSystem,
 }
 
 
+def _register_peers() -> None:
+    """Add the peers (``bench.peers`` imports this module, so it is registered on first use)."""
+    if "pathway" in SYSTEMS:
+        return
+    from bench import peers
+
+    for cls in (peers.FactorizedSystem, peers.ScipyRecount, peers.NetworkitRecount,
+                peers.DuckDBDelta, peers.DuckDBRecount, peers.SparkDriverSystem,
+                peers.PathwaySystem):
+        SYSTEMS[cls.name] = cls
+
+
+def system_class(name: str):
+    """The class a factory builds, without building it (for ``unavailable``)."""
+    _register_peers()
+    f = SYSTEMS[name]
+    return f if isinstance(f, type) else System
+
+
+#: the reference of the "ratio to gpu_ivm" columns
+REFERENCE = "gpu_ivm_eps_half"
+
+
 def make(name: str) -> System:
+    _register_peers()
     try:
         return SYSTEMS[name]()
     except KeyError:
         raise ValueError(f"unknown system {name!r}; known: {', '.join(SYSTEMS)}") from None
+

@@ -1,9 +1,11 @@
 """Smoke test of the benchmark harness (``python -m bench``): the ``tiny`` profile (R-MAT scale
-8, ZStore N = 2^12 and 2^13) through the same code path as ``--quick`` / ``--full``, into a
-temporary output directory. No timing assertions."""
+8, a few SNAP batches, ZStore N = 2^12 and 2^13) through the same code path as ``--quick`` /
+``--full``, into a temporary output directory. No timing assertions. Peers that are not
+installed (duckdb, networkit, scipy) must be reported as ``unavailable``, not dropped."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -32,27 +34,43 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     assert recs[0]["kind"] == "meta" and recs[0]["profile"] == "tiny"
     assert recs[0]["machine"]["cores"] >= 1
     results = [r for r in recs if r.get("kind") == "result"]
-    replay = [r for r in results if r["scenario"] == "replay" and r["record"] == "system"]
+    systems = [r for r in results if r.get("record") == "system"]
+    replay = [r for r in systems if r["scenario"] == "replay"]
     storage = [r for r in results if r["scenario"] == "storage"]
-    assert {r["system"] for r in replay} == {"gpu_ivm_eps_half", "gpu_ivm_eps_half_delta",
-                                            "gpu_ivm_eps_1_delta", "recount"}
+    assert {r["system"] for r in replay} == {
+        "gpu_ivm_eps_half", "gpu_ivm_eps_half_delta", "gpu_ivm_eps_0_delta",
+        "gpu_ivm_eps_1_delta", "gpu_ivm_factorized", "recount", "recount_scipy",
+        "recount_networkit", "duckdb_recount", "duckdb_delta"}
+    assert {r["scenario"] for r in systems} == {"replay", "scaling", "windows", "snap_static"}
     assert {r["N"] for r in storage} == {1 << 12, 1 << 13}
-    for r in replay + storage:
-        assert r["ok"] is True, r
+    optional = {"recount_scipy": "scipy", "recount_networkit": "networkit",
+                "duckdb_recount": "duckdb", "duckdb_delta": "duckdb"}
+    for r in systems:
+        module = optional.get(r["system"])
+        if module and importlib.util.find_spec(module) is None:
+            assert r["status"] == "unavailable" and r["detail"], r
+            continue
+        assert r["status"] == "ok" and r["ok"] is True, r
         assert r["n"] > 0 and len(r["batch_seconds"]) == r["n"]
         assert r["loadavg_start"] is not None
-    for r in replay:
         assert r["final_count"] == r["expected_count"]
+        assert r["checks"] and all(got == want for got, want in r["checks"].values())
     for r in storage:
+        assert r["ok"] is True, r
         assert r["inserted"] > r["N"] // 2 and not r["capped"]
+    static = [r for r in systems if r["scenario"] == "snap_static"]
+    assert all(r["final_count"] == r["published"] == 48_260 for r in static
+               if r["status"] == "ok")
 
     md = (tmp_path / "benchmarks.md").read_text()
     assert "python -m bench --profile tiny" in md
-    for heading in ("## What is measured", "## Replay", "## Storage", "## Goals",
+    for heading in ("## What is measured", "## Replay", "## Scaling", "## Sliding windows",
+                    "## Static SNAP", "## Spark", "## Storage", "## Goals",
                     "## Where the time goes"):
         assert heading in md
     assert "(written by hand; see below)" in md
-    for png in ("replay_throughput.png", "storage_scaling.png"):
+    for png in ("replay_throughput.png", "replay_latency.png", "peak_memory.png",
+                "scaling_throughput.png", "storage_scaling.png"):
         assert (tmp_path / "img" / png).stat().st_size > 0
 
 
@@ -71,3 +89,37 @@ def test_bench_keeps_hand_section_and_other_scenarios(bench_main, tmp_path):
     # the replay section is carried over from the first run, the storage one is new
     assert "## Replay" in md and "come from an earlier run" in md and "## Storage" in md
     assert len(_records(tmp_path)) == 2
+
+
+def test_timed_out_and_unavailable_peers_are_reported(monkeypatch):
+    """A system over its time cap stops with "timed out after N s" and a system that cannot
+    run says why; neither is dropped."""
+    monkeypatch.syspath_prepend(str(REPO))
+    import numpy as np
+
+    from bench import drive, systems
+    from bench.config import TINY
+    from bench.context import RunContext
+    from bench.scenarios.replay import rmat_workload
+
+    wl = rmat_workload(7, 50, 4, seed=1)
+    ctx = RunContext(TINY, emit=lambda r: r, progress=False)
+    drive.FAILED.clear()
+    rec = drive.run_system(ctx, "recount", wl, cap_s=0.0)
+    assert rec["status"] == "timed out" and rec["detail"].startswith("timed out after 0 s")
+    assert rec["ok"] is None and rec["checks_ok"]
+    # a larger graph is then not tried again in the same run
+    big = drive.Workload("big", wl.base_src, wl.base_dst, wl.batches, wl.expected,
+                         wl.size_edges * 2, 50)
+    assert drive.run_system(ctx, "recount", big)["status"] == "skipped"
+    drive.FAILED.clear()
+
+    class Missing(systems.RecountSystem):
+        @classmethod
+        def unavailable(cls):
+            return "not installed (test)"
+
+    monkeypatch.setitem(systems.SYSTEMS, "missing_peer", Missing)
+    rec = drive.run_system(ctx, "missing_peer", wl)
+    assert rec["status"] == "unavailable" and rec["detail"] == "not installed (test)"
+    assert np.isfinite(wl.expected[len(wl.batches) - 1])

@@ -1,10 +1,11 @@
 """Scenarios: each module has ``NAME``, ``TITLE`` and ``run(ctx)``, which measures and passes
-one dict per measurement to ``ctx.emit`` (see :mod:`bench.context`). Register new ones here."""
+one dict per measurement to ``ctx.emit`` (see :mod:`bench.context`). Register new ones here
+(in the order they run and appear in the report)."""
 
 from __future__ import annotations
 
-from bench.scenarios import replay, storage
+from bench.scenarios import replay, scaling, snap_static, spark, storage, windows
 
-SCENARIOS = {m.NAME: m for m in (replay, storage)}
+SCENARIOS = {m.NAME: m for m in (replay, scaling, windows, snap_static, spark, storage)}
 
 __all__ = ["SCENARIOS"]
