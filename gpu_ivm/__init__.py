@@ -31,6 +31,7 @@ from .errors import (
     InputError,
     IntegerOverflowError,
     InvariantError,
+    ResourceLimitError,
 )
 from .graph_engine import GraphEngine
 from .relation_engine import RelationEngine
@@ -50,6 +51,7 @@ __all__ = [
     "IntegerOverflowError",
     "InvariantError",
     "RelationEngine",
+    "ResourceLimitError",
     "SnapshotError",
     "count_triangles",
     "get_backend",

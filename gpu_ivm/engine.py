@@ -18,7 +18,9 @@ and after the last phase, major rebalancing when |D| leaves [⌊N/4⌋, N).
 
 from __future__ import annotations
 
+import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 
@@ -27,7 +29,7 @@ import numpy as np
 
 from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
-from .errors import IntegerOverflowError, InvariantError
+from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
 from .partition import PartRel, sort_pairs
 from .views import ViewStore
 
@@ -57,6 +59,22 @@ class BatchReport:
         d.pop("extra")
         d.update(self.extra)
         return d
+
+
+def memory_budget() -> int:
+    """Bytes the engine may allocate for a rebuild: ``GPU_IVM_MEMORY_LIMIT`` if set, else 80 %
+    of the memory available now (MemAvailable), else unlimited."""
+    env = os.environ.get("GPU_IVM_MEMORY_LIMIT")
+    if env:
+        return int(float(env))
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 * 8 // 10
+    except OSError:
+        pass
+    return 1 << 62
 
 
 def group_starts(sorted_firsts: np.ndarray) -> np.ndarray:
@@ -226,11 +244,11 @@ class TriangleEngineBase:
         return rep
 
     # ------------------------------------------------------------------ batch dispatch
-    def _run_phases(self, phases, q_delta_for, old=None) -> str:
+    def _run_phases(self, phases, q_delta_for, old=None, force: str | None = None) -> str:
         """Apply consolidated phases [(relation, sorted keys, deltas)] by the cheaper path.
         ``old``: per phase, the current multiplicities of its keys, if known."""
         plist = [(k, keys) for k, keys, _ in phases]
-        path = self.policy.choose(self, plist) if phases else "delta"
+        path = force or (self.policy.choose(self, plist) if phases else "delta")
         if not phases:
             return path
         t1 = time.perf_counter()
@@ -241,7 +259,11 @@ class TriangleEngineBase:
             self.stale = True
             self.policy.observe_recompute(time.perf_counter() - t1, self.size)
         else:
-            self._freshen()
+            try:
+                self._freshen()
+            except ResourceLimitError as e:
+                self._degrade(e)
+                return self._run_phases(phases, q_delta_for, old, force="recompute")
             t1 = time.perf_counter()
             for i, (k, keys, deltas) in enumerate(phases):
                 self.Q += self._phase(k, keys, deltas, q_delta_for(k),
@@ -305,8 +327,18 @@ class TriangleEngineBase:
             n = 2 * n if d >= n else max(n // 2 - 1, 1)
         if n != n0:
             self.N = n
-            self._rebuild(n)
             self._stats["major"] += 1
+            try:
+                self._rebuild(n)
+            except ResourceLimitError as e:
+                self._degrade(e)
+
+    def _degrade(self, err: Exception) -> None:
+        """A rebuild did not fit in memory: keep the (correct) tuples and count, leave views
+        stale; batches take the recompute path until a rebuild fits again."""
+        self.stale = True
+        warnings.warn(f"gpu_ivm: {err}; recounting per batch until the views fit",
+                      RuntimeWarning, stacklevel=3)
 
     def _rebuild(self, n: int) -> None:
         """Strict repartition of every relation with threshold n^ε and view recomputation."""
@@ -317,11 +349,28 @@ class TriangleEngineBase:
         self._rebuild_views()
 
     def _rebuild_views(self) -> None:
-        """views[k] = K_h·Next_l from the parts, row by row (see ``ViewStore.product``)."""
+        """views[k] = K_h·Next_l from the parts, row by row (see ``ViewStore.product``).
+
+        The views' size is bounded first (entries <= min(paths a→b→c, rows × ids)); a build
+        that would not fit in the memory budget raises ResourceLimitError instead of exhausting
+        the machine (factorized IVM's views are quadratic in the worst case)."""
         cap = self.rels[0].id_capacity
+        bound = 0
+        plan = []
         for k, K in enumerate(self.rels):
             nx, _ = self._wiring(k)
             rows = np.flatnonzero(K.h.live[:cap] > 0) if len(nx.l) else np.zeros(0, np.int64)
+            paths = int(np.dot(K.ht.live[:cap], nx.l.live[:cap])) if rows.shape[0] else 0
+            bound += min(paths, rows.shape[0] * cap)
+            plan.append((K, nx, rows))
+        need = 16 * bound
+        budget = memory_budget()
+        if need > budget:
+            raise ResourceLimitError(
+                f"the materialized views may need up to {need / 2**30:.1f} GiB, more than the "
+                f"memory budget of {budget / 2**30:.1f} GiB (set GPU_IVM_MEMORY_LIMIT, in bytes, "
+                "to change it); a larger epsilon keeps fewer heavy keys and smaller views")
+        for k, (K, nx, rows) in enumerate(plan):
             self.views[k] = ViewStore.product(K.h, nx.l, rows, cap, self.k)
 
     # ------------------------------------------------------------------ overflow guard

@@ -49,3 +49,8 @@ class BackendUnavailableError(GpuIvmError, RuntimeError):
 
 class InvariantError(GpuIvmError, AssertionError):
     """A structural invariant of the IVM state does not hold (raised by check_invariants)."""
+
+
+class ResourceLimitError(GpuIvmError, MemoryError):
+    """The state would not fit in the memory budget (``GPU_IVM_MEMORY_LIMIT`` or 80 % of the
+    memory available when the engine checks); raised before the allocation, not after."""

@@ -188,3 +188,39 @@ def test_batch_ids_skip_replays():
     assert again.path == "skipped" and g.count() == 1 and g.batches_applied == 2
     g.apply({"src": [3], "dst": [1], "sign": [-1]}, batch_id=5)
     assert g.count() == 0 and g.last_batch_id == 5
+
+
+def test_views_over_memory_budget(monkeypatch):
+    """A load whose views cannot fit is refused up front; a later rebuild that cannot fit
+    degrades to recounting per batch, with the right counts."""
+    from gpu_ivm import ResourceLimitError
+
+    rng = np.random.default_rng(9)
+    oracle = GraphOracle(False)
+    a, b = rng.integers(0, 40, 300), rng.integers(0, 40, 300)
+    a[:150] = 0
+    for u, v in zip(a.tolist(), b.tolist()):
+        if u != v:
+            oracle.apply(u, v, 1)
+    monkeypatch.setenv("GPU_IVM_MEMORY_LIMIT", "64")
+    with pytest.raises(ResourceLimitError, match="GPU_IVM_MEMORY_LIMIT"):
+        GraphEngine(epsilon="1/3").load((a, b))
+    monkeypatch.delenv("GPU_IVM_MEMORY_LIMIT")
+    eng = GraphEngine(epsilon="1/3")
+    eng.load((a, b))
+    batches = graph_batches(oracle, rng, n_batches=4, nv=40, max_batch=60, hub_p=0.6)
+    eng.policy.force = "recompute"  # leaves the views stale
+    eng.apply(next(batches))
+    assert eng.stale and eng.count() == oracle.count()
+    monkeypatch.setenv("GPU_IVM_MEMORY_LIMIT", "64")
+    eng.policy.force = "delta"  # needs a rebuild that does not fit: degrade, recount
+    with pytest.warns(RuntimeWarning, match="recounting per batch"):
+        rep = eng.apply(next(batches))
+    assert rep.path == "recompute" and eng.count() == oracle.count()
+    monkeypatch.delenv("GPU_IVM_MEMORY_LIMIT")
+    eng.policy.force = None
+    for batch in batches:  # the budget is back: the next delta batch rebuilds the views
+        eng.apply(batch)
+        assert eng.count() == oracle.count()
+    eng.check_invariants()
+    assert eng.recount() == oracle.count()
