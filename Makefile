@@ -59,11 +59,13 @@ GPU_VENV := .venv-gpu
 $(GPU_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(GPU_VENV)
 	$(GPU_VENV)/bin/pip install --quiet --upgrade pip
-	$(GPU_VENV)/bin/pip install --quiet -e ".[gpu]"
+	$(GPU_VENV)/bin/pip install --quiet -e ".[gpu,bench]"
 	touch $@
 
+# on a machine with a CUDA device: the demo and the quick benchmark on the cuda backend
 bench-gpu: $(GPU_VENV)/.installed
 	GPU_IVM_BACKEND=cuda $(GPU_VENV)/bin/gpu-ivm demo
+	GPU_IVM_BACKEND=cuda $(GPU_VENV)/bin/python -m bench --quick
 
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .

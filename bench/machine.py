@@ -54,6 +54,19 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+def _backend_name() -> str:
+    """The backend the engines pick (``GPU_IVM_BACKEND``, default cpu) and, for cuda, the
+    device."""
+    try:
+        from gpu_ivm.backend import get_backend
+
+        b = get_backend(None)
+        dev = getattr(b, "device", None)
+        return f"{b.name} ({dev})" if dev else b.name
+    except Exception as e:  # a misconfigured backend is reported, not fatal here
+        return f"unavailable: {e}"
+
+
 def facts() -> dict:
     """Cores, RAM, CPU, software versions and the git revision."""
     import numba
@@ -76,6 +89,7 @@ def facts() -> dict:
         "numba": numba.__version__,
         "numba_threads": threads,
         "gpu_ivm": getattr(gpu_ivm, "__version__", "?"),
+        "backend": _backend_name(),
         "git_commit": _git("rev-parse", "--short", "HEAD"),
         "git_dirty": bool(dirty) if dirty is not None else None,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),

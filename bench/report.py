@@ -89,7 +89,8 @@ def _header(meta: dict, md_path: Path, results_path: Path) -> list[str]:
         f"`{_rel(results_path, REPO)}` (JSON lines; `bench/results/` is git-ignored).",
         "",
         f"**Machine:** {m.get('cores')} cores ({m.get('cpu')}), "
-        f"{(ram or 0) / 2**30:.1f} GiB RAM, no GPU (CPU backend); {m.get('platform')}. "
+        f"{(ram or 0) / 2**30:.1f} GiB RAM, engine backend {m.get('backend', 'cpu')}; "
+        f"{m.get('platform')}. "
         f"Python {m.get('python')}, NumPy {m.get('numpy')}, Numba {m.get('numba')} "
         f"({m.get('numba_threads')} threads), gpu_ivm {m.get('gpu_ivm')} at git {git}. "
         f"Load average (1/5/15 min) at start {' / '.join(map(str, la0))}, at end "
