@@ -7,8 +7,9 @@ calibrated online from the engine's own previous batches, so the choice adapts t
 the graph; the results are identical on either path (tests force each path).
 
 The recompute path stores the batch's tuples and recounts; partitions, views and N are left
-stale and rebuilt only when a later batch takes the delta path (that rebuild is charged to
-that batch's estimate), so a run of large batches costs about one static recount each.
+stale and rebuilt only when a later batch takes the delta path (that rebuild is charged to the
+delta estimate amortized over ``rebuild_horizon`` batches), so a run of large batches costs
+about one static recount each.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class AdaptivePolicy:
         self.last_units = 0
         self.streak = (None, 0)  # (path, how many batches in a row took it)
         self.explore_every = 8
+        self.rebuild_horizon = 8  # batches over which a rebuild of a stale state is charged
 
     @staticmethod
     def units(engine, phases) -> int:
@@ -62,9 +64,10 @@ class AdaptivePolicy:
         est_recompute = self.recompute_sec_per_tuple * size
         est_delta = 0.0
         if engine.stale:
-            est_delta += (self.rebuild_sec_per_tuple or 0.0) * size
-            if est_delta > est_recompute:
-                return "recompute"
+            # a stale state must be rebuilt before a delta batch; the rebuild serves every
+            # later delta batch too, so charge it amortized over the next few batches (charging
+            # it all at once kept graphs with cheap deltas recounting forever)
+            est_delta += (self.rebuild_sec_per_tuple or 0.0) * size / self.rebuild_horizon
         self.last_units = self.units(engine, phases)
         est_delta += self.last_units * self.sec_per_unit
         path = "recompute" if est_delta > est_recompute else "delta"

@@ -20,6 +20,19 @@ def warm_up() -> None:
     if _done:
         return
     _done = True
+    from . import engine
+    from .kernels import delta_kernels
+
+    # lower the thresholds above which the parallel variants run, so they are loaded too
+    saved = (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN)
+    delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = 1, 1
+    try:
+        _workload()
+    finally:
+        delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = saved
+
+
+def _workload() -> None:
     from .graph_engine import GraphEngine
     from .relation_engine import RelationEngine
 
