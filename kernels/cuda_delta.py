@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .cuda_elements import emit_segment
 from .cuda_launch import check_1d, empty, exclusive_scan, grid, result, scalar, zeros
 from .delta_kernels import _one_wedge, _one_weight, _rows_len
+from .elements import emit_segment
 from .lsm import LO_MASK, SENTINEL, run_mask, run_range
 
 # ----------------------------------------------------------------------------- kernels

@@ -3,7 +3,7 @@
 Same functions, signatures and results as :mod:`gpu_ivm.kernels.store_kernels`; each is a
 host-side launcher (checks, empty inputs handled before any launch, launch shape) around one or
 more ``@cuda.jit`` kernels that call the ``njit`` inner loops of :mod:`gpu_ivm.kernels.lsm`
-(``find``, ``get``, ``lower_bound``) and :mod:`gpu_ivm.kernels.cuda_elements`.
+(``find``, ``get``, ``lower_bound``) and :mod:`gpu_ivm.kernels.elements`.
 
 The store tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask, live)`` is passed to
 kernels as it is (a tuple of arrays, see :mod:`gpu_ivm.kernels.cuda_launch`). Sequential CPU
@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .cuda_elements import compact_key, count_row, fill_row
 from .cuda_launch import (
     check_1d,
     empty,
@@ -26,6 +25,7 @@ from .cuda_launch import (
     scalar,
     zeros,
 )
+from .elements import compact_key, count_row, fill_row
 from .lsm import LO_MASK, SENTINEL, find, get, lower_bound
 
 # ----------------------------------------------------------------------------- kernels

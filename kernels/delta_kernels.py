@@ -11,6 +11,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .elements import emit_segment
 from .lsm import (
     LO_MASK,
     SENTINEL,
@@ -155,35 +156,8 @@ def expand_emit(xs, ys, ms, st, left, ptr, out_keys, out_vals):
            transposed, so st(x, z) = Left(z, x))
     Writes into out[ptr[i]:ptr[i+1]]; unused slots get value 0 (dropped later).
     """
-    keys = st[0]
-    vals = st[1]
     for i in nb.prange(xs.shape[0]):
-        e = ys[i] if left else xs[i]
-        w = ptr[i]
-        m = run_mask(st, e)
-        j = 0
-        while m != 0:
-            if m & 1:
-                lo, hi = run_range(st, j, e)
-                for p in range(lo, hi):
-                    k = keys[p]
-                    z = k & LO_MASK
-                    if z == SENTINEL:
-                        break
-                    v = vals[p]
-                    if v != 0:
-                        if left:
-                            out_keys[w] = (xs[i] << 32) | z
-                        else:
-                            out_keys[w] = (z << 32) | ys[i]
-                        out_vals[w] = ms[i] * v
-                        w += 1
-            m >>= 1
-            j += 1
-        while w < ptr[i + 1]:
-            out_keys[w] = 0
-            out_vals[w] = 0
-            w += 1
+        emit_segment(i, xs, ys, ms, st, left, ptr, out_keys, out_vals)
 
 
 @nb.njit(cache=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .elements import compact_key, count_row, fill_row
 from .lsm import LO_MASK, SENTINEL, find, gallop, lower_bound, run_mask, run_range
 
 
@@ -157,33 +158,8 @@ def build_directory(keys, s, e, nkeys, out):
 @nb.njit(cache=True)
 def compact_keys(st, tomb, xs):
     """Squeeze the tombstones of first keys ``xs`` out of their ranges (padding at the end)."""
-    keys = st[0]
-    vals = st[1]
     for i in range(xs.shape[0]):
-        x = xs[i]
-        m = run_mask(st, x)
-        j = 0
-        sent = (x << 32) | SENTINEL
-        while m != 0:
-            if m & 1:
-                lo, hi = run_range(st, j, x)
-                w = lo
-                for p in range(lo, hi):
-                    k = keys[p]
-                    if (k & LO_MASK) == SENTINEL:
-                        break
-                    if vals[p] != 0:
-                        keys[w] = k
-                        vals[w] = vals[p]
-                        w += 1
-                for p in range(w, hi):
-                    if (keys[p] & LO_MASK) == SENTINEL:
-                        break
-                    keys[p] = sent
-                    vals[p] = 0
-            m >>= 1
-            j += 1
-        tomb[x] = 0
+        compact_key(st, tomb, xs[i])
 
 
 @nb.njit(cache=True)
@@ -205,49 +181,15 @@ def probe_many_par(st, keys_in, out):
 @nb.njit(cache=True)
 def count_rows(st, xs, counts):
     """counts[i] = number of live tuples with first key xs[i]."""
-    keys = st[0]
-    vals = st[1]
     for i in range(xs.shape[0]):
-        x = xs[i]
-        m = run_mask(st, x)
-        j = 0
-        c = 0
-        while m != 0:
-            if m & 1:
-                lo, hi = run_range(st, j, x)
-                for p in range(lo, hi):
-                    if (keys[p] & LO_MASK) == SENTINEL:
-                        break
-                    if vals[p] != 0:
-                        c += 1
-            m >>= 1
-            j += 1
-        counts[i] = c
+        counts[i] = count_row(st, xs[i])
 
 
 @nb.njit(cache=True)
 def fill_rows(st, xs, ptr, out_keys, out_vals):
     """Write the live tuples of first keys xs[i] to out[ptr[i]:ptr[i+1]] (packed keys)."""
-    keys = st[0]
-    vals = st[1]
     for i in range(xs.shape[0]):
-        x = xs[i]
-        m = run_mask(st, x)
-        j = 0
-        w = ptr[i]
-        while m != 0:
-            if m & 1:
-                lo, hi = run_range(st, j, x)
-                for p in range(lo, hi):
-                    k = keys[p]
-                    if (k & LO_MASK) == SENTINEL:
-                        break
-                    if vals[p] != 0:
-                        out_keys[w] = k
-                        out_vals[w] = vals[p]
-                        w += 1
-            m >>= 1
-            j += 1
+        fill_row(st, xs[i], ptr[i], out_keys, out_vals)
 
 
 @nb.njit(cache=True)

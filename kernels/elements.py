@@ -1,11 +1,8 @@
-"""Per-element ``numba.njit`` helpers of the CUDA kernels (no CUDA import here).
+"""Per-element ``numba.njit`` bodies shared by the CPU loops and the CUDA kernels.
 
-The CPU store kernels (:mod:`gpu_ivm.kernels.store_kernels`) write some loops with their
-bodies inline (``count_rows``, ``fill_rows``, ``compact_keys``, ``expand_emit``); the CUDA
-kernels need those bodies as functions of one element, so they are here, built from the same
-inner loops of :mod:`gpu_ivm.kernels.lsm` (``run_mask``, ``run_range``). They are line-for-line
-the CPU loop bodies; moving them into the CPU modules and letting the CPU loops call them would
-leave one copy (see docs/gpu.md, "Follow-up").
+``count_rows``, ``fill_rows``, ``compact_keys`` (store kernels) and ``expand_emit`` (delta
+kernels) loop over these on the CPU; the CUDA kernels call them once per thread. Built from
+the inner loops of :mod:`gpu_ivm.kernels.lsm` (``run_mask``, ``run_range``); no CUDA import.
 """
 
 from __future__ import annotations
