@@ -29,7 +29,7 @@ from . import cuda_delta, cuda_launch, cuda_store, static_kernels
 STORE_FUNCTIONS = (
     "apply_updates", "probe_many", "probe_many_par", "probe_sorted", "merge_runs",
     "set_run_bits", "build_directory", "compact_keys", "count_rows", "fill_rows",
-    "collect_live", "first_key_counts", "sorted_unique_firsts", "range_in_sorted",
+    "collect_live", "first_key_counts", "sorted_unique_firsts",
 )
 DELTA_FUNCTIONS = (
     "path_weights", "expand_counts", "expand_emit", "segment_sum_sorted", "batch_wedges",

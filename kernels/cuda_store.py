@@ -387,9 +387,3 @@ def sorted_unique_firsts(keys):
     out = empty(m)
     _scatter_firsts_kernel[grid(n)]((keys, flags, offs, out), n)
     return result(out, keys)
-
-
-def range_in_sorted(keys, x) -> tuple[int, int]:
-    """[lo, hi) of first key x in a plain sorted packed-key array (host helper, as on CPU)."""
-    keys = np.asarray(keys)
-    return (int(np.searchsorted(keys, x << 32)), int(np.searchsorted(keys, (x + 1) << 32)))

@@ -6,7 +6,7 @@ import numba as nb
 import numpy as np
 
 from .elements import compact_key, count_row, fill_row
-from .lsm import LO_MASK, SENTINEL, find, gallop, lower_bound, run_mask, run_range
+from .lsm import LO_MASK, SENTINEL, find, gallop, run_mask, run_range
 
 
 @nb.njit(cache=True)
@@ -223,11 +223,3 @@ def sorted_unique_firsts(keys):
             w += 1
             prev = x
     return out[:w]
-
-
-@nb.njit(cache=True)
-def range_in_sorted(keys, x):
-    """[lo, hi) of first key x in a plain sorted packed-key array."""
-    lo = lower_bound(keys, 0, keys.shape[0], x << 32)
-    hi = lower_bound(keys, lo, keys.shape[0], (x + 1) << 32)
-    return lo, hi
