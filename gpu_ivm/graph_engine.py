@@ -22,12 +22,13 @@ from . import io
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import ConflictError, InputError
+from .queries.api import FreeQueryResults
 from .rational import parse_epsilon
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
 
-class GraphEngine(TriangleEngineBase):
+class GraphEngine(FreeQueryResults, TriangleEngineBase):
     """Maintain the triangle count of a graph under batches of edge inserts and deletes.
 
     Parameters
@@ -44,6 +45,12 @@ class GraphEngine(TriangleEngineBase):
         :class:`~gpu_ivm.errors.ConflictError` (nothing changes), or skip and count them.
     adaptive : bool
         Recompute from scratch when a batch is so large that this is cheaper (same results).
+    maintain : str or list of str
+        Results kept fresh besides the count: ``"vertex_counts"`` (triangles per vertex),
+        ``"edge_counts"`` (triangles per edge), ``"triangles"`` (the list), with the views of
+        paper 001 (see :mod:`gpu_ivm.queries`); views for results not asked for are not kept.
+    track_changes : bool
+        Keep each batch's result changes for :meth:`last_changes` (output-sensitive cost).
 
     Examples
     --------
@@ -61,7 +68,8 @@ class GraphEngine(TriangleEngineBase):
     names = ("E",)
 
     def __init__(self, *, directed: bool = False, epsilon="1/2", backend=None,
-                 on_conflict: str = "error", adaptive: bool = True):
+                 on_conflict: str = "error", adaptive: bool = True, maintain=None,
+                 track_changes: bool = False):
         if on_conflict not in ("error", "ignore"):
             raise InputError(f"on_conflict must be 'error' or 'ignore', got {on_conflict!r}",
                              column="on_conflict")
@@ -71,6 +79,7 @@ class GraphEngine(TriangleEngineBase):
         super().__init__([self.epsilon], backend)
         self.symmetric = not self.directed
         self.policy = AdaptivePolicy(enabled=adaptive)
+        self._init_queries(maintain, [self.epsilon] * 3, track_changes)
 
     # ------------------------------------------------------------------ results
     @property
@@ -120,7 +129,9 @@ class GraphEngine(TriangleEngineBase):
         n = src.shape[0]
         a, b = ids[:n][~loops], ids[n:][~loops]
         keys = self._directed_keys(a, b)
-        self._build(keys, np.ones(keys.shape[0], np.int64))
+        ones = np.ones(keys.shape[0], np.int64)
+        self._build(keys, ones)
+        self._queries_build([(keys >> 32, keys & 0xFFFFFFFF, ones)] * 3)
         self.batches_applied = 0
         warm_up()
         return self._report(t0, batch=-1, rows=n, updates=self.num_edges,
@@ -254,6 +265,8 @@ class GraphEngine(TriangleEngineBase):
         # set semantics: a delete's edge is present (1), an insert's absent (0)
         path = self._run_phases(phases, lambda k: self._q_delta,
                                 old=[(dvals < 0).astype(np.int64)])
+        if dkeys.shape[0]:
+            self._queries_apply([(k, dkeys, dvals) for k in range(3)])
         rep = self._report(
             t0, batch=self.batches_applied, rows=rows, updates=int(gkey.shape[0]),
             triangles=self.count(), delta=(self.Q - q_before) // self._per_count, path=path,

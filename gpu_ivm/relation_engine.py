@@ -19,6 +19,7 @@ from . import io
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import InputError
+from .queries.api import FreeQueryResults
 from .rational import parse_epsilon
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
@@ -40,7 +41,7 @@ def _epsilons(epsilon) -> list:
     return [e, e, e]
 
 
-class RelationEngine(TriangleEngineBase):
+class RelationEngine(FreeQueryResults, TriangleEngineBase):
     """Maintain Q = Σ R(a,b)·S(b,c)·T(c,a) under batches of updates to R, S and T.
 
     Parameters
@@ -51,6 +52,12 @@ class RelationEngine(TriangleEngineBase):
         ``"cpu"``, ``"cuda"`` or ``"auto"`` (default from ``GPU_IVM_BACKEND``, else cpu).
     adaptive : bool
         Recompute from scratch when a batch is so large that this is cheaper.
+    maintain : str or list of str
+        Results kept fresh besides Q: ``"vertex_counts"`` (Δ1(a)), ``"edge_counts"``
+        (Δ2(a, b)), ``"triangles"`` (Δ3(a, b, c) with multiplicities); these need
+        multiplicities >= 0 (a delete beyond a tuple's multiplicity is rejected).
+    track_changes : bool
+        Keep each batch's result changes for :meth:`last_changes`.
 
     Examples
     --------
@@ -65,10 +72,12 @@ class RelationEngine(TriangleEngineBase):
 
     names = REL_NAMES
 
-    def __init__(self, *, epsilon="1/2", backend=None, adaptive: bool = True):
+    def __init__(self, *, epsilon="1/2", backend=None, adaptive: bool = True, maintain=None,
+                 track_changes: bool = False):
         self.epsilons = _epsilons(epsilon)
         super().__init__(self.epsilons, backend)
         self.policy = AdaptivePolicy(enabled=adaptive)
+        self._init_queries(maintain, self.epsilons, track_changes)
 
     def count(self) -> int:
         """The current value of Q."""
@@ -116,8 +125,12 @@ class RelationEngine(TriangleEngineBase):
             consolidated.append(self._consolidate(pack(a, b), parts[k][2]))
         self._check_overflow([int(np.abs(v).max()) if v.shape[0] else 0
                               for _, v in consolidated], rows)
+        if self.fq is not None and any(v.shape[0] and int(v.min()) < 0 for _, v in consolidated):
+            raise InputError("maintaining vertex_counts, edge_counts or triangles needs "
+                             "positive multiplicities (paper 001, footnote 2)", column="mult")
         self.encoder.commit(new)
         self._build(consolidated)
+        self._queries_build([(k >> 32, k & 0xFFFFFFFF, v) for k, v in consolidated])
         warm_up()
         return self._report(t0, batch=-1, rows=rows, updates=self.size, triangles=self.Q,
                             delta=self.Q, path="load")
@@ -196,11 +209,15 @@ class RelationEngine(TriangleEngineBase):
         for k, _, d in phases:
             maxm[k] = int(np.abs(d).max())
         self._check_overflow(maxm, rows)
+        n0 = len(self.encoder)
+        self._queries_check(phases, lambda i: new[i - n0] if i >= n0 else
+                            self.encoder.decode(np.array([i]))[0])
         self.encoder.commit(new)
         self._grow_ids(max(len(self.encoder), 1))
         q_before = self.Q
         stats0 = dict(self._stats)
         path = self._run_phases(phases, self._q_delta_for)
+        self._queries_apply(phases)
         rep = self._report(
             t0, batch=self.batches_applied, rows=rows,
             updates=sum(p[1].shape[0] for p in phases), triangles=self.Q,

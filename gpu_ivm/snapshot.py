@@ -174,11 +174,13 @@ def _config(engine) -> dict:
         return {"form": "graph", "query": "directed 3-cycles" if engine.directed
                 else "triangles", "directed": engine.directed,
                 "epsilon": _eps_str(engine.epsilon), "on_conflict": engine.on_conflict,
-                "adaptive": adaptive}
+                "adaptive": adaptive, "maintain": list(engine.maintain),
+                "track_changes": engine.track_changes}
     if isinstance(engine, RelationEngine):
         return {"form": "relations", "query": "sum R(a,b)*S(b,c)*T(c,a)",
                 "epsilon": {nm: _eps_str(e) for nm, e in zip(engine.names, engine.epsilons)},
-                "adaptive": adaptive}
+                "adaptive": adaptive, "maintain": list(engine.maintain),
+                "track_changes": engine.track_changes}
     raise InputError(f"cannot snapshot a {type(engine).__name__}; expected a GraphEngine or "
                      "a RelationEngine", column="engine")
 
@@ -427,10 +429,14 @@ def _new_engine(man: dict, mpath: Path, backend):
         if man["form"] == "graph":
             return GraphEngine(directed=bool(man["directed"]), epsilon=man["epsilon"],
                                backend=backend, on_conflict=man["on_conflict"],
-                               adaptive=bool(man.get("adaptive", True)))
+                               adaptive=bool(man.get("adaptive", True)),
+                               maintain=man.get("maintain"),
+                               track_changes=bool(man.get("track_changes", False)))
         if man["form"] == "relations":
             return RelationEngine(epsilon=dict(man["epsilon"]), backend=backend,
-                                  adaptive=bool(man.get("adaptive", True)))
+                                  adaptive=bool(man.get("adaptive", True)),
+                                  maintain=man.get("maintain"),
+                                  track_changes=bool(man.get("track_changes", False)))
     except KeyError as e:
         raise SnapshotError(f"manifest lacks {e}", file=mpath) from None
     except InputError as e:
@@ -588,6 +594,12 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
     if recount != Q or eng.size != man.get("size") or eng.count() != man.get("count"):
         raise SnapshotError(f"Q recounted from the stored tuples is {recount}, manifest says "
                             f"{Q} (size {eng.size} vs {man.get('size')})", file=mpath)
+    if eng.fq is not None:
+        # the free-variable views are not stored: preprocessing rebuilds them from the tuples
+        eng._queries_rebuild()
+        if eng.fq.count != Q:
+            raise SnapshotError(f"free-variable views rebuilt to {eng.fq.count} triangles, "
+                                f"manifest says {Q}", file=mpath)
     return eng
 
 

@@ -1,0 +1,373 @@
+"""The public side of the free-variable queries, mixed into GraphEngine and RelationEngine.
+
+An engine created with ``maintain=`` (any of ``"vertex_counts"``, ``"edge_counts"``,
+``"triangles"``, besides the count it always keeps) holds a
+:class:`~gpu_ivm.queries.maintain.FreeQueries` next to its count state and feeds it the same
+consolidated batches. In the graph form the three relations are three copies of the edge
+relation (both directions when undirected), and results follow the simple-graph convention:
+a vertex's count is the number of triangles through it (what ``networkx.triangles`` returns),
+an edge's count the number of triangles containing it (each undirected edge once, src < dst),
+and each triangle is listed once (a < b < c; directed 3-cycles start at their smallest vertex).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from ..encoding import pack
+from ..errors import InputError
+from . import results as rs
+from .maintain import FreeQueries
+
+RESULTS = ("vertex_counts", "edge_counts", "triangles")
+DEFAULT_CHUNK = 1 << 16
+
+
+def parse_maintain(maintain) -> tuple[str, ...]:
+    """Normalize ``maintain=``: a name or names among count, vertex_counts, edge_counts,
+    triangles (``-`` or ``_``); the count is always kept.
+
+    >>> parse_maintain("edge-counts")
+    ('count', 'edge_counts')
+    """
+    if maintain is None:
+        return ("count",)
+    if isinstance(maintain, str):
+        maintain = [maintain]
+    names = []
+    for m in maintain:
+        if not isinstance(m, str):
+            raise InputError(f"maintain= takes result names, got {m!r}", column="maintain")
+        n = m.strip().lower().replace("-", "_")
+        if n not in ("count",) + RESULTS:
+            raise InputError(f"unknown result {m!r} in maintain=; choose from count, "
+                             "vertex_counts, edge_counts, triangles", column="maintain")
+        names.append(n)
+    return ("count",) + tuple(r for r in RESULTS if r in names)
+
+
+class FreeQueryResults:
+    """Result access for engines that maintain Δ1, Δ2 or Δ3 (see the module docstring)."""
+
+    fq: FreeQueries | None = None
+    maintain: tuple[str, ...] = ("count",)
+
+    # ------------------------------------------------------------------ wiring
+    def _init_queries(self, maintain, epsilons, track_changes: bool) -> None:
+        self.maintain = parse_maintain(maintain)
+        self.track_changes = bool(track_changes)
+        fams = [m for m in self.maintain if m != "count"]
+        self.fq = (FreeQueries(fams, epsilons, self.backend.kernels, track_changes)
+                   if fams else None)
+        self._changes_cache = None
+
+    @property
+    def _graph(self) -> bool:
+        return hasattr(self, "directed")
+
+    def _queries_build(self, rels) -> None:
+        """Preprocessing of the free-variable views from (a ids, b ids, mult) of R, S, T."""
+        if self.fq is None:
+            return
+        for _, _, m in rels:
+            if m.shape[0] and int(m.min()) <= 0:
+                raise InputError("maintaining vertex_counts, edge_counts or triangles needs "
+                                 "positive multiplicities (paper 001, footnote 2)",
+                                 column="mult")
+        self.fq.build(rels, max(len(self.encoder), 1))
+        self._changes_cache = None
+
+    def _queries_rebuild(self) -> None:
+        """Rebuild the free-variable state from the engine's relations (after a restore)."""
+        if self.fq is None:
+            return
+        rels = []
+        for k in range(3):
+            K = self.rels[k % len(self.rels)]
+            keys, vals = K.items()
+            rels.append((keys >> 32, keys & 0xFFFFFFFF, vals))
+        self._queries_build(rels)
+
+    def _queries_check(self, phases, decode) -> None:
+        """Reject (before any change) updates that would leave a negative multiplicity;
+        ``decode(id)`` gives the user key of an id (new ids included)."""
+        if self.fq is None:
+            return
+        for k, keys, deltas in phases:
+            bad = self.fq.check(k, keys, deltas)
+            if bad.shape[0]:
+                ua = decode(int(keys[bad[0]] >> 32))
+                ub = decode(int(keys[bad[0]] & 0xFFFFFFFF))
+                ua = ua.item() if hasattr(ua, "item") else ua
+                ub = ub.item() if hasattr(ub, "item") else ub
+                raise InputError(
+                    f"update to {self.names[k]}({ua!r}, {ub!r}) "
+                    "deletes more than the tuple's multiplicity; maintaining vertex_counts, "
+                    "edge_counts or triangles needs multiplicities >= 0 (paper 001, footnote 2)",
+                    column="mult")
+
+    def _queries_apply(self, phases) -> None:
+        if self.fq is None:
+            return
+        self.fq.apply(phases, max(len(self.encoder), 1))
+        self._changes_cache = None
+
+    def _need(self, name: str) -> FreeQueries:
+        if self.fq is None or name not in self.maintain:
+            raise InputError(f"this engine does not maintain {name}; create it with "
+                             f"maintain=[..., {name!r}]", column="maintain")
+        return self.fq
+
+    # ------------------------------------------------------------------ decoding
+    def _decode(self, ids: np.ndarray) -> pa.Array:
+        vals = self.encoder.decode(ids)
+        if vals.dtype == object:
+            return pa.array(vals.tolist(), pa.string())
+        return pa.array(vals, pa.int64())
+
+    def _ids(self, keys) -> np.ndarray:
+        arr = np.asarray(keys)
+        if arr.dtype.kind in "US":
+            arr = arr.astype(object)
+        if arr.dtype.kind not in "iuO":
+            raise InputError(f"keys must be integers or strings, got dtype {arr.dtype}",
+                             column="key")
+        if arr.dtype.kind == "u":
+            arr = arr.astype(np.int64)
+        return self.encoder.lookup(arr.ravel(), "key")
+
+    def _canonical_triangles(self, a, b, c, m):
+        if not self._graph:
+            return a, b, c, m
+        if self.directed:
+            keep = (a < b) & (a < c)
+        else:
+            keep = (a < b) & (b < c)
+        return a[keep], b[keep], c[keep], m[keep]
+
+    def _user_triangles(self, a, b, c) -> list[pa.Array]:
+        """User keys of triangles; in the graph form each row reordered by user key (sorted
+        when undirected, rotated to start at its smallest key when directed)."""
+        ua, ub, uc = (self.encoder.decode(np.asarray(x, np.int64)) for x in (a, b, c))
+        if self._graph and ua.shape[0]:
+            if self.directed:
+                first_b = (ub < ua) & (ub < uc)
+                first_c = (uc < ua) & (uc < ub)
+                ua, ub, uc = (np.where(first_b, ub, np.where(first_c, uc, ua)),
+                              np.where(first_b, uc, np.where(first_c, ua, ub)),
+                              np.where(first_b, ua, np.where(first_c, ub, uc)))
+            else:
+                st = np.sort(np.stack([ua, ub, uc]), axis=0)
+                ua, ub, uc = st[0], st[1], st[2]
+        return [self._user_array(x) for x in (ua, ub, uc)]
+
+    def _user_edges(self, a, b) -> list[pa.Array]:
+        """User keys of edges; undirected edges as (smaller key, larger key)."""
+        ua, ub = self.encoder.decode(np.asarray(a, np.int64)), self.encoder.decode(
+            np.asarray(b, np.int64))
+        if self._graph and not self.directed and ua.shape[0]:
+            swap = ub < ua
+            ua, ub = np.where(swap, ub, ua), np.where(swap, ua, ub)
+        return [self._user_array(ua), self._user_array(ub)]
+
+    @staticmethod
+    def _user_array(vals: np.ndarray) -> pa.Array:
+        if vals.dtype == object:
+            return pa.array(vals.tolist(), pa.string())
+        return pa.array(vals, pa.int64())
+
+    def _triangle_batch(self, a, b, c, m) -> pa.RecordBatch:
+        ua, ub, uc = self._user_triangles(a, b, c)
+        cols = {"a": ua, "b": ub, "c": uc}
+        if not self._graph:
+            cols["mult"] = pa.array(m, pa.int64())
+        return pa.RecordBatch.from_pydict(cols)
+
+    @staticmethod
+    def _chunks(table: dict, n: int, chunk_size: int) -> Iterator[pa.RecordBatch]:
+        full = pa.RecordBatch.from_pydict(table)
+        if n == 0:
+            yield full
+            return
+        for s in range(0, n, chunk_size):
+            yield full.slice(s, chunk_size)
+
+    @staticmethod
+    def _check_chunk(chunk_size: int) -> int:
+        if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+            raise InputError(f"chunk_size must be a positive integer, got {chunk_size!r}",
+                             column="chunk_size")
+        return int(chunk_size)
+
+    # ------------------------------------------------------------------ results
+    def vertex_counts(self, chunk_size: int = DEFAULT_CHUNK) -> Iterator[pa.RecordBatch]:
+        """Per-vertex triangle counts Δ1 as Arrow record batches (``vertex``, ``triangles``);
+        vertices with count 0 are left out. In the relation form ``vertex`` is the A value."""
+        fq = self._need("vertex_counts")
+        chunk_size = self._check_chunk(chunk_size)
+        ids, m = rs.vertex_counts(fq)
+        if self._graph and not self.directed:
+            m = m // 2
+        yield from self._chunks({"vertex": self._decode(ids), "triangles": pa.array(m)},
+                                ids.shape[0], chunk_size)
+
+    def edge_counts(self, chunk_size: int = DEFAULT_CHUNK) -> Iterator[pa.RecordBatch]:
+        """Per-edge triangle counts Δ2 as Arrow record batches (``src``, ``dst``,
+        ``triangles``); edges in no triangle are left out."""
+        fq = self._need("edge_counts")
+        chunk_size = self._check_chunk(chunk_size)
+        a, b, m = rs.edge_counts(fq)
+        if self._graph and not self.directed:
+            keep = a < b
+            a, b, m = a[keep], b[keep], m[keep]
+        us, ud = self._user_edges(a, b)
+        yield from self._chunks({"src": us, "dst": ud, "triangles": pa.array(m)}, a.shape[0],
+                                chunk_size)
+
+    def triangles(self, chunk_size: int = DEFAULT_CHUNK) -> Iterator[pa.RecordBatch]:
+        """The triangles Δ3 as Arrow record batches of at most ``chunk_size`` rows (``a``,
+        ``b``, ``c``, and ``mult`` in the relation form), each exactly once.
+
+        The batches are produced lazily from the five disjoint skew-aware views; applying a
+        batch while iterating raises ``RuntimeError``."""
+        fq = self._need("triangles")
+        chunk_size = self._check_chunk(chunk_size)
+        version = self.batches_applied
+        buf: list[tuple[np.ndarray, ...]] = []
+        held = 0
+        for part in rs.triangle_parts(fq, chunk_size):
+            if self.batches_applied != version:
+                raise RuntimeError("the engine applied a batch during triangles() enumeration")
+            a, b, c, m = self._canonical_triangles(*part)
+            buf.append((a, b, c, m))
+            held += a.shape[0]
+            while held >= chunk_size:
+                cat = [np.concatenate([p[i] for p in buf]) for i in range(4)]
+                yield self._triangle_batch(*(x[:chunk_size] for x in cat))
+                rest = [x[chunk_size:] for x in cat]
+                buf = [tuple(rest)]
+                held = rest[0].shape[0]
+        if held or not buf:
+            cat = [np.concatenate([p[i] for p in buf]) if buf else np.zeros(0, np.int64)
+                   for i in range(4)]
+            yield self._triangle_batch(*cat)
+
+    def result_table(self, name: str) -> pa.Table:
+        """One maintained result as a single Arrow table (``vertex_counts``, ``edge_counts``
+        or ``triangles``)."""
+        n = parse_maintain(name)[-1]
+        gen = {"vertex_counts": self.vertex_counts, "edge_counts": self.edge_counts,
+               "triangles": self.triangles}.get(n)
+        if gen is None:
+            raise InputError(f"{name!r} is not a result table", column="name")
+        return pa.Table.from_batches(list(gen(1 << 30)))
+
+    # ------------------------------------------------------------------ lookups
+    def vertex_count(self, v):
+        """Triangles through vertex ``v`` (Δ1); an array of keys gives an array of counts.
+        Unknown vertices count 0."""
+        fq = self._need("vertex_counts")
+        scalar = np.ndim(v) == 0
+        ids = self._ids([v] if scalar else v)
+        out = np.zeros(ids.shape[0], np.int64)
+        ok = (ids >= 0) & (ids < fq.cap)
+        out[ok] = rs.vertex_lookup(fq, ids[ok])
+        if self._graph and not self.directed:
+            out //= 2
+        return int(out[0]) if scalar else out
+
+    def edge_count(self, u, v):
+        """Triangles containing edge (u, v) (Δ2(u, v)); arrays give an array. Absent edges
+        count 0."""
+        fq = self._need("edge_counts")
+        scalar = np.ndim(u) == 0 and np.ndim(v) == 0
+        a = self._ids([u] if scalar else u)
+        b = self._ids([v] if scalar else v)
+        if a.shape != b.shape:
+            raise InputError(f"edge_count needs as many u as v keys ({a.shape[0]} vs "
+                             f"{b.shape[0]})", column="key")
+        out = np.zeros(a.shape[0], np.int64)
+        ok = (a >= 0) & (b >= 0) & (a < fq.cap) & (b < fq.cap)
+        out[ok] = rs.edge_lookup(fq, a[ok], b[ok])
+        return int(out[0]) if scalar else out
+
+    def triangles_of(self, v) -> pa.Table:
+        """The triangles through vertex ``v`` (or any of an array of vertices) as an Arrow
+        table; in the relation form, the Δ3 tuples whose A value is ``v``."""
+        fq = self._need("triangles")
+        ids = self._ids([v] if np.ndim(v) == 0 else v)
+        ids = ids[(ids >= 0) & (ids < fq.cap)]
+        a, b, c, m = rs.triangles_with(fq, np.unique(ids))
+        if self._graph:
+            if self.directed:  # rotate each cycle to start at its smallest id
+                lo = np.minimum(a, np.minimum(b, c))
+                rot1 = lo == b
+                rot2 = lo == c
+                a, b, c = (np.where(rot1, b, np.where(rot2, c, a)),
+                           np.where(rot1, c, np.where(rot2, a, b)),
+                           np.where(rot1, a, np.where(rot2, b, c)))
+            else:
+                keep = b < c
+                st = np.sort(np.stack([a[keep], b[keep], c[keep]]), axis=0)
+                a, b, c, m = st[0], st[1], st[2], m[keep]
+            if a.shape[0]:  # a triangle through two asked vertices is found twice
+                key = np.stack([a, b, c])
+                _, first = np.unique(key, axis=1, return_index=True)
+                first = np.sort(first)
+                a, b, c, m = a[first], b[first], c[first], m[first]
+        return pa.Table.from_batches([self._triangle_batch(a, b, c, m)])
+
+    # ------------------------------------------------------------------ change feed
+    def last_changes(self) -> dict[str, pa.Table]:
+        """For each maintained result, the rows whose value changed in the last batch, with
+        ``old`` and ``new`` values (needs ``track_changes=True``)."""
+        if self.fq is None:
+            raise InputError("this engine maintains no vertex_counts, edge_counts or "
+                             "triangles; create it with maintain=[...]", column="maintain")
+        if not self.track_changes:
+            raise InputError("last_changes() needs an engine created with track_changes=True",
+                             column="track_changes")
+        if self._changes_cache is None:
+            self._changes_cache = self._compute_changes()
+        return self._changes_cache
+
+    def _compute_changes(self) -> dict[str, pa.Table]:
+        fq = self.fq
+        a, b, c, w = fq.changed_triangles()
+        out = {}
+        graph_und = self._graph and not self.directed
+        if "vertex_counts" in self.maintain:
+            ids, d = _group(a, w)
+            new = rs.vertex_lookup(fq, ids)
+            if graph_und:
+                new, d = new // 2, d // 2
+            out["vertex_counts"] = pa.table({"vertex": self._decode(ids),
+                                             "old": pa.array(new - d), "new": pa.array(new)})
+        if "edge_counts" in self.maintain:
+            keys, d = _group(pack(a, b), w)
+            ea, eb = keys >> 32, keys & 0xFFFFFFFF
+            if graph_und:
+                keep = ea < eb
+                ea, eb, d = ea[keep], eb[keep], d[keep]
+            new = rs.edge_lookup(fq, ea, eb)
+            us, ud = self._user_edges(ea, eb)
+            out["edge_counts"] = pa.table({"src": us, "dst": ud,
+                                           "old": pa.array(new - d), "new": pa.array(new)})
+        if "triangles" in self.maintain:
+            ta, tb, tc, d = self._canonical_triangles(a, b, c, w)
+            r, s, t = fq.rels
+            new = r.get(pack(ta, tb)) * s.get(pack(tb, tc)) * t.get(pack(tc, ta))
+            ua, ub, uc = self._user_triangles(ta, tb, tc)
+            cols = {"a": ua, "b": ub, "c": uc, "old": pa.array(new - d), "new": pa.array(new)}
+            out["triangles"] = pa.table(cols)
+        return out
+
+
+def _group(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from .storage import consolidate
+
+    return consolidate(np.asarray(keys, np.int64), vals)
+

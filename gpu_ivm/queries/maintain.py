@@ -1,0 +1,449 @@
+"""IVM^ε maintenance of the free-variable triangle queries Δ1, Δ2, Δ3 (paper 001, §4–§7).
+
+:class:`FreeQueries` holds R, S, T (dense ids, multiplicities > 0), the heavy/light flags the
+chosen query families need, and their views (``specs.py``). A batch is applied relation by
+relation (R, then S, then T: the delta of each phase is linear in that relation's updates and
+uses the current state of the two others, so no δ·δ terms are needed). One phase:
+
+1. post-phase degrees of the touched values → minor rebalancing: a value whose degree leaves
+   [⌈½θ⌉, ⌈3⁄2θ⌉) on its side flips its flag; its stored tuples are moved as −(old labels) and
+   +(new labels) updates (MoveTuples of Figure 16; only views that read that flag see them);
+2. every view that contains the relation gets its delta from one batched kernel call
+   (``kernels/query_kernels.py``): updates of the relation, each with the labels of its tuple,
+   joined with the other atom(s) of the view by walking the shortest bounded list, or — when
+   the view's key lies inside the relation's schema and a materialized view aggregates the
+   other two atoms the same way (V_ST, V̂_RS, ...) — by one lookup in that view;
+3. the relation's two indexes are updated, flags of values that vanished are reset.
+
+After the batch, |D| outside [⌊N/4⌋, N) triggers major rebalancing: N = 2|D| + 1, strict
+partitions, every view rebuilt through the same phases. With change tracking on, the triangles
+each batch creates or removes (δΔ3, found by full intersection: output-sensitive) are kept for
+:meth:`changed_triangles`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from ..encoding import pack, transpose, unpack
+from ..kernels import query_kernels as qk
+from ..rational import Thresholds
+from . import specs as sp
+from .storage import Relation, View, consolidate, unique_sorted
+
+_EMPTY = np.zeros(0, np.int64)
+BULK_FRACTION = 4  # batches with more than |D|/4 updates rebuild instead of applying deltas
+
+
+def _pattern_array(spec: sp.ViewSpec, k: int) -> np.ndarray:
+    n, p = (k + 1) % 3, (k + 2) % 3
+    return np.array([*spec.pattern[k], *spec.pattern[n], *spec.pattern[p]], np.int64)
+
+
+class FreeQueries:
+    """Views and partitions for the chosen families among ``vertex_counts`` (Δ1),
+    ``edge_counts`` (Δ2) and ``triangles`` (Δ3); ids are dense non-negative ints.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fractions import Fraction
+    >>> fq = FreeQueries({"edge_counts"}, [Fraction(1, 2)] * 3)
+    >>> e = lambda a, b: (np.array(a), np.array(b), np.ones(len(a), np.int64))
+    >>> fq.build([e([0], [1]), e([1], [2]), e([2], [0])], 3)
+    >>> fq.count
+    1
+    """
+
+    def __init__(self, families, epsilons: list[Fraction], kernels=None, track_changes=False):
+        unknown = set(families) - set(sp.FAMILIES)
+        if unknown:
+            raise ValueError(f"unknown query families {sorted(unknown)}")
+        self.families = [f for f in sp.FAMILIES if f in families]
+        self.epsilons = list(epsilons)
+        self.kernels = kernels
+        self.track_changes = track_changes
+        self.specs = sp.views_for(self.families)
+        self.views = {v.signature: View(len(v.key), kernels) for v in self.specs}
+        self.by_name = {}
+        for f in self.families:
+            for v in sp.family(f):
+                self.by_name[v.name] = (v, self.views[v.signature])
+        self.roots = [v for v in sp.family(self.families[0]) if v.root] if self.families else []
+        used = set()
+        for v in self.specs:
+            for k in v.atoms:
+                for pos in (0, 1):
+                    if v.pattern[k][pos] != sp.ANY:
+                        used.add((k, pos))
+        self.used_flags = used
+        self.rels = [Relation(kernels) for _ in range(3)]
+        self.N = 1
+        self.th = [Thresholds.of(self.N, e) for e in self.epsilons]
+        self.cap = 0
+        self.count = 0
+        self.changes: list[tuple[np.ndarray, ...]] = []
+        self.bulk_fraction = BULK_FRACTION  # 0: always apply deltas (tests)
+        self.stats = {"major": 0, "moves": 0, "bulk": 0}
+        self._lookup_view = self._aggregates()
+
+    # ------------------------------------------------------------------ structure
+    def _aggregates(self) -> dict:
+        """For (3-atom view, relation k): the 2-atom view that answers its delta by lookup."""
+        out = {}
+        two = [v for v in self.specs if len(v.atoms) == 2]
+        for v in self.specs:
+            if len(v.atoms) != 3:
+                continue
+            for k in range(3):
+                own = {k, (k + 1) % 3}
+                if not set(v.key) <= own:
+                    continue
+                others = tuple(sorted({0, 1, 2} - {k}))
+                for w in two:
+                    if (w.atoms == others and set(w.key) == own
+                            and all(w.pattern[j] == v.pattern[j] for j in others)):
+                        out[(v.signature, k)] = w
+                        break
+        return out
+
+    @property
+    def size(self) -> int:
+        return sum(len(r) for r in self.rels)
+
+    def grow_ids(self, cap: int) -> None:
+        if cap <= self.cap:
+            return
+        self.cap = max(cap, 2 * self.cap)
+        for r in self.rels:
+            r.grow_ids(self.cap)
+        for v in self.views.values():
+            v.grow_ids(self.cap)
+
+    def view(self, name: str) -> View:
+        return self.by_name[name][1]
+
+    def spec(self, name: str) -> sp.ViewSpec:
+        return self.by_name[name][0]
+
+    def _default_flag(self, k: int) -> int:
+        return 1 if self.th[k].all_heavy else 0
+
+    # ------------------------------------------------------------------ build
+    def build(self, rels: list[tuple[np.ndarray, np.ndarray, np.ndarray]], cap: int) -> None:
+        """Preprocessing from (first ids, second ids, multiplicities > 0) of R, S, T."""
+        self.grow_ids(max(cap, 1))
+        data = []
+        for a, b, m in rels:
+            keys, vals = consolidate(pack(np.asarray(a, np.int64), np.asarray(b, np.int64)),
+                                     np.asarray(m, np.int64))
+            data.append((keys, vals))
+        self._rebuild(data)
+
+    def _rebuild(self, data) -> None:
+        total = sum(k.shape[0] for k, _ in data)
+        self.N = 2 * total + 1
+        self.th = [Thresholds.of(self.N, e) for e in self.epsilons]
+        for v in self.views.values():
+            v.clear()
+            v.grow_ids(self.cap)
+        self.count = 0
+        for k, rel in enumerate(self.rels):
+            rel.rebuild(_EMPTY, _EMPTY, self.cap)
+            keys, _ = data[k]
+            for pos in (0, 1):
+                f = np.zeros(self.cap, np.uint8)
+                if (k, pos) in self.used_flags and keys.shape[0]:
+                    col = (keys >> 32) if pos == 0 else (keys & 0xFFFFFFFF)
+                    deg = np.bincount(col, minlength=self.cap)
+                    f[deg >= self.th[k].strict] = 1
+                    f[deg == 0] = self._default_flag(k)
+                elif (k, pos) in self.used_flags:
+                    f[:] = self._default_flag(k)
+                rel.flags[pos] = f
+            rel.set_heavy_lists()
+        for k in range(3):
+            keys, vals = data[k]
+            if keys.shape[0]:
+                self._phase(k, keys, vals, rebalance=False, track=False)
+
+    # ------------------------------------------------------------------ batches
+    def check(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
+        """Indices of updates that would make a multiplicity negative (paper footnote 2)."""
+        old = self.rels[k].get(keys)
+        return np.flatnonzero(old + deltas < 0)
+
+    def apply(self, phases, cap: int) -> None:
+        """Apply one batch: ``phases`` = [(k, sorted unique packed keys, nonzero deltas)]."""
+        self.grow_ids(cap)
+        self.changes = []
+        updates = sum(p[1].shape[0] for p in phases)
+        if self.bulk_fraction and updates * self.bulk_fraction > self.size:
+            # a batch this large costs less as a rebuild (preprocessing) than as deltas
+            for k, keys, deltas in phases:
+                if self.track_changes and keys.shape[0]:
+                    x, y = unpack(keys)
+                    self._track(k, x, y, deltas)
+                self.rels[k].add(keys, deltas)
+            self.stats["bulk"] += 1
+            self._rebuild([r.items() for r in self.rels])
+            return
+        for k, keys, deltas in phases:
+            if keys.shape[0]:
+                self._phase(k, keys, deltas, rebalance=True, track=self.track_changes)
+        size = self.size
+        if size >= self.N or size < self.N // 4:
+            self.stats["major"] += 1
+            self._rebuild([r.items() for r in self.rels])
+
+    def _new_flags(self, k: int, pos: int, vals: np.ndarray, ins: np.ndarray, rem: np.ndarray):
+        """Flags after this phase for the touched values of one variable; returns
+        (values, old flags, new flags, old degrees, new degrees)."""
+        rel = self.rels[k]
+        u = unique_sorted(vals)
+        idx = np.searchsorted(u, vals)
+        change = (np.bincount(idx, ins, minlength=u.shape[0])
+                  - np.bincount(idx, rem, minlength=u.shape[0])).astype(np.int64)
+        d_old = rel.degree(pos, u)
+        d_new = d_old + change
+        cur = rel.flags[pos][u]
+        nf = cur.copy()
+        fresh = d_old == 0
+        nf[fresh] = self._default_flag(k)
+        th = self.th[k]
+        nf[(nf == 0) & (d_new >= th.up)] = 1
+        nf[(nf == 1) & (d_new < th.down) & (d_new > 0)] = 0
+        return u, cur, nf, d_old, d_new
+
+    def _phase(self, k: int, keys, deltas, rebalance: bool, track: bool) -> None:
+        rel = self.rels[k]
+        x, y = unpack(keys)
+        moves = None
+        if rebalance:
+            old = rel.get(keys)
+            new = old + deltas
+            ins = ((old == 0) & (new != 0)).astype(np.int64)
+            rem = ((old != 0) & (new == 0)).astype(np.int64)
+            flipped = []
+            vanished = []
+            for pos, col in ((0, x), (1, y)):
+                if (k, pos) not in self.used_flags:
+                    flipped.append(_EMPTY)
+                    continue
+                u, cur, nf, d_old, d_new = self._new_flags(k, pos, col, ins, rem)
+                flipped.append(u[(nf != cur) & (d_old > 0)])
+                vanished.append((pos, u[d_new == 0]))
+                rel.flags[pos][u] = nf
+            moves = self._move_tuples(k, flipped)
+        if track and deltas.shape[0]:
+            self._track(k, x, y, deltas)
+        fx = rel.flags[0][x]
+        fy = rel.flags[1][y]
+        for spec in self.specs:
+            if k not in spec.atoms:
+                continue
+            xs, ys, ms, fxs, fys = x, y, deltas, fx, fy
+            if moves is not None and moves[0].shape[0]:
+                sel = self._moves_for(spec, k, moves)
+                if sel.shape[0]:
+                    mx, my, mv, ofx, ofy, nfx, nfy = (m[sel] for m in moves)
+                    xs = np.concatenate([x, mx, mx])
+                    ys = np.concatenate([y, my, my])
+                    ms = np.concatenate([deltas, -mv, mv])
+                    fxs = np.concatenate([fx, ofx, nfx])
+                    fys = np.concatenate([fy, ofy, nfy])
+            self._view_delta(spec, k, xs, ys, ms, fxs, fys)
+        rel.add(keys, deltas)
+        if rebalance:
+            for pos, gone in vanished:
+                rel.flags[pos][gone] = self._default_flag(k)
+            if any(f.shape[0] for f in flipped) or vanished:
+                rel.set_heavy_lists()
+            if moves is not None:
+                self.stats["moves"] += int(moves[0].shape[0])
+        else:
+            rel.set_heavy_lists()
+
+    def _move_tuples(self, k: int, flipped: list[np.ndarray]):
+        """The stored tuples of the flipped values, with old and new labels of both sides."""
+        rel = self.rels[k]
+        fx_vals, fy_vals = flipped
+        if fx_vals.shape[0] == 0 and fy_vals.shape[0] == 0:
+            return None
+        parts_k, parts_v = [], []
+        if fx_vals.shape[0]:
+            _, kk, vv = rel.fwd.rows(fx_vals)
+            parts_k.append(kk)
+            parts_v.append(vv)
+        if fy_vals.shape[0]:
+            _, kk, vv = rel.bwd.rows(fy_vals)
+            kk = transpose(kk)
+            if fx_vals.shape[0]:
+                keep = ~np.isin(kk >> 32, fx_vals)
+                kk, vv = kk[keep], vv[keep]
+            parts_k.append(kk)
+            parts_v.append(vv)
+        mk = np.concatenate(parts_k)
+        mv = np.concatenate(parts_v)
+        mx, my = unpack(mk)
+        # flags were already switched to the new values; rebuild the old ones
+        nfx = rel.flags[0][mx]
+        nfy = rel.flags[1][my]
+        ofx = nfx.copy()
+        ofy = nfy.copy()
+        if fx_vals.shape[0]:
+            hit = np.isin(mx, fx_vals)
+            ofx[hit] = 1 - nfx[hit]
+        if fy_vals.shape[0]:
+            hit = np.isin(my, fy_vals)
+            ofy[hit] = 1 - nfy[hit]
+        return mx, my, mv, ofx, ofy, nfx, nfy
+
+    @staticmethod
+    def _moves_for(spec: sp.ViewSpec, k: int, moves) -> np.ndarray:
+        _, _, _, ofx, ofy, nfx, nfy = moves
+        want = np.zeros(ofx.shape[0], bool)
+        if spec.pattern[k][0] != sp.ANY:
+            want |= ofx != nfx
+        if spec.pattern[k][1] != sp.ANY:
+            want |= ofy != nfy
+        return np.flatnonzero(want)
+
+    # ------------------------------------------------------------------ deltas
+    def _args(self, k: int, spec: sp.ViewSpec):
+        n, p = (k + 1) % 3, (k + 2) % 3
+        N, P = self.rels[n], self.rels[p]
+        return (n in spec.atoms, p in spec.atoms, N.fwd.nt(), N.flags[0], N.flags[1],
+                N.heavy[1], P.bwd.nt(), P.flags[1], P.flags[0], P.heavy[0])
+
+    def expand(self, k: int, spec: sp.ViewSpec, xs, ys, ms, fxs, fys):
+        """(index of the update, z, m·weight) for every z joining update (x, y) in ``spec``."""
+        use_n, use_p, nst, n_fx, n_fy, n_hl, pst, p_fy, p_fx, p_hl = self._args(k, spec)
+        pat = _pattern_array(spec, k)
+        xs = np.ascontiguousarray(xs, np.int64)
+        ys = np.ascontiguousarray(ys, np.int64)
+        m = xs.shape[0]
+        choice = np.empty(m, np.int64)
+        length = np.empty(m, np.int64)
+        if m == 0:
+            return _EMPTY, _EMPTY, _EMPTY
+        qk.plan(xs, ys, np.ascontiguousarray(fxs, np.uint8), np.ascontiguousarray(fys, np.uint8),
+                pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl, choice, length)
+        ptr = np.zeros(m + 1, np.int64)
+        np.cumsum(length, out=ptr[1:])
+        total = int(ptr[-1])
+        out_z = np.empty(total, np.int64)
+        out_w = np.empty(total, np.int64)
+        count = np.empty(m, np.int64)
+        qk.emit(xs, ys, np.ascontiguousarray(ms, np.int64), choice, ptr, pat, use_n, use_p,
+                nst, n_fy, n_hl, pst, p_fx, p_hl, out_z, out_w, count)
+        n_out = int(count.sum())
+        idx = np.empty(n_out, np.int64)
+        zz = np.empty(n_out, np.int64)
+        ww = np.empty(n_out, np.int64)
+        qk.compact(ptr, count, out_z, out_w, idx, zz, ww)
+        return idx, zz, ww
+
+    def path_sums(self, k: int, spec: sp.ViewSpec, xs, ys, fxs, fys) -> np.ndarray:
+        """Σ_z over the view's other atoms, per update (x, y) (multiplicity not applied)."""
+        use_n, use_p, nst, n_fx, n_fy, n_hl, pst, p_fy, p_fx, p_hl = self._args(k, spec)
+        pat = _pattern_array(spec, k)
+        xs = np.ascontiguousarray(xs, np.int64)
+        ys = np.ascontiguousarray(ys, np.int64)
+        m = xs.shape[0]
+        out = np.zeros(m, np.int64)
+        if m == 0:
+            return out
+        choice = np.empty(m, np.int64)
+        length = np.empty(m, np.int64)
+        qk.plan(xs, ys, np.ascontiguousarray(fxs, np.uint8), np.ascontiguousarray(fys, np.uint8),
+                pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl, choice, length)
+        qk.sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, out)
+        return out
+
+    def _view_delta(self, spec: sp.ViewSpec, k: int, xs, ys, ms, fxs, fys) -> None:
+        view = self.views[spec.signature]
+        var_x, var_y, var_z = k, (k + 1) % 3, (k + 2) % 3
+        if set(spec.key) <= {var_x, var_y}:
+            own = spec.pattern[k]
+            ok = np.ones(xs.shape[0], bool)
+            if own[0] != sp.ANY:
+                ok &= fxs == own[0]
+            if own[1] != sp.ANY:
+                ok &= fys == own[1]
+            xs, ys, ms, fxs, fys = xs[ok], ys[ok], ms[ok], fxs[ok], fys[ok]
+            agg = self._lookup_view.get((spec.signature, k))
+            if agg is not None:
+                cols = {var_x: xs, var_y: ys}
+                w = self.views[agg.signature].get([cols[v] for v in agg.key])
+            else:
+                w = self.path_sums(k, spec, xs, ys, fxs, fys)
+            vals = ms * w
+            nz = vals != 0
+            cols = {var_x: xs[nz], var_y: ys[nz]}
+            vals = vals[nz]
+        else:
+            idx, z, vals = self.expand(k, spec, xs, ys, ms, fxs, fys)
+            cols = {var_x: xs[idx], var_y: ys[idx], var_z: z}
+        if spec.root and any(spec is r for r in self.roots):
+            self.count += int(vals.sum())
+        view.add([cols[v] for v in spec.key], vals)
+
+    # ------------------------------------------------------------------ changes
+    def _track(self, k: int, x, y, deltas) -> None:
+        spec = _ALL_TRIANGLES
+        fx = np.zeros(x.shape[0], np.uint8)
+        idx, z, w = self.expand(k, spec, x, y, deltas, fx, fx)
+        cols = {k: x[idx], (k + 1) % 3: y[idx], (k + 2) % 3: z}
+        self.changes.append((cols[0], cols[1], cols[2], w))
+
+    def changed_triangles(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """δΔ3 of the last batch: (a, b, c, delta) with nonzero deltas, sorted by (a, b, c)."""
+        if not self.changes:
+            return _EMPTY, _EMPTY, _EMPTY, _EMPTY
+        a = np.concatenate([c[0] for c in self.changes])
+        b = np.concatenate([c[1] for c in self.changes])
+        c = np.concatenate([c[2] for c in self.changes])
+        w = np.concatenate([c[3] for c in self.changes])
+        if a.shape[0] == 0:
+            return _EMPTY, _EMPTY, _EMPTY, _EMPTY
+        order = np.lexsort((c, b, a))
+        a, b, c, w = a[order], b[order], c[order], w[order]
+        new = np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1]) | (c[1:] != c[:-1])]
+        starts = np.flatnonzero(new)
+        sums = np.add.reduceat(w, starts)
+        keep = sums != 0
+        return a[starts][keep], b[starts][keep], c[starts][keep], sums[keep]
+
+    # ------------------------------------------------------------------ checks
+    def check_invariants(self) -> list[str]:
+        """Problems found (empty if none): thresholds, flags, positivity of every view."""
+        bad = []
+        size = self.size
+        if not (self.N // 4 <= size < self.N) and size:
+            bad.append(f"size invariant: |D| = {size}, N = {self.N}")
+        for k, rel in enumerate(self.rels):
+            th = self.th[k]
+            for pos in (0, 1):
+                if (k, pos) not in self.used_flags:
+                    continue
+                live = (rel.fwd if pos == 0 else rel.bwd).live
+                present = np.flatnonzero(live)
+                f = rel.flags[pos][present]
+                d = live[present]
+                if np.any((f == 1) & (d < th.down)):
+                    bad.append(f"relation {k} var {pos}: heavy value below ½θ")
+                if np.any((f == 0) & (d >= th.up)):
+                    bad.append(f"relation {k} var {pos}: light value at or above 3⁄2θ")
+                if not np.array_equal(rel.heavy[pos], rel.heavy_values(pos)):
+                    bad.append(f"relation {k} var {pos}: heavy list out of date")
+        for spec in self.specs:
+            _, vals = self.views[spec.signature].items()
+            if np.any(vals < 0):
+                bad.append(f"view {spec.name} holds a negative value")
+        return bad
+
+
+_ALL_TRIANGLES = sp.ViewSpec("D3_all", (0, 1, 2), ((sp.ANY, sp.ANY),) * 3, (0, 1, 2))
