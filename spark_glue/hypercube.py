@@ -15,6 +15,12 @@ triple has exactly one such shard, whatever the collisions of h, so Σ_s Q_s = Q
 count is Σ_s Q_s / 6 (directed: / 3). Each update of a directed edge goes to 3k (shard,
 role) pairs; an undirected update is two directed ones, so 6k rows.
 
+Set semantics (``on_conflict``, as :class:`gpu_ivm.GraphEngine`) are decided by each shard for
+its own rows (:func:`resolve_conflicts`): a shard's R, S and T are exactly E restricted to
+their bucket pairs and every replica of an edge receives all of the batch's rows for it, so
+all replicas take the same decision; exactly one replica (R role, l = 0, src < dst when
+undirected) reports each ignored row.
+
 Shard state lives in a per-process registry (one Python worker keeps its shards' engines
 between micro-batches) and is made durable after every batch in ``state_dir/shard-<s>`` (a
 snapshot, or a write-ahead log entry with periodic snapshots, see :mod:`._state`). The driver
@@ -49,7 +55,7 @@ from gpu_ivm.engine import BatchReport
 from gpu_ivm.errors import ConflictError, InputError
 from gpu_ivm.io import read_edges, read_graph_updates
 
-from ._state import EngineLog, write_bytes_atomic
+from ._state import EngineLog, remove_path, write_bytes_atomic
 from .ingest import collect_arrow, create_frame, validate_batch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +65,7 @@ __all__ = [
     "LocalHyperCube",
     "SparkHyperCube",
     "clear_registry",
+    "resolve_conflicts",
     "route_updates",
     "shard_coordinates",
     "vertex_hash",
@@ -68,7 +75,7 @@ BASE_BATCH_ID = -1
 """The batch id given to the base graph (Spark's micro-batch ids start at 0)."""
 
 RESULT_SCHEMA = ("shard int, q bigint, last bigint, r_rows bigint, r_updates bigint, "
-                 "seconds double, restored boolean")
+                 "ignored bigint, seconds double, restored boolean")
 
 _REGISTRY: dict[tuple[str, int], tuple[int, Any]] = {}
 
@@ -188,96 +195,220 @@ def _route_batches(batches: Iterator[pa.RecordBatch], *, k: int, directed: bool,
 
 
 # ---------------------------------------------------------------------- shard tasks
-def _present(engine: Any, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Current multiplicity of (src, dst) in the engine's R (0 for unknown keys)."""
+def _present(engine: Any, rel: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Current multiplicity of (src, dst) in the engine's relation ``rel`` (0 = R, 1 = S,
+    2 = T; 0 for unknown keys and for a shard without an engine yet)."""
     from gpu_ivm.encoding import pack
 
     out = np.zeros(src.shape[0], np.int64)
-    if len(engine.encoder) == 0 or src.shape[0] == 0:
+    if engine is None or len(engine.encoder) == 0 or src.shape[0] == 0:
         return out
     ia, ib = engine.encoder.lookup(src), engine.encoder.lookup(dst)
     known = (ia >= 0) & (ib >= 0)
-    if known.any():
-        out[known] = engine.rels[0].get(pack(ia[known], ib[known]))
+    for r in range(3):
+        sel = np.flatnonzero(known & (rel == r))
+        if sel.shape[0]:
+            out[sel] = engine.rels[r].get(pack(ia[sel], ib[sel]))
     return out
 
 
-def _check_set_semantics(engine: Any, table: pa.Table, shard: int, batch_id: int) -> int:
-    """Raise ConflictError if the batch takes an edge's multiplicity outside {0, 1} (checked
-    on the R role, which every edge has in k shards); return the number of R rows whose net
-    change is nonzero."""
-    r = table.filter(pc.equal(table.column("rel"), 0))
-    if r.num_rows == 0:
-        return 0
-    g = r.group_by(["src", "dst"]).aggregate([("mult", "sum")])
-    src = g.column("src").to_numpy(zero_copy_only=False)
-    dst = g.column("dst").to_numpy(zero_copy_only=False)
-    net = g.column("mult_sum").to_numpy()
-    after = _present(engine, src, dst) + net
-    bad = np.flatnonzero((after < 0) | (after > 1))
-    if bad.shape[0]:
-        i = int(bad[0])
-        what = "inserts an edge that is already present (or twice)" if after[i] > 1 else \
-            "deletes an edge that is absent (or twice)"
-        raise ConflictError(f"batch {batch_id} {what}: ({src[i]!r}, {dst[i]!r}) "
-                            f"[HyperCube shard {shard}]", column="sign")
-    return int(np.count_nonzero(net))
+def _factorize(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense codes of src and dst over their common domain (int64 or string keys)."""
+    n = src.shape[0]
+    _, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    inv = np.asarray(inv, np.int64).reshape(-1)
+    return inv[:n], inv[n:]
+
+
+def resolve_conflicts(engine: Any, table: pa.Table, *, shard: int, k: int, directed: bool,
+                      on_conflict: str, batch_id: int) -> tuple[pa.Table, int, int]:
+    """Set semantics for one shard's routed rows, decided by this shard alone.
+
+    The rows are grouped by (role, src, dst); a group's net change plus the edge's current
+    multiplicity in that role's relation must stay in {0, 1}. Each role's relation of a shard
+    is exactly E restricted to the role's bucket pair, and every row of a batch for a directed
+    edge reaches every replica of that edge, so every replica sees the same (present, net)
+    and takes the same decision without any communication: all 3k replicas of a conflicting
+    edge drop it, or all raise. With ``on_conflict="error"`` a conflicting group raises
+    :class:`~gpu_ivm.errors.ConflictError` (nothing is applied); with ``"ignore"`` its rows
+    are dropped, like :class:`gpu_ivm.GraphEngine` drops every row of a conflicting edge.
+
+    Returns ``(rows to apply, r_updates, ignored)``: one consolidated row (``mult`` = net) per
+    surviving group with a nonzero net; the number of R-role groups with a nonzero net
+    surviving (the driver divides the sum over shards by the replication factor, as for
+    rows); and the ignored rows this shard is *responsible* for. Every ignored row is
+    reported by exactly one replica: the R role in the shard (h(a), h(b), 0) (l = 0), and for
+    an undirected graph only the orientation with src < dst (both orientations of an
+    undirected edge carry one routed row per input row, so the R-role group of (a, b), a < b,
+    has as many rows as the single engine's group of the edge). The driver sums these counts
+    as they are.
+    """
+    rel = table.column("rel").to_numpy().astype(np.int64)
+    empty = table.slice(0, 0)
+    if rel.shape[0] == 0:
+        return empty, 0, 0
+    src = table.column("src").to_numpy(zero_copy_only=False)
+    dst = table.column("dst").to_numpy(zero_copy_only=False)
+    mult = table.column("mult").to_numpy().astype(np.int64)
+    cs, cd = _factorize(src, dst)
+    order = np.lexsort((cd, cs, rel))
+    srel, scs, scd = rel[order], cs[order], cd[order]
+    m = order.shape[0]
+    starts = np.flatnonzero(np.r_[True, (srel[1:] != srel[:-1]) | (scs[1:] != scs[:-1])
+                                  | (scd[1:] != scd[:-1])])
+    sizes = np.diff(np.r_[starts, m])
+    first = order[starts]  # one input row per group
+    net = np.add.reduceat(mult[order], starts)
+    g_rel, g_src, g_dst = rel[first], src[first], dst[first]
+    present = _present(engine, g_rel, g_src, g_dst)
+    after = present + net
+    bad = (after < 0) | (after > 1)
+    ignored = 0
+    if bad.any():
+        if on_conflict == "error":
+            i = int(np.flatnonzero(bad)[0])
+            was = bool(present[i])
+            if after[i] > 1:
+                what = "inserts an edge that is already present" if was else \
+                    "inserts an edge twice"
+            else:
+                what = "deletes an edge that is absent" if not was else "deletes an edge twice"
+            a, b = (x.item() if hasattr(x, "item") else x for x in (g_src[i], g_dst[i]))
+            raise ConflictError(
+                f"batch {batch_id} {what}: ({a!r}, {b!r}) [HyperCube shard {shard}]; pass "
+                "on_conflict='ignore' to skip such rows", column="sign")
+        if shard % k == 0:  # l = 0: this shard reports for its R-role groups
+            mine = bad & (g_rel == 0)
+            if not directed:
+                mine &= np.asarray(g_src < g_dst, bool)
+            ignored = int(sizes[mine].sum())
+    keep = ~bad & (net != 0)
+    r_updates = int(np.count_nonzero(keep & (g_rel == 0)))
+    rows = first[keep]
+    out = table.take(pa.array(rows, pa.int64())).select(["rel", "src", "dst"])
+    out = out.append_column("mult", pa.array(net[keep], pa.int64()))
+    return out, r_updates, ignored
+
+
+def _prune_uncommitted(log: EngineLog, expected: int | None, batch_id: int) -> None:
+    """Delete the shard's snapshots and log entries above its last committed batch
+    ``expected`` (all of them for a shard never committed), except those of ``batch_id``
+    (which this task overwrites). They were written by attempts whose batch was not
+    committed (e.g. a conflict in another shard); left in place, a later batch with another
+    id could restore from them (a stale snapshot below it, or a log entry replayed)."""
+    lo = BASE_BATCH_ID - 1 if expected is None else expected
+    for s in log.snapshots():
+        if s > lo and s != batch_id:
+            remove_path(log.snapshot_path(s))
+    for b in log.log_ids():
+        if b > lo and b != batch_id:
+            remove_path(log.log_path(b))
+
+
+class _OpenShard:
+    """A shard's engine at its last committed batch, ready for a task (see :func:`shard_task`).
+
+    Opening changes nothing (the registry, the folder); :meth:`run` does the changes."""
+
+    def __init__(self, shard: int, *, batch_id: int, expected: int | None, state_dir: str,
+                 snapshot_every: int, generation: int):
+        t0 = time.perf_counter()
+        self.shard, self.generation = int(shard), generation
+        self.key = (state_dir, self.shard)
+        folder = pathlib.Path(state_dir) / f"shard-{self.shard:06d}"
+        self.log = EngineLog(folder, snapshot_every=snapshot_every)
+        entry = _REGISTRY.get(self.key)
+        engine = entry[1] if entry is not None and entry[0] == generation else None
+        self.restored = False
+        if engine is None or engine.last_batch_id != expected:
+            engine = None
+            self.restored = True
+            if expected is not None:
+                engine = self.log.restore(upto=expected)
+                if engine is None or engine.last_batch_id != expected:
+                    raise RuntimeError(f"HyperCube shard {shard}: no durable state for batch "
+                                       f"{expected} in {folder}")
+        self.engine, self.expected = engine, expected
+        self.seconds = time.perf_counter() - t0  # this shard's work (phases may interleave)
+
+    def run(self, table: pa.Table, *, mode: str, batch_id: int, epsilon: str,
+            r_rows: int = 0, r_updates: int = 0, ignored: int = 0) -> dict:
+        """Load ``table`` (mode "load") or apply it (already resolved by
+        :func:`resolve_conflicts`), make the state durable, return the result row."""
+        from gpu_ivm import RelationEngine
+
+        t0 = time.perf_counter()
+        _REGISTRY.pop(self.key, None)  # re-inserted only on success
+        _prune_uncommitted(self.log, self.expected, batch_id)
+        self.log.gc(committed=self.expected)
+        engine = self.engine
+        table = table.select(["rel", "src", "dst", "mult"])
+        if mode == "load":
+            if engine is not None:
+                raise InputError(f"HyperCube shard {self.shard} already holds a graph")
+            g = table.group_by(["rel", "src", "dst"]).aggregate([])  # set semantics: dedupe
+            parts = {}
+            for code, name in enumerate("RST"):
+                p = g.filter(pc.equal(g.column("rel"), code))
+                parts[name] = {"src": p.column("src"), "dst": p.column("dst")}
+            engine = RelationEngine(epsilon=epsilon)
+            engine.load(**parts)
+            engine.last_batch_id = batch_id
+            r_rows = r_updates = int(parts["R"]["src"].length())
+            self.log.record(engine, batch_id)
+        else:
+            if engine is None:
+                engine = RelationEngine(epsilon=epsilon)
+            rep = engine.apply(table, batch_id=batch_id)
+            if rep.path == "skipped":  # pragma: no cover - guarded by the expected-id check
+                raise RuntimeError(f"HyperCube shard {self.shard}: batch {batch_id} was "
+                                   "already applied")
+            self.log.record(engine, batch_id, table)
+            if self.log.log_path(batch_id).exists():  # logged: drop an old attempt's snapshot
+                remove_path(self.log.snapshot_path(batch_id))
+        self.engine = engine
+        _REGISTRY[self.key] = (self.generation, engine)
+        return {"shard": self.shard, "q": int(engine.count()), "last": int(batch_id),
+                "r_rows": int(r_rows), "r_updates": int(r_updates), "ignored": int(ignored),
+                "seconds": self.seconds + time.perf_counter() - t0,
+                "restored": self.restored}
+
+
+def _prepare(shard: int, table: pa.Table, *, batch_id: int, expected: int | None, k: int,
+             directed: bool, on_conflict: str, state_dir: str, snapshot_every: int,
+             generation: int) -> tuple[_OpenShard, pa.Table, dict]:
+    """Open a shard (restoring it if needed) and resolve the conflicts of its rows (raises
+    ConflictError with ``on_conflict="error"``); nothing is applied yet."""
+    sh = _OpenShard(shard, batch_id=batch_id, expected=expected, state_dir=state_dir,
+                    snapshot_every=snapshot_every, generation=generation)
+    t0 = time.perf_counter()
+    r_rows = int(pc.sum(pc.equal(table.column("rel"), 0)).as_py() or 0)
+    resolved, r_updates, ignored = resolve_conflicts(
+        sh.engine, table, shard=shard, k=k, directed=directed, on_conflict=on_conflict,
+        batch_id=batch_id)
+    sh.seconds += time.perf_counter() - t0
+    return sh, resolved, {"r_rows": r_rows, "r_updates": r_updates, "ignored": ignored}
 
 
 def shard_task(shard: int, table: pa.Table, *, mode: str, batch_id: int,
                expected: int | None, state_dir: str, epsilon: str, snapshot_every: int,
-               generation: int) -> dict:
+               generation: int, k: int = 1, directed: bool = False,
+               on_conflict: str = "error") -> dict:
     """Apply one shard's routed rows (runs on an executor; see the module docstring).
 
     ``expected`` is the id of the last committed batch that touched this shard (None: the
-    shard is new). Returns the shard's result row (``RESULT_SCHEMA``).
+    shard is new). Conflicts are resolved by :func:`resolve_conflicts` (``k`` and
+    ``directed`` tell which replica reports ignored rows). Returns the shard's result row
+    (``RESULT_SCHEMA``).
     """
-    from gpu_ivm import RelationEngine
-
-    t0 = time.perf_counter()
-    key = (state_dir, shard)
-    folder = pathlib.Path(state_dir) / f"shard-{shard:06d}"
-    log = EngineLog(folder, snapshot_every=snapshot_every)
-    entry = _REGISTRY.get(key)
-    engine = entry[1] if entry is not None and entry[0] == generation else None
-    restored = False
-    if engine is None or engine.last_batch_id != expected:
-        engine = None
-        restored = True
-        if expected is not None:
-            engine = log.restore(upto=expected)
-            if engine is None or engine.last_batch_id != expected:
-                raise RuntimeError(f"HyperCube shard {shard}: no durable state for batch "
-                                   f"{expected} in {folder}")
-    _REGISTRY.pop(key, None)  # re-inserted only on success
-    log.gc(committed=expected)
-    table = table.select(["rel", "src", "dst", "mult"])
+    kw = dict(batch_id=batch_id, expected=expected, state_dir=state_dir,
+              snapshot_every=snapshot_every, generation=generation)
     if mode == "load":
-        if engine is not None:
-            raise InputError(f"HyperCube shard {shard} already holds a graph")
-        g = table.group_by(["rel", "src", "dst"]).aggregate([])  # set semantics: dedupe
-        parts = {}
-        for code, name in enumerate("RST"):
-            p = g.filter(pc.equal(g.column("rel"), code))
-            parts[name] = {"src": p.column("src"), "dst": p.column("dst")}
-        engine = RelationEngine(epsilon=epsilon)
-        engine.load(**parts)
-        engine.last_batch_id = batch_id
-        r_rows = r_updates = int(parts["R"]["src"].length())
-        log.record(engine, batch_id)
-    else:
-        if engine is None:
-            engine = RelationEngine(epsilon=epsilon)
-        r_updates = _check_set_semantics(engine, table, shard, batch_id)
-        r_rows = int(pc.sum(pc.equal(table.column("rel"), 0)).as_py() or 0)
-        rep = engine.apply(table, batch_id=batch_id)
-        if rep.path == "skipped":  # pragma: no cover - guarded by the expected-id check
-            raise RuntimeError(f"HyperCube shard {shard}: batch {batch_id} was already applied")
-        log.record(engine, batch_id, table)
-    _REGISTRY[key] = (generation, engine)
-    return {"shard": int(shard), "q": int(engine.count()), "last": int(batch_id),
-            "r_rows": r_rows, "r_updates": r_updates,
-            "seconds": time.perf_counter() - t0, "restored": restored}
+        return _OpenShard(shard, **kw).run(table, mode=mode, batch_id=batch_id,
+                                           epsilon=epsilon)
+    sh, resolved, counts = _prepare(shard, table, k=k, directed=directed,
+                                    on_conflict=on_conflict, **kw)
+    return sh.run(resolved, mode=mode, batch_id=batch_id, epsilon=epsilon, **counts)
 
 
 def _result_table(rows: list[dict]) -> pa.Table:
@@ -287,6 +418,7 @@ def _result_table(rows: list[dict]) -> pa.Table:
         "last": pa.array([r["last"] for r in rows], pa.int64()),
         "r_rows": pa.array([r["r_rows"] for r in rows], pa.int64()),
         "r_updates": pa.array([r["r_updates"] for r in rows], pa.int64()),
+        "ignored": pa.array([r["ignored"] for r in rows], pa.int64()),
         "seconds": pa.array([r["seconds"] for r in rows], pa.float64()),
         "restored": pa.array([r["restored"] for r in rows], pa.bool_()),
     })
@@ -343,9 +475,14 @@ class _HyperCubeDriver:
     """Driver-side bookkeeping shared by the local and the Spark runner."""
 
     def __init__(self, state_dir: str | os.PathLike[str], *, k: int = 2, directed: bool = False,
-                 epsilon: str = "1/2", seed: int = 0, snapshot_every: int = 1):
+                 epsilon: str = "1/2", seed: int = 0, snapshot_every: int = 1,
+                 on_conflict: str = "error"):
         if int(k) < 1:
             raise InputError(f"k must be at least 1, got {k}", column="shards")
+        if on_conflict not in ("error", "ignore"):
+            raise InputError(f"on_conflict must be 'error' or 'ignore', got {on_conflict!r}",
+                             column="on_conflict")
+        self.on_conflict = on_conflict
         self.state_dir = str(pathlib.Path(state_dir).resolve())
         pathlib.Path(self.state_dir).mkdir(parents=True, exist_ok=True)
         self.snapshot_every = int(snapshot_every)
@@ -409,7 +546,8 @@ class _HyperCubeDriver:
 
     def _task_kwargs(self) -> dict:
         return {"state_dir": self.state_dir, "epsilon": self.epsilon,
-                "snapshot_every": self.snapshot_every, "generation": self.generation}
+                "snapshot_every": self.snapshot_every, "generation": self.generation,
+                "k": self.k, "directed": self.directed, "on_conflict": self.on_conflict}
 
     def _commit(self, batch_id: int, rows: list[dict], t0: float, path: str) -> BatchReport:
         q_before = self.Q
@@ -422,6 +560,7 @@ class _HyperCubeDriver:
             updates=sum(int(r["r_updates"]) for r in rows) // dirs,
             triangles=self.count(), delta=(self.Q - q_before) // self._per,
             seconds=time.perf_counter() - t0, path=path,
+            ignored=sum(int(r.get("ignored", 0)) for r in rows),
             extra={"shards_touched": len(rows), "shards": self.k ** 3,
                    "shard_seconds_max": max((float(r["seconds"]) for r in rows), default=0.0),
                    "restored": sum(bool(r["restored"]) for r in rows)})
@@ -441,7 +580,10 @@ class LocalHyperCube(_HyperCubeDriver):
     """The HyperCube count with every shard task run in this process (no Spark).
 
     Same state folder layout, tasks and results as :class:`SparkHyperCube`; used to check the
-    partitioning and the restore path, and as the reference for the Spark runner.
+    partitioning and the restore path, and as the reference for the Spark runner. Parameters
+    as :class:`SparkHyperCube` (without ``spark`` and ``method``). Shards are run in two
+    phases: all of them resolve their conflicts (see :func:`resolve_conflicts`), then all
+    apply, so a batch that raises :class:`~gpu_ivm.errors.ConflictError` changes no shard.
 
     Examples
     --------
@@ -454,6 +596,11 @@ class LocalHyperCube(_HyperCubeDriver):
     4
     >>> hc.apply({"src": [9], "dst": [8], "sign": [1]}, batch_id=0).path   # a replay
     'skipped'
+    >>> hc = LocalHyperCube(tempfile.mkdtemp(), k=2, on_conflict="ignore")
+    >>> _ = hc.load({"src": [1, 2, 3], "dst": [2, 3, 1]})
+    >>> rep = hc.apply({"src": [2, 3, 4, 4], "dst": [1, 4, 1, 2], "sign": [1, 1, 1, -1]})
+    >>> rep.triangles, rep.updates, rep.ignored   # (2, 1) is present; (4, 2) is absent
+    (2, 2, 2)
     """
 
     def load(self, edges: Any) -> BatchReport:
@@ -483,8 +630,17 @@ class LocalHyperCube(_HyperCubeDriver):
     def _run(self, routed: pa.Table, mode: str, batch_id: int) -> list[dict]:
         exp = self._expected()
         kw = self._task_kwargs()
-        return [shard_task(s, part, mode=mode, batch_id=batch_id, expected=exp.get(s), **kw)
-                for s, part in _split_by_shard(routed)]
+        if mode == "load":
+            return [shard_task(s, part, mode=mode, batch_id=batch_id, expected=exp.get(s),
+                               **kw)
+                    for s, part in _split_by_shard(routed)]
+        # two phases: every shard resolves its conflicts before any shard changes, so a
+        # ConflictError leaves every shard (memory, registry and folder) as it was
+        epsilon = kw.pop("epsilon")
+        prepared = [_prepare(s, part, batch_id=batch_id, expected=exp.get(s), **kw)
+                    for s, part in _split_by_shard(routed)]
+        return [sh.run(resolved, mode=mode, batch_id=batch_id, epsilon=epsilon, **counts)
+                for sh, resolved, counts in prepared]
 
 
 class SparkHyperCube(_HyperCubeDriver):
@@ -503,6 +659,18 @@ class SparkHyperCube(_HyperCubeDriver):
         Directed 3-cycles instead of triangles; the shards' IVM^ε exponent; the hash seed;
         snapshot frequency (1: a snapshot of every touched shard after every batch; m: a log
         entry per batch and a snapshot every m-th).
+    on_conflict : {"error", "ignore"}
+        As :class:`gpu_ivm.GraphEngine`: rows that insert a present edge or delete an absent
+        one (taking a batch's rows of one edge together: its net change) raise
+        :class:`~gpu_ivm.errors.ConflictError` and the batch is not committed, or are
+        skipped and counted in ``BatchReport.ignored``. Every replica of an edge decides
+        alike from its own copy and exactly one reports the ignored rows
+        (:func:`resolve_conflicts`). With "error" the shard tasks run concurrently, so
+        shards without the conflicting edge may apply the batch before the job fails; the
+        batch is not committed, and those shards are restored at their committed batch by
+        their next task (their uncommitted files are deleted), so the result is as if the
+        batch had never been attempted. Not stored in the state folder: a re-opened folder
+        may use either.
     method : {"auto", "grouped", "partitions"}
         ``groupBy("shard").applyInArrow`` (Spark ≥ 4, "auto" picks it when available) or
         ``repartition("shard").mapInArrow``.
@@ -510,9 +678,9 @@ class SparkHyperCube(_HyperCubeDriver):
 
     def __init__(self, spark: SparkSession, state_dir: str | os.PathLike[str], *, k: int = 2,
                  directed: bool = False, epsilon: str = "1/2", seed: int = 0,
-                 snapshot_every: int = 1, method: str = "auto"):
+                 snapshot_every: int = 1, method: str = "auto", on_conflict: str = "error"):
         super().__init__(state_dir, k=k, directed=directed, epsilon=epsilon, seed=seed,
-                         snapshot_every=snapshot_every)
+                         snapshot_every=snapshot_every, on_conflict=on_conflict)
         self.spark = spark
         if method not in ("auto", "grouped", "partitions"):
             raise InputError(f"method must be auto, grouped or partitions, got {method!r}")

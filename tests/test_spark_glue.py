@@ -202,6 +202,52 @@ def test_hypercube_spark_equals_single_engine(spark, tmp_path, k):
     assert hc.apply(batches[0], batch_id=1).path == "skipped"
 
 
+def test_hypercube_spark_on_conflict(spark, tmp_path):
+    """on_conflict="ignore" equals GraphEngine(on_conflict="ignore") (count, ignored,
+    updates); "error" raises the core's ConflictError and the batch leaves no trace."""
+    from gpu_ivm.errors import ConflictError
+
+    base = {"src": [1, 2, 3, 3, 4], "dst": [2, 3, 1, 4, 5]}
+    batches = [  # (src, dst, sign) rows
+        [(2, 1, 1), (1, 4, 1), (4, 1, 1), (2, 4, 1), (7, 8, -1), (5, 5, 1), (1, 5, 1),
+         (5, 1, -1), (3, 5, 1)],  # present, twice, valid, absent, loop, net 0, valid
+        [(4, 3, -1), (3, 4, -1), (2, 3, -1), (2, 4, -1), (4, 2, 1), (6, 7, 1), (7, 8, 1),
+         (6, 8, 1), (9, 9, -1)],  # deleted twice, valid, net 0, a new triangle
+        [(3, 4, 1), (1, 3, -1), (1, 4, 1), (8, 6, 1), (6, 7, -1), (7, 6, 1), (9, 1, -1)],
+    ]
+    batches = [{c: [r[j] for r in b] for j, c in enumerate(("src", "dst", "sign"))}
+               for b in batches]
+    g = gpu_ivm.GraphEngine(on_conflict="ignore")
+    g.load(base)
+    hc = SparkHyperCube(spark, tmp_path / "ignore", k=2, on_conflict="ignore",
+                        snapshot_every=2)
+    hc.load(base)
+    ignored = 0
+    for i, b in enumerate(batches):
+        r1, r2 = g.apply(b), hc.apply(create_frame(spark, pa.table(b)), batch_id=i)
+        assert (r2.triangles, r2.ignored, r2.updates, r2.delta) == \
+            (r1.triangles, r1.ignored, r1.updates, r1.delta), f"batch {i}"
+        ignored += r1.ignored
+    assert ignored == 9  # 4 + 2 + 3
+    # error mode: concurrent shard tasks may apply the failed batch; it is never committed
+    g = gpu_ivm.GraphEngine()
+    g.load(base)
+    hc = SparkHyperCube(spark, tmp_path / "error", k=2, snapshot_every=2)
+    hc.load(base)
+    ok = [{"src": [1], "dst": [4], "sign": [1]}, {"src": [2, 5], "dst": [4, 1], "sign": [1, 1]},
+          {"src": [1, 3], "dst": [2, 5], "sign": [-1, 1]}]
+    assert hc.apply(ok[0], batch_id=0).triangles == g.apply(ok[0]).triangles
+    bad = {"src": [2, 5, 6, 7], "dst": [4, 3, 8, 8], "sign": [1, 1, 1, -1]}  # (7, 8) absent
+    with pytest.raises(ConflictError, match="absent"):
+        g.apply(bad)
+    with pytest.raises(ConflictError, match="absent"):
+        hc.apply(create_frame(spark, pa.table(bad)), batch_id=1)
+    assert hc.last_batch_id == 0 and hc.count() == g.count()
+    assert hc.apply(ok[1], batch_id=2).triangles == g.apply(ok[1]).triangles
+    hc.forget_executor_state()  # every shard restored from its folder
+    assert hc.apply(ok[2], batch_id=3).triangles == g.apply(ok[2]).triangles
+
+
 def test_hypercube_spark_snap(spark, tmp_path):
     path = DATA / "ca-GrQc.txt.gz"
     if not path.exists():

@@ -95,6 +95,165 @@ def test_hypercube_conflict_rolls_back(tmp_path):
     assert hc.apply({"src": [1, 2], "dst": [4, 4], "sign": [1, 1]}, batch_id=0).triangles == 2
 
 
+def _conflicting_batch(g, rng, nv: int, max_rows: int = 24) -> dict:
+    """A batch against the reference engine ``g`` with deliberate conflicts: re-inserts of
+    present edges (either orientation), deletes of absent edges (also of unseen vertices),
+    duplicate rows (same or reversed orientation, same or opposite sign: conflicting twice
+    over or netting to zero), self-loops, and plain valid rows."""
+    es, ed = g.edges()
+    present = list(zip(es.tolist(), ed.tolist()))
+    rows = []
+    for _ in range(int(rng.integers(1, max_rows + 1))):
+        r = rng.random()
+        if present and r < 0.45:
+            u, v = present[int(rng.integers(len(present)))]
+            if not g.directed and rng.random() < 0.5:
+                u, v = v, u
+            rows.append((u, v, int(rng.choice([1, -1]))))  # re-insert (conflict) or delete
+        elif r < 0.5:
+            u = int(rng.integers(nv))
+            rows.append((u, u, 1))  # self-loop: dropped, never "ignored"
+        elif r < 0.6:
+            rows.append((nv + int(rng.integers(5)), int(rng.integers(nv)), -1))  # unseen
+        else:
+            u, v = int(rng.integers(nv)), int(rng.integers(nv))
+            rows.append((u, v, int(rng.choice([1, -1]))))
+    for u, v, sgn in list(rows):  # duplicates inside the batch
+        if rng.random() < 0.3:
+            if not g.directed and rng.random() < 0.5:
+                u, v = v, u
+            rows.append((u, v, sgn if rng.random() < 0.5 else -sgn))
+    order = rng.permutation(len(rows))
+    rows = [rows[i] for i in order]
+    return {c: np.array([r[j] for r in rows], np.int64) for j, c in enumerate(("src", "dst",
+                                                                             "sign"))}
+
+
+@pytest.mark.parametrize(("k", "directed"), [(1, False), (2, False), (3, False), (2, True)])
+def test_hypercube_ignore_equals_single_engine(tmp_path, k, directed):
+    """on_conflict="ignore": count, ignored, updates and delta equal a single
+    GraphEngine(on_conflict="ignore") after every batch, however an edge's rows are
+    replicated over the shards."""
+    rng = np.random.default_rng(500 + 10 * k + directed)
+    o = GraphOracle(directed=directed)
+    base = _base(rng, 25, 60, o)
+    g = gpu_ivm.GraphEngine(directed=directed, on_conflict="ignore")
+    hc = LocalHyperCube(tmp_path, k=k, directed=directed, on_conflict="ignore",
+                        snapshot_every=2)
+    assert g.load(base).triangles == hc.load(base).triangles
+    total_ignored = total_dup_kept = 0
+    for i in range(14):
+        b = _conflicting_batch(g, rng, 25)
+        r1, r2 = g.apply(b), hc.apply(b, batch_id=i)
+        assert (r2.triangles, r2.ignored, r2.updates, r2.delta) == \
+            (r1.triangles, r1.ignored, r1.updates, r1.delta), f"batch {i}"
+        total_ignored += r1.ignored
+        total_dup_kept += r1.rows - r1.self_loops - r1.ignored > r1.updates
+        if i % 5 == 4:
+            clear_registry()  # restored shards decide the same
+    # the stream did exercise conflicts and kept duplicate groups (e.g. +1 -1 nets)
+    assert total_ignored > 20 and total_dup_kept > 0
+    assert hc.count() == g.recount()
+    again = LocalHyperCube(tmp_path, k=k, directed=directed)  # durable; error mode by default
+    assert again.count() == g.count() and again.on_conflict == "error"
+
+
+def test_hypercube_ignore_string_keys(tmp_path):
+    hc = LocalHyperCube(tmp_path, k=2, on_conflict="ignore")
+    g = gpu_ivm.GraphEngine(on_conflict="ignore")
+    base = {"src": ["a", "b", "c"], "dst": ["b", "c", "a"]}
+    hc.load(base)
+    g.load(base)
+    b = {"src": ["b", "a", "d", "d", "e", "c", "a"], "dst": ["a", "d", "b", "c", "f", "c", "d"],
+         "sign": [1, 1, 1, 1, -1, 1, 1]}
+    r1, r2 = g.apply(b), hc.apply(b)
+    assert (r2.triangles, r2.ignored, r2.updates) == (r1.triangles, r1.ignored, r1.updates)
+    assert r2.ignored == 4  # (b, a) present, (e, f) absent, (a, d) twice; (c, c) a loop
+
+
+def _shard_files(path) -> dict:
+    return {p.name: sorted(x.name for x in p.iterdir())
+            for p in sorted(path.glob("shard-*"))}
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_hypercube_conflict_error_changes_nothing(tmp_path, k):
+    """on_conflict="error" (default): a batch raises ConflictError exactly when the single
+    engine does, and leaves the manifest, every shard's folder and every in-memory shard
+    engine as they were (the next batch restores nothing)."""
+    import json
+
+    rng = np.random.default_rng(700 + k)
+    o = GraphOracle()
+    base = _base(rng, 20, 50, o)
+    g = gpu_ivm.GraphEngine()
+    hc = LocalHyperCube(tmp_path, k=k, snapshot_every=3)
+    g.load(base)
+    hc.load(base)
+    bid = failed = 0
+    committed = -1
+    for _ in range(16):
+        b = _conflicting_batch(g, rng, 20, max_rows=4)
+        try:
+            r1 = g.apply(b)
+        except ConflictError:
+            files, manifest = _shard_files(tmp_path), (tmp_path / "manifest.json").read_text()
+            with pytest.raises(ConflictError, match="already present|absent|twice"):
+                hc.apply(b, batch_id=bid)
+            assert _shard_files(tmp_path) == files
+            assert (tmp_path / "manifest.json").read_text() == manifest
+            assert hc.count() == g.count() and hc.last_batch_id == committed
+            failed += 1
+            bid += 1  # the next batch takes another id
+            continue
+        r2 = hc.apply(b, batch_id=bid)
+        committed = bid
+        bid += 1
+        assert (r2.triangles, r2.updates, r2.ignored) == (r1.triangles, r1.updates, 0)
+        assert r2.extra["restored"] == 0  # nothing to roll back
+    assert failed > 3 and bid - failed > 3
+    assert json.loads((tmp_path / "manifest.json").read_text())["committed"] == hc.last_batch_id
+
+
+def test_hypercube_failed_attempt_is_forgotten(tmp_path):
+    """A Spark job that fails after some shard tasks applied and recorded a batch (as with a
+    conflict found by another shard): the next batch, under another id, restores those shards
+    at their committed batch and deletes the failed attempt's files, so later restores never
+    start from them (snapshot_every > 1: snapshots and log entries mixed)."""
+    from gpu_ivm.spark_glue.hypercube import _split_by_shard, shard_task
+
+    rng = np.random.default_rng(11)
+    o = GraphOracle()
+    base = _base(rng, 20, 50, o)
+    g = gpu_ivm.GraphEngine()
+    hc = LocalHyperCube(tmp_path, k=2, snapshot_every=3)
+    g.load(base)
+    hc.load(base)
+    bid = 0
+    for i, b in enumerate(graph_batches(o, rng, n_batches=10, nv=20, max_batch=8, hub_p=0.3)):
+        # the failed attempt: half the shards ran a batch that was never committed
+        # (deletes of present edges and a new triangle: it would change the count)
+        present = list(zip(*(x.tolist() for x in g.edges())))  # committed, before b
+        dels = [present[j] for j in rng.choice(len(present), min(6, len(present)),
+                                               replace=False)]
+        t = 100 + 3 * i
+        rows = [(u, v, -1) for u, v in dels] + [(t, t + 1, 1), (t + 1, t + 2, 1), (t, t + 2, 1)]
+        src, dst, sign = (np.array(c, np.int64) for c in zip(*rows))
+        routed = route_updates(src, dst, sign, k=2)
+        exp, kw = hc._expected(), hc._task_kwargs()
+        for s, part in list(_split_by_shard(routed))[::2]:
+            shard_task(s, part, mode="apply", batch_id=bid, expected=exp.get(s), **kw)
+        bid += 1
+        r = hc.apply(b, batch_id=bid)
+        bid += 1
+        assert r.triangles == g.apply(b).triangles == o.count(), f"batch {i}"
+        if i % 2:
+            clear_registry()
+    for files in _shard_files(tmp_path).values():  # nothing above the committed batches
+        ids = [int(n.split("-", 1)[1].split(".")[0]) for n in files if not n.startswith(".")]
+        assert max(ids) <= hc.last_batch_id
+
+
 def test_engine_log_snapshots_and_log(tmp_path):
     log = EngineLog(tmp_path, snapshot_every=3)
     g = gpu_ivm.GraphEngine()
