@@ -20,7 +20,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .lsm import get, real_end, run_mask, run_range
+from .lsm import gallop, get, real_end, run_mask, run_range
 
 CHOICE_NONE = -1
 CHOICE_NEXT_ROW = 0
@@ -107,9 +107,107 @@ def _weight(x, y, z, wz, choice, use_n, use_p, pat, nst, n_fy, pst, p_fx):
 
 
 @nb.njit(cache=True)
+def _merge(k1, v1, lo1, hi1, k2, v2, lo2, hi2, m, pat, n_fy, p_fx, emit, w_out, out_z, out_w):
+    """Intersect two sorted single-row ranges on z (low 32 bits): merge when the lengths are
+    comparable, else gallop the longer with the shorter's entries (O(min·log(max/min)));
+    emit (z, m·v1·v2) from w_out on, or return the sum. Range 1 is N(y, ·), 2 is P(·, x)."""
+    total = 0
+    n1 = hi1 - lo1
+    n2 = hi2 - lo2
+    if n1 <= 0 or n2 <= 0:
+        return w_out, 0
+    if n1 * 8 < n2 or n2 * 8 < n1:
+        swap = n2 < n1
+        if swap:
+            k1, v1, lo1, hi1, k2, v2, lo2, hi2 = k2, v2, lo2, hi2, k1, v1, lo1, hi1
+        base = k2[lo2] & ~0xFFFFFFFF
+        p = lo2
+        for i in range(lo1, hi1):
+            a = v1[i]
+            if a == 0:
+                continue
+            t = base | (k1[i] & 0xFFFFFFFF)
+            p = gallop(k2, p, hi2, t)
+            if p >= hi2:
+                break
+            if k2[p] == t and v2[p] != 0:
+                z = t & 0xFFFFFFFF
+                if _ok(_flag(n_fy, z), pat[3]) and _ok(_flag(p_fx, z), pat[4]):
+                    if emit:
+                        out_z[w_out] = z
+                        out_w[w_out] = m * a * v2[p]
+                        w_out += 1
+                    else:
+                        total += a * v2[p]
+        return w_out, total
+    i = lo1
+    j = lo2
+    while i < hi1 and j < hi2:
+        c1 = k1[i] & 0xFFFFFFFF
+        c2 = k2[j] & 0xFFFFFFFF
+        if c1 < c2:
+            i += 1
+        elif c2 < c1:
+            j += 1
+        else:
+            a = v1[i]
+            b = v2[j]
+            if a != 0 and b != 0 and _ok(_flag(n_fy, c1), pat[3]) and \
+                    _ok(_flag(p_fx, c1), pat[4]):
+                if emit:
+                    out_z[w_out] = c1
+                    out_w[w_out] = m * a * b
+                    w_out += 1
+                else:
+                    total += a * b
+            i += 1
+            j += 1
+    return w_out, total
+
+
+@nb.njit(cache=True)
+def _intersect(x, y, m, pat, nst, n_fy, pst, p_fx, emit, base, out_z, out_w):
+    """Σ_z N(y,z)·P(z,x) (or the emitted terms) by merging the two rows over all run pairs."""
+    w_out = base
+    total = 0
+    k1 = nst[0]
+    v1 = nst[1]
+    k2 = pst[0]
+    v2 = pst[1]
+    m1 = run_mask(nst, y)
+    m2full = run_mask(pst, x)
+    if m1 == 0 or m2full == 0:
+        return 0
+    j1 = 0
+    while m1 != 0:
+        if m1 & 1:
+            lo1, hi1 = run_range(nst, j1, y)
+            hi1 = real_end(k1, lo1, hi1, y)
+            if hi1 > lo1:
+                m2 = m2full
+                j2 = 0
+                while m2 != 0:
+                    if m2 & 1:
+                        lo2, hi2 = run_range(pst, j2, x)
+                        hi2 = real_end(k2, lo2, hi2, x)
+                        w_out, t = _merge(k1, v1, lo1, hi1, k2, v2, lo2, hi2, m, pat, n_fy,
+                                          p_fx, emit, w_out, out_z, out_w)
+                        total += t
+                    m2 >>= 1
+                    j2 += 1
+        m1 >>= 1
+        j1 += 1
+    if emit:
+        return w_out - base
+    return total
+
+
+@nb.njit(cache=True)
 def _walk(i, x, y, m, choice, use_n, use_p, pat, nst, n_fy, n_hl, pst, p_fx, p_hl,
           emit, base, out_z, out_w):
     """Walk the chosen list of update i; emit (z, m·w) at out[base...] or return the sum."""
+    if use_n and use_p and (choice == CHOICE_NEXT_ROW or choice == CHOICE_PREV_ROW):
+        return _intersect(x, y, m, pat, nst, n_fy, pst, p_fx, emit, base, out_z, out_w)
     w_out = base
     total = 0
     if choice == CHOICE_NEXT_HEAVY or choice == CHOICE_PREV_HEAVY:
