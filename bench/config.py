@@ -112,6 +112,20 @@ class StorageConfig:
 
 
 @dataclass(frozen=True)
+class QueriesConfig:
+    """Free-variable queries: update throughput with Δ1, Δ2 or Δ3 maintained next to the count,
+    versus the count alone, and enumeration throughput, on one R-MAT mixed stream per ε."""
+
+    scale: int = 16
+    batch_size: int = 1000
+    n_batches: int = 10
+    epsilons: tuple[str, ...] = ("0", "1/2", "1")
+    maintain: tuple[str, ...] = ("count", "vertex_counts", "edge_counts", "triangles")
+    seed: int = 1
+    cap_s: float = 300.0
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     replay: ReplayConfig
@@ -120,6 +134,7 @@ class Profile:
     windows: WindowConfig
     static: StaticConfig
     spark: SparkConfig
+    queries: QueriesConfig = field(default_factory=QueriesConfig)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -149,6 +164,7 @@ QUICK = Profile(
                         recount_timed=3, cap_s=60.0),
     spark=SparkConfig(scale=14, batches={1000: 5, 10_000: 3}, cap_s=120.0),
     storage=StorageConfig(sizes=(1 << 18, 1 << 22), time_budget=60.0, repeats=1),
+    queries=QueriesConfig(scale=14, n_batches=6, cap_s=120.0),
 )
 
 TINY = Profile(
@@ -167,6 +183,7 @@ TINY = Profile(
     spark=SparkConfig(scale=8, batches={100: 2}, cap_s=60.0, enabled=False),
     storage=StorageConfig(sizes=(1 << 12, 1 << 13), batch=200, time_budget=30.0,
                           repeats=1, warmup=False),
+    queries=QueriesConfig(scale=8, batch_size=50, n_batches=3, cap_s=60.0),
 )
 
 PROFILES = {p.name: p for p in (TINY, QUICK, FULL)}
