@@ -28,7 +28,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..encoding import pack, transpose, unpack
-from ..kernels import query_kernels as qk
+from ..kernels import query_kernels as _cpu_query_kernels
 from ..rational import Thresholds
 from . import specs as sp
 from .storage import Relation, View, consolidate, unique_sorted
@@ -64,6 +64,8 @@ class FreeQueries:
         self.families = [f for f in sp.FAMILIES if f in families]
         self.epsilons = list(epsilons)
         self.kernels = kernels
+        # the backend's query kernels (CPU Numba unless the backend brings its own)
+        self.qk = getattr(kernels, "query", None) or _cpu_query_kernels
         self.track_changes = track_changes
         self.specs = sp.views_for(self.families)
         self.views = {v.signature: View(len(v.key), kernels) for v in self.specs}
@@ -318,49 +320,54 @@ class FreeQueries:
         return (n in spec.atoms, p in spec.atoms, N.fwd.nt(), N.flags[0], N.flags[1],
                 N.heavy[1], P.bwd.nt(), P.flags[1], P.flags[0], P.heavy[0])
 
-    def expand(self, k: int, spec: sp.ViewSpec, xs, ys, ms, fxs, fys):
-        """(index of the update, z, m·weight) for every z joining update (x, y) in ``spec``."""
-        use_n, use_p, nst, n_fx, n_fy, n_hl, pst, p_fy, p_fx, p_hl = self._args(k, spec)
+    def _plan(self, k: int, spec: sp.ViewSpec, xs, ys, fxs, fys):
+        """Count pass: per update, the list to walk and its length."""
+        args = self._args(k, spec)
+        use_n, use_p, nst, n_fx, n_fy, n_hl, pst, p_fy, p_fx, p_hl = args
         pat = _pattern_array(spec, k)
-        xs = np.ascontiguousarray(xs, np.int64)
-        ys = np.ascontiguousarray(ys, np.int64)
         m = xs.shape[0]
         choice = np.empty(m, np.int64)
         length = np.empty(m, np.int64)
+        if m:
+            self.qk.plan(xs, ys, np.ascontiguousarray(fxs, np.uint8),
+                         np.ascontiguousarray(fys, np.uint8), pat, use_n, use_p, nst, n_fx,
+                         n_hl, pst, p_fy, p_hl, choice, length)
+        return args, pat, choice, length
+
+    def expand(self, k: int, spec: sp.ViewSpec, xs, ys, ms, fxs, fys):
+        """(index of the update, z, m·weight) for every z joining update (x, y) in ``spec``."""
+        xs = np.ascontiguousarray(xs, np.int64)
+        ys = np.ascontiguousarray(ys, np.int64)
+        m = xs.shape[0]
         if m == 0:
             return _EMPTY, _EMPTY, _EMPTY
-        qk.plan(xs, ys, np.ascontiguousarray(fxs, np.uint8), np.ascontiguousarray(fys, np.uint8),
-                pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl, choice, length)
+        args, pat, choice, length = self._plan(k, spec, xs, ys, fxs, fys)
+        use_n, use_p, nst, _, n_fy, n_hl, pst, _, p_fx, p_hl = args
         ptr = np.zeros(m + 1, np.int64)
         np.cumsum(length, out=ptr[1:])
         total = int(ptr[-1])
         out_z = np.empty(total, np.int64)
         out_w = np.empty(total, np.int64)
         count = np.empty(m, np.int64)
-        qk.emit(xs, ys, np.ascontiguousarray(ms, np.int64), choice, ptr, pat, use_n, use_p,
-                nst, n_fy, n_hl, pst, p_fx, p_hl, out_z, out_w, count)
+        self.qk.emit(xs, ys, np.ascontiguousarray(ms, np.int64), choice, ptr, pat, use_n, use_p,
+                     nst, n_fy, n_hl, pst, p_fx, p_hl, out_z, out_w, count)
         n_out = int(count.sum())
         idx = np.empty(n_out, np.int64)
         zz = np.empty(n_out, np.int64)
         ww = np.empty(n_out, np.int64)
-        qk.compact(ptr, count, out_z, out_w, idx, zz, ww)
+        self.qk.compact(ptr, count, out_z, out_w, idx, zz, ww)
         return idx, zz, ww
 
     def path_sums(self, k: int, spec: sp.ViewSpec, xs, ys, fxs, fys) -> np.ndarray:
         """Σ_z over the view's other atoms, per update (x, y) (multiplicity not applied)."""
-        use_n, use_p, nst, n_fx, n_fy, n_hl, pst, p_fy, p_fx, p_hl = self._args(k, spec)
-        pat = _pattern_array(spec, k)
         xs = np.ascontiguousarray(xs, np.int64)
         ys = np.ascontiguousarray(ys, np.int64)
-        m = xs.shape[0]
-        out = np.zeros(m, np.int64)
-        if m == 0:
+        out = np.zeros(xs.shape[0], np.int64)
+        if xs.shape[0] == 0:
             return out
-        choice = np.empty(m, np.int64)
-        length = np.empty(m, np.int64)
-        qk.plan(xs, ys, np.ascontiguousarray(fxs, np.uint8), np.ascontiguousarray(fys, np.uint8),
-                pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl, choice, length)
-        qk.sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, out)
+        args, pat, choice, _ = self._plan(k, spec, xs, ys, fxs, fys)
+        use_n, use_p, nst, _, n_fy, n_hl, pst, _, p_fx, p_hl = args
+        self.qk.sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, out)
         return out
 
     def _view_delta(self, spec: sp.ViewSpec, k: int, xs, ys, ms, fxs, fys) -> None:

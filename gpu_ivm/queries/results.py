@@ -17,7 +17,6 @@ from collections.abc import Iterator
 import numpy as np
 
 from ..encoding import pack
-from ..kernels import query_kernels as qk
 from . import specs as sp
 from .maintain import FreeQueries
 
@@ -163,7 +162,7 @@ def vertex_lookup(fq: FreeQueries, a: np.ndarray) -> np.ndarray:
             out[inside] += fq.view(spec.name).dense[a[inside]]
     r, s, t = fq.rels
     extra = np.zeros(a.shape[0], np.int64)
-    qk.pair_sums(a, r.fwd.nt(), r.flags[1], 1, t.bwd.nt(), t.flags[0], 1, s.fwd.nt(), extra)
+    fq.qk.pair_sums(a, r.fwd.nt(), r.flags[1], 1, t.bwd.nt(), t.flags[0], 1, s.fwd.nt(), extra)
     light = (r.flags[0][a] == 0) & (t.flags[1][a] == 0) if fq.cap else np.zeros(0, bool)
     out += np.where(light, extra, 0)
     return out
