@@ -4,7 +4,9 @@ Subcommands
 -----------
 count GRAPH          triangles of an edge-list file, as one JSON object
 replay               load a base graph and apply a folder of batch files in name order;
-                     --snapshot-dir/--snapshot-every keep snapshots, --resume continues
+                     --snapshot-dir/--snapshot-every keep snapshots, --resume continues;
+                     --emit/--out write per-vertex/per-edge counts or the triangles as Parquet,
+                     --emit-changes also each batch's changes; --relations: R, S, T form
 demo                 the embedded default workload (R-MAT graph + mixed batches)
 spark-replay         replay through a local Spark session (one engine or K^3 HyperCube shards)
 
@@ -14,10 +16,14 @@ Exit codes: 0 success, 2 bad input (message on stderr), 1 anything else.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import secrets
 import sys
 import time
+from pathlib import Path
 
 from .errors import GpuIvmError, InputError
 
@@ -64,12 +70,21 @@ def _replay_meta(args, files, sizes: list[int], n_applied: int, engine_cfg: dict
     }}
 
 
-def _engine_cfg(directed: bool, epsilon, on_conflict: str) -> dict:
+def _engine_cfg(args, maintain: list[str]) -> dict:
+    """The engine options recorded in (and checked against) a snapshot's manifest; graph
+    runs without --emit keep the layout of earlier versions."""
     from .rational import parse_epsilon
 
-    e = parse_epsilon(epsilon)
-    return {"directed": bool(directed), "epsilon": f"{e.numerator}/{e.denominator}",
-            "on_conflict": on_conflict}
+    e = parse_epsilon(args.epsilon)
+    eps = f"{e.numerator}/{e.denominator}"
+    if args.relations:
+        cfg = {"form": "relations", "epsilon": eps}
+    else:
+        cfg = {"directed": bool(args.directed), "epsilon": eps,
+               "on_conflict": args.on_conflict or "error"}
+    if maintain:
+        cfg.update(maintain=list(maintain), track_changes=bool(args.emit_changes))
+    return cfg
 
 
 def _resume(args, files, sizes: list[int], cfg: dict):
@@ -84,18 +99,20 @@ def _resume(args, files, sizes: list[int], cfg: dict):
               "beginning", file=sys.stderr)
         return None, 0, None
     from .graph_engine import GraphEngine
+    from .relation_engine import RelationEngine
 
     eng = load(latest, backend=args.backend)
     man_path = latest / MANIFEST
     meta = read_manifest(latest).get("metadata", {}).get("cli")
-    if not isinstance(eng, GraphEngine) or not isinstance(meta, dict) \
+    if not isinstance(eng, (GraphEngine, RelationEngine)) or not isinstance(meta, dict) \
             or not isinstance(meta.get("files"), list):
         raise SnapshotError("not written by `gpu-ivm replay` (no record of the batch files)",
                             file=man_path)
     eng_meta = meta.get("config", {})
     if eng_meta != cfg:
         raise InputError(f"{latest.name} was taken with {eng_meta}, but this run asks for "
-                         f"{cfg}; pass the same --epsilon/--directed/--on-conflict",
+                         f"{cfg}; pass the same --epsilon/--directed/--on-conflict/"
+                         "--relations/--emit/--emit-changes",
                          column="resume")
     n = int(meta.get("applied", -1))
     if n != len(meta["files"]) or n > len(files):
@@ -114,15 +131,169 @@ def _resume(args, files, sizes: list[int], cfg: dict):
     return eng, n, latest
 
 
+EMIT_CHOICES = {"vertex-counts": "vertex_counts", "edge-counts": "edge_counts",
+                "triangles": "triangles"}
+RESULT_CHUNK = 1 << 16
+_BATCH_FILE = re.compile(r"batch-(\d{6,})\.parquet")
+_TEMP_FILE = re.compile(r"\.(batch-\d+|vertex_counts|edge_counts|triangles)\.parquet\..+\.tmp")
+
+
+def _emitted(args) -> list[str]:
+    """The results asked for with --emit, as engine names, in a fixed order."""
+    asked = {EMIT_CHOICES[e] for e in args.emit or ()}
+    return [n for n in EMIT_CHOICES.values() if n in asked]
+
+
+def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
+    if args.emit and args.out is None:
+        parser.error("--emit needs --out DIR (the folder the Parquet files are written to)")
+    if args.out is not None and not args.emit:
+        parser.error("--out needs --emit (which of vertex-counts, edge-counts, triangles)")
+    if args.emit_changes and not args.emit:
+        parser.error("--emit-changes needs --emit and --out")
+    if args.relations and (args.directed or args.on_conflict is not None):
+        parser.error("--directed and --on-conflict belong to the graph form, not --relations")
+
+
+def _fsync_dir(d: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(d, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _write_parquet(path: Path, batches, schema=None) -> int:
+    """Stream Arrow record batches into ``path`` through a temporary file in the same folder
+    and rename it into place, so ``path`` is either absent, the old file or the complete new
+    one. Returns the rows written."""
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    rows = 0
+    try:
+        with open(tmp, "xb") as f:
+            writer = pq.ParquetWriter(f, schema) if schema is not None else None
+            try:
+                for b in batches:
+                    if writer is None:
+                        writer = pq.ParquetWriter(f, b.schema)
+                    writer.write_batch(b)
+                    rows += b.num_rows
+            finally:
+                if writer is not None:
+                    writer.close()
+            if writer is None:
+                raise RuntimeError(f"no record batches (and no schema) for {path}")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+    return rows
+
+
+def _prepare_out(out: Path, names: list[str], changes: bool, start: int,
+                 resumed: bool) -> None:
+    """Clear leftovers of interrupted writes from ``out``. With --emit-changes: a fresh run
+    refuses a folder holding change files (another run's feed); a resumed run removes the
+    change files of batches its snapshot does not hold (they are applied and written again)
+    and keeps the others, noting on stderr when some of those are missing."""
+    dirs = [out] + [out / "changes" / n for n in names]
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for p in d.iterdir():
+            if _TEMP_FILE.fullmatch(p.name):
+                p.unlink(missing_ok=True)
+    if not changes:
+        return
+    for d in dirs[1:]:
+        held = [(int(m.group(1)), p) for p in (d.iterdir() if d.is_dir() else ())
+                if (m := _BATCH_FILE.fullmatch(p.name))]
+        if held and not resumed:
+            raise InputError(f"{d} already holds change files of another run; continue it "
+                             "with --resume, or write to an empty --out folder", column="out")
+        for i, p in held:
+            if i >= start:
+                p.unlink()
+        missing = start - len({i for i, _ in held if i < start})
+        if missing:
+            print(f"gpu-ivm: note: {d} lacks the change files of {missing} of the {start} "
+                  "batches the snapshot holds", file=sys.stderr)
+
+
+def _write_changes(eng, out: Path, names: list[str], batch: int, rep) -> None:
+    ch = eng.last_changes()
+    for n in names:
+        t = ch[n]
+        if rep.updates == 0:
+            # a batch without net updates changes nothing (the graph engine would still
+            # report the previous batch's changes here)
+            t = t.slice(0, 0)
+        _write_parquet(out / "changes" / n / f"batch-{batch:06d}.parquet", t.to_batches(),
+                       t.schema)
+
+
+def _new_engine(args, maintain: list[str]):
+    """A fresh engine with the base loaded: (engine, load report)."""
+    kw = {"epsilon": args.epsilon, "backend": args.backend, "maintain": maintain or None,
+          "track_changes": bool(args.emit_changes)}
+    try:
+        if args.relations:
+            from .io import read_relation_updates
+            from .relation_engine import RelationEngine
+
+            eng = RelationEngine(**kw)
+            u = read_relation_updates(args.base)
+            parts = {nm: {"src": u.src[u.rel == k], "dst": u.dst[u.rel == k],
+                          "mult": u.mult[u.rel == k]} for k, nm in enumerate("RST")}
+            return eng, eng.load(**parts)
+        from .graph_engine import GraphEngine
+
+        eng = GraphEngine(directed=args.directed, on_conflict=args.on_conflict or "error", **kw)
+        return eng, eng.load(args.base)
+    except InputError as e:
+        raise InputError(f"base {'relations' if args.relations else 'graph'} {args.base}: "
+                         f"{e}") from e
+
+
+def _recount(eng, args) -> int:
+    """The count recomputed from the engine's current contents by the static algorithms."""
+    import numpy as np
+
+    from .static import count_triangles_arrays, relation_triangle_sum
+
+    if not args.relations:
+        s, d = eng.edges()
+        return count_triangles_arrays(eng.encoder.lookup(s), eng.encoder.lookup(d),
+                                      directed=args.directed)
+    rels = [eng.relation(nm) for nm in "RST"]
+    keys = np.concatenate([x for a, b, _ in rels for x in (a, b)])
+    uniq, ids = np.unique(keys, return_inverse=True)
+    offs = np.cumsum([0] + [x.shape[0] for a, b, _ in rels for x in (a, b)])
+    parts = [(ids[offs[2 * k]:offs[2 * k + 1]], ids[offs[2 * k + 1]:offs[2 * k + 2]], m)
+             for k, (_, _, m) in enumerate(rels)]
+    return int(relation_triangle_sum(*parts, max(uniq.shape[0], 1)))
+
+
 def cmd_replay(args) -> int:
-    from .graph_engine import GraphEngine
     from .io import list_batch_files
 
     files = list_batch_files(args.batches)
     sizes = [p.stat().st_size for p in files] if args.snapshot_dir or args.resume else []
     if args.snapshot_every < 1:
         raise InputError("--snapshot-every must be at least 1", column="snapshot-every")
-    cfg = _engine_cfg(args.directed, args.epsilon, args.on_conflict)
+    emit = _emitted(args)
+    out = Path(args.out) if emit else None
+    cfg = _engine_cfg(args, emit)
+    what = "Q" if args.relations else "directed 3-cycles" if args.directed else "triangles"
+    size_key = "tuples" if args.relations else "edges"
     snap_dir = args.snapshot_dir
     if snap_dir is not None:
         from .snapshot import list_snapshots
@@ -137,6 +308,8 @@ def cmd_replay(args) -> int:
     t_resume = time.perf_counter()
     if args.resume is not None:
         eng, start, resumed_from = _resume(args, files, sizes, cfg)
+    if out is not None:
+        _prepare_out(out, emit, args.emit_changes, start, resumed_from is not None)
 
     def snap(n: int) -> None:
         if snap_dir is not None:
@@ -144,20 +317,17 @@ def cmd_replay(args) -> int:
 
             save_numbered(eng, snap_dir, n, metadata=_replay_meta(args, files, sizes, n, cfg))
 
+    def size(e) -> int:
+        return e.size if args.relations else e.num_edges
+
     if eng is None:
-        eng = GraphEngine(directed=args.directed, epsilon=args.epsilon, backend=args.backend,
-                          on_conflict=args.on_conflict)
-        try:
-            rep = eng.load(args.base)
-        except InputError as e:
-            raise InputError(f"base graph {args.base}: {e}") from e
+        eng, rep = _new_engine(args, emit)
         if args.json:
             d = rep.to_dict()
             d.update(batch="base", file=str(args.base))
             print(json.dumps(d), flush=True)
         else:
-            print(f"base: {eng.num_edges:,} edges, {eng.count():,} "
-                  f"{'directed 3-cycles' if args.directed else 'triangles'} "
+            print(f"base: {size(eng):,} {size_key}, {eng.count():,} {what} "
                   f"[{rep.seconds:.2f} s]", flush=True)
         snap(0)
     else:
@@ -165,12 +335,11 @@ def cmd_replay(args) -> int:
             print(json.dumps({"batch": "resume", "rows": 0, "updates": 0,
                               "triangles": eng.count(), "delta": 0,
                               "seconds": round(time.perf_counter() - t_resume, 6),
-                              "path": "resume", "applied": start, "edges": eng.num_edges,
+                              "path": "resume", "applied": start, size_key: size(eng),
                               "file": str(resumed_from)}), flush=True)
         else:
             print(f"resumed: {start} of {len(files)} batch files already applied, "
-                  f"{eng.num_edges:,} edges, {eng.count():,} "
-                  f"{'directed 3-cycles' if args.directed else 'triangles'}", flush=True)
+                  f"{size(eng):,} {size_key}, {eng.count():,} {what}", flush=True)
     total_updates = 0
     total_s = 0.0
     todo = list(enumerate(files))[start:]
@@ -181,26 +350,30 @@ def cmd_replay(args) -> int:
             raise InputError(f"{path.name}: {e}") from e
         total_updates += r.updates
         total_s += r.seconds
+        if args.emit_changes and r.path != "skipped":
+            _write_changes(eng, out, emit, i, r)
         if args.json:
             d = r.to_dict()
             d.update(batch=i, file=path.name)
             print(json.dumps(d), flush=True)
         else:
-            print(f"{path.name}: {r.updates:,} updates, triangles {r.triangles:,} "
+            print(f"{path.name}: {r.updates:,} updates, "
+                  f"{'Q' if args.relations else 'triangles'} {r.triangles:,} "
                   f"({r.delta:+,}) [{r.seconds * 1e3:.1f} ms, {r.path}]", flush=True)
         if (i + 1) % args.snapshot_every == 0 or i + 1 == len(files):
             snap(i + 1)
 
     if args.check:
-        from .static import count_triangles_arrays
-
-        s, d = eng.edges()
-        expect = count_triangles_arrays(eng.encoder.lookup(s), eng.encoder.lookup(d),
-                                        directed=args.directed)
+        expect = _recount(eng, args)
         if expect != eng.count():
             print(f"check failed: maintained {eng.count()} but recount {expect}",
                   file=sys.stderr)
             return 1
+    for name in emit:
+        target = out / f"{name}.parquet"
+        rows = _write_parquet(target, getattr(eng, name)(RESULT_CHUNK))
+        if not args.json:
+            print(f"{name}: {rows:,} rows -> {target}", flush=True)
     if not args.json:
         rate = total_updates / total_s if total_s else 0.0
         print(f"{len(todo)} batches, {total_updates:,} updates in {total_s:.2f} s "
@@ -224,13 +397,19 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--directed", action="store_true", help="count directed 3-cycles instead")
     c.set_defaults(fn=cmd_count)
     r = sub.add_parser("replay", help="apply a folder of batch files to a base graph")
-    r.add_argument("--base", required=True, help="the base graph (any edge-list file)")
+    r.add_argument("--base", required=True,
+                   help="the base graph (any edge-list file); with --relations a table with "
+                        "rel, src, dst, mult holding R, S and T")
     r.add_argument("--batches", required=True,
-                   help="folder of batch files (Parquet, CSV or Arrow IPC with src, dst, sign)")
+                   help="folder of batch files (Parquet, CSV or Arrow IPC with src, dst, sign; "
+                        "with --relations rel, src, dst, mult)")
+    r.add_argument("--relations", action="store_true",
+                   help="the three-relation form: maintain Q = sum R(a,b)*S(b,c)*T(c,a) over "
+                        "bag relations instead of the triangles of one graph")
     r.add_argument("--epsilon", default="1/2", help="IVM^eps exponent, e.g. 1/2 (default)")
     r.add_argument("--directed", action="store_true", help="maintain directed 3-cycles")
     r.add_argument("--json", action="store_true", help="one JSON line per batch")
-    r.add_argument("--on-conflict", choices=["error", "ignore"], default="error",
+    r.add_argument("--on-conflict", choices=["error", "ignore"], default=None,
                    help="inserting a present / deleting an absent edge: fail (default) or skip")
     r.add_argument("--backend", default=None, help="cpu, cuda or auto (default: $GPU_IVM_BACKEND"
                                                    " or cpu)")
@@ -244,7 +423,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resume", default=None, metavar="DIR",
                    help="continue from the newest snapshot in DIR, skipping the batch files it "
                         "holds (no snapshot there: start from the beginning)")
-    r.set_defaults(fn=cmd_replay)
+    r.add_argument("--emit", nargs="+", action="extend", choices=list(EMIT_CHOICES),
+                   metavar="RESULT",
+                   help="maintain and, after the last batch, write these results to --out as "
+                        "Parquet: vertex-counts (vertex, triangles), edge-counts (src, dst, "
+                        "triangles), triangles (a, b, c; + mult with --relations); user keys, "
+                        "undirected graphs count each edge (src < dst) and triangle (a < b < c) "
+                        "once. Names separated by spaces; the flag may repeat")
+    r.add_argument("--out", default=None, metavar="DIR",
+                   help="folder for --emit: DIR/vertex_counts.parquet, DIR/edge_counts.parquet, "
+                        "DIR/triangles.parquet (each written atomically)")
+    r.add_argument("--emit-changes", action="store_true",
+                   help="also write each applied batch's changed rows of every --emit result, "
+                        "with old and new values, to DIR/changes/<result>/batch-<NNNNNN>."
+                        "parquet (NNNNNN = batch number); a fresh run needs a folder without "
+                        "change files, --resume keeps those of the batches already applied")
+    r.set_defaults(fn=cmd_replay, check_args=lambda a: _check_replay_args(r, a))
     d = sub.add_parser("demo", help="run the embedded default workload")
     d.add_argument("--scale", type=int, default=18, help="R-MAT scale (default 18)")
     d.add_argument("--batch-size", type=int, default=1000)
@@ -259,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    check = getattr(args, "check_args", None)
+    if check is not None:
+        check(args)
     try:
         return args.fn(args)
     except InputError as e:

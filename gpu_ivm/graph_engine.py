@@ -265,8 +265,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         # set semantics: a delete's edge is present (1), an insert's absent (0)
         path = self._run_phases(phases, lambda k: self._q_delta,
                                 old=[(dvals < 0).astype(np.int64)])
-        if dkeys.shape[0]:
-            self._queries_apply([(k, dkeys, dvals) for k in range(3)])
+        # always called: a batch without net changes must still reset last_changes()
+        self._queries_apply([(k, dkeys, dvals) for k in range(3)] if dkeys.shape[0] else [])
         rep = self._report(
             t0, batch=self.batches_applied, rows=rows, updates=int(gkey.shape[0]),
             triangles=self.count(), delta=(self.Q - q_before) // self._per_count, path=path,

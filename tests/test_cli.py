@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+from itertools import combinations
 
+import networkx as nx
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from oracle import GraphOracle
+from oracle import GraphOracle, RelationsOracle
 from streams import graph_batches
 
 from gpu_ivm.cli import main
@@ -104,3 +108,289 @@ def test_python_dash_m_and_demo(tmp_path):
                         "3", "--batch-size", "100"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "ok" in r.stdout.splitlines()[-1]
+
+
+# ---------------------------------------------------------------- replay --emit / --out
+
+
+RESULTS = ("vertex_counts", "edge_counts", "triangles")
+EMIT_ALL = ["--emit", "vertex-counts", "edge-counts", "triangles"]
+
+
+def graph_results(edges) -> dict:
+    """Oracle of the three results of an undirected simple graph, as dicts key -> value:
+    networkx.triangles per vertex, common neighbours per edge (smaller key first), and the
+    triangles by brute force over all vertex triples (value 1)."""
+    G = nx.Graph()
+    G.add_edges_from(edges)
+    vc = {v: c for v, c in nx.triangles(G).items() if c}
+    ec = {}
+    for u, v in G.edges():
+        c = len(set(G[u]) & set(G[v]))
+        if c:
+            ec[tuple(sorted((u, v)))] = c
+    tri = {t: 1 for t in combinations(sorted(G), 3)
+           if G.has_edge(t[0], t[1]) and G.has_edge(t[1], t[2]) and G.has_edge(t[0], t[2])}
+    return {"vertex_counts": vc, "edge_counts": ec, "triangles": tri}
+
+
+def as_dict(name: str, rows: list[dict], value: str) -> dict:
+    key = {"vertex_counts": lambda r: r["vertex"],
+           "edge_counts": lambda r: (r["src"], r["dst"]),
+           "triangles": lambda r: (r["a"], r["b"], r["c"])}[name]
+    out = {key(r): r[value] if isinstance(value, str) else tuple(r[v] for v in value)
+           for r in rows}
+    assert len(out) == len(rows)  # each key once
+    return out
+
+
+def diff(before: dict, after: dict) -> dict:
+    return {k: (before.get(k, 0), after.get(k, 0)) for k in before.keys() | after.keys()
+            if before.get(k, 0) != after.get(k, 0)}
+
+
+COLUMNS = {"vertex_counts": ["vertex", "triangles"], "edge_counts": ["src", "dst", "triangles"],
+           "triangles": ["a", "b", "c"]}
+
+
+def check_final(out, state: dict, key_type) -> None:
+    for name in RESULTS:
+        t = pq.read_table(out / f"{name}.parquet")
+        assert t.column_names == COLUMNS[name]
+        for col in t.column_names:
+            want = pa.int64() if col == "triangles" else key_type
+            assert t.schema.field(col).type == want, (name, col)
+        value = "triangles" if name != "triangles" else None
+        got = as_dict(name, t.to_pylist(), value) if value else \
+            {k: 1 for k in as_dict(name, t.to_pylist(), ("a",))}
+        assert got == state[name], name
+
+
+def check_changes(out, states: list[dict], key_type) -> None:
+    """states[0] before the first batch, states[i + 1] after batch i."""
+    for name in RESULTS:
+        files = sorted(p.name for p in (out / "changes" / name).iterdir())
+        assert files == [f"batch-{i:06d}.parquet" for i in range(len(states) - 1)]
+        for i in range(len(states) - 1):
+            t = pq.read_table(out / "changes" / name / f"batch-{i:06d}.parquet")
+            keys = COLUMNS[name] if name == "triangles" else COLUMNS[name][:-1]
+            assert t.column_names == keys + ["old", "new"]
+            assert t.schema.field(t.column_names[0]).type == key_type
+            got = as_dict(name, t.to_pylist(), ("old", "new"))
+            assert got == diff(states[i][name], states[i + 1][name]), (name, i)
+
+
+@pytest.fixture(params=["int", "str"])
+def emit_dir(request, tmp_path):
+    """A base graph and 3 batch files (Parquet, CSV, Arrow IPC); with "str" the keys are
+    strings like "n7" (their order differs from the numbers'). Returns (base, batch folder,
+    oracle states before and after each batch, Arrow key type)."""
+    strings = request.param == "str"
+
+    def key(v):
+        return f"n{v}" if strings else v
+
+    rng = np.random.default_rng(11)
+    oracle = GraphOracle(False)
+    bs, bd = rng.integers(0, 22, 90), rng.integers(0, 22, 90)
+    for a, b in zip(bs.tolist(), bd.tolist()):
+        if a != b:
+            oracle.apply(a, b, 1)
+    base = tmp_path / "base.csv"
+    pacsv.write_csv(pa.table({"src": [key(v) for v in bs.tolist()],
+                              "dst": [key(v) for v in bd.tolist()]}), base)
+
+    def state():
+        return graph_results([(key(a), key(b)) for a, b in oracle.edges])
+
+    states = [state()]
+    bdir = tmp_path / "batches"
+    bdir.mkdir()
+    for i, batch in enumerate(graph_batches(oracle, rng, n_batches=3, nv=24, max_batch=30,
+                                            hub_p=0.3)):
+        t = pa.table({"src": [key(v) for v in batch["src"].tolist()],
+                      "dst": [key(v) for v in batch["dst"].tolist()], "sign": batch["sign"]})
+        if i == 0:
+            pq.write_table(t, bdir / f"b{i:02d}.parquet")
+        elif i == 1:
+            pacsv.write_csv(t, bdir / f"b{i:02d}.csv")
+        else:
+            with pa.OSFile(str(bdir / f"b{i:02d}.arrow"), "wb") as f, \
+                    pa.ipc.new_file(f, t.schema) as w:
+                w.write_table(t)
+        states.append(state())
+    assert all(s["triangles"] for s in states)  # the workload has triangles throughout
+    assert all(diff(x["triangles"], y["triangles"]) for x, y in zip(states, states[1:]))
+    return base, bdir, states, pa.string() if strings else pa.int64()
+
+
+def test_replay_emit_results_and_changes(emit_dir, tmp_path, capsys):
+    base, bdir, states, key_type = emit_dir
+    out = tmp_path / "out"
+    common = ["replay", "--base", str(base), "--batches", str(bdir), "--json", "--check"]
+    code, plain, err = run(common, capsys)
+    assert code == 0, err
+    code, emitted, err = run(common + EMIT_ALL + ["--out", str(out), "--emit-changes"], capsys)
+    assert code == 0, err
+    strip = [{k: v for k, v in json.loads(x).items() if k != "seconds"}
+             for x in emitted.splitlines()]
+    assert strip == [{k: v for k, v in json.loads(x).items() if k != "seconds"}
+                     for x in plain.splitlines()]  # the JSON lines do not change
+    assert [d["triangles"] for d in strip[1:]] == \
+        [sum(s["triangles"].values()) for s in states[1:]]
+    check_final(out, states[-1], key_type)
+    check_changes(out, states, key_type)
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_replay_emit_some_results_repeatable_flag(emit_dir, tmp_path, capsys):
+    base, bdir, states, key_type = emit_dir
+    out = tmp_path / "out"
+    code, text, err = run(["replay", "--base", str(base), "--batches", str(bdir), "--emit",
+                           "triangles", "--out", str(out), "--emit", "vertex-counts"], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["triangles.parquet",
+                                                      "vertex_counts.parquet"]
+    assert f"triangles: {len(states[-1]['triangles'])} rows" in text
+    t = pq.read_table(out / "vertex_counts.parquet")
+    assert as_dict("vertex_counts", t.to_pylist(), "triangles") == states[-1]["vertex_counts"]
+
+
+def test_replay_emit_changes_with_resume(emit_dir, tmp_path, capsys):
+    """A run that died after batch 1's snapshot (batch 2's change file half-written, a
+    temporary left behind) resumes: the change files of batches 0 and 1 stay untouched,
+    batch 2's is written again, the final results reflect the whole replay."""
+    base, bdir, states, key_type = emit_dir
+    out, snaps = tmp_path / "out", tmp_path / "snaps"
+    common = ["replay", "--base", str(base), "--batches", str(bdir), "--json"] + EMIT_ALL + \
+        ["--out", str(out), "--emit-changes"]
+    code, _, err = run(common + ["--snapshot-dir", str(snaps)], capsys)
+    assert code == 0, err
+    # the crash: the newest snapshot and the final results are gone, batch 2's file is junk
+    shutil.rmtree(snaps / "snapshot-000003")
+    for name in RESULTS:
+        (out / f"{name}.parquet").unlink()
+        (out / "changes" / name / "batch-000002.parquet").write_bytes(b"junk")
+        (out / "changes" / name / ".batch-000003.parquet.x1.tmp").write_bytes(b"half")
+    kept = {p: (os.stat(p).st_ino, os.stat(p).st_mtime_ns)
+            for name in RESULTS for p in (out / "changes" / name).glob("batch-00000[01]*")}
+    assert len(kept) == 6
+    code, text, err = run(common + ["--resume", str(snaps), "--snapshot-dir", str(snaps)],
+                          capsys)
+    assert code == 0, err
+    lines = [json.loads(x) for x in text.splitlines()]
+    assert lines[0]["batch"] == "resume" and lines[0]["applied"] == 2
+    assert [d["batch"] for d in lines[1:]] == [2]
+    assert {p: (os.stat(p).st_ino, os.stat(p).st_mtime_ns) for p in kept} == kept
+    check_final(out, states[-1], key_type)
+    check_changes(out, states, key_type)  # exactly batch-000000..2, none junk or temporary
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    # resuming the finished run applies nothing, rewrites no change file, writes the results
+    kept = {p: os.stat(p).st_mtime_ns for p in out.rglob("batch-*.parquet")}
+    (out / "triangles.parquet").unlink()
+    code, text, err = run(common + ["--resume", str(snaps)], capsys)
+    assert code == 0, err
+    assert [json.loads(x)["batch"] for x in text.splitlines()] == ["resume"]
+    assert {p: os.stat(p).st_mtime_ns for p in out.rglob("batch-*.parquet")} == kept
+    check_final(out, states[-1], key_type)
+    # other --emit options than the snapshot's, or a fresh run over an existing change feed
+    code, _, err = run(common[:-1] + ["--resume", str(snaps)], capsys)
+    assert code == 2 and "--emit-changes" in err
+    code, _, err = run(common, capsys)
+    assert code == 2 and "already holds change files" in err
+
+
+def test_replay_emit_batch_without_net_change(tmp_path, capsys):
+    """A batch whose rows cancel out writes empty change files (not the previous batch's)."""
+    base = tmp_path / "base.csv"
+    pacsv.write_csv(pa.table({"src": [1, 2, 3], "dst": [2, 3, 4]}), base)
+    bdir = tmp_path / "batches"
+    bdir.mkdir()
+    pq.write_table(pa.table({"src": [3], "dst": [1], "sign": [1]}), bdir / "b0.parquet")
+    pq.write_table(pa.table({"src": [9, 9], "dst": [1, 1], "sign": [1, -1]}),
+                   bdir / "b1.parquet")
+    out = tmp_path / "out"
+    code, _, err = run(["replay", "--base", str(base), "--batches", str(bdir)] + EMIT_ALL +
+                       ["--out", str(out), "--emit-changes"], capsys)
+    assert code == 0, err
+    for name in RESULTS:
+        assert pq.read_table(out / "changes" / name / "batch-000000.parquet").num_rows > 0
+        t = pq.read_table(out / "changes" / name / "batch-000001.parquet")
+        assert t.num_rows == 0 and t.column_names[-2:] == ["old", "new"]
+    assert pq.read_table(out / "triangles.parquet").to_pydict() == {"a": [1], "b": [2],
+                                                                    "c": [3]}
+
+
+def test_replay_relations_emit(tmp_path, capsys):
+    """--relations: base and batches are rel, src, dst, mult tables; the results carry the
+    three-relation values (Δ1(a), Δ2(a, b), Δ3(a, b, c) with mult) and their changes."""
+    rng = np.random.default_rng(5)
+    o = RelationsOracle()
+
+    def table(n, deletes):
+        rows = []
+        for _ in range(n):
+            r = "RST"[int(rng.integers(3))]
+            if deletes and o.rels[r] and rng.random() < 0.4:
+                (a, b), m = list(o.rels[r].items())[int(rng.integers(len(o.rels[r])))]
+                d = -int(rng.integers(1, m + 1))
+            else:
+                a, b, d = int(rng.integers(8)), int(rng.integers(8)), int(rng.integers(1, 3))
+            o.add(r, a, b, d)
+            rows.append((r, a, b, d))
+        return pa.table({k: [x[i] for x in rows] for i, k in enumerate(["rel", "src", "dst",
+                                                                          "mult"])})
+
+    def state():
+        R, S, T = (o.rels[n] for n in "RST")
+        tri = {(a, b, c): r * S.get((b, c), 0) * T.get((c, a), 0)
+               for (a, b), r in R.items() for c in range(8)}
+        tri = {k: v for k, v in tri.items() if v}
+        vc, ec = {}, {}
+        for (a, b, _), m in tri.items():
+            vc[a] = vc.get(a, 0) + m
+            ec[(a, b)] = ec.get((a, b), 0) + m
+        return {"vertex_counts": vc, "edge_counts": ec, "triangles": tri}
+
+    base = tmp_path / "base.parquet"
+    pq.write_table(table(60, False), base)
+    states = [state()]
+    bdir = tmp_path / "batches"
+    bdir.mkdir()
+    for i in range(3):
+        pacsv.write_csv(table(15, True), bdir / f"b{i}.csv")
+        states.append(state())
+    assert all(diff(x[n], y[n]) for x, y in zip(states, states[1:]) for n in RESULTS)
+    out = tmp_path / "out"
+    code, text, err = run(["replay", "--relations", "--base", str(base), "--batches", str(bdir),
+                           "--json", "--check"] + EMIT_ALL + ["--out", str(out),
+                                                              "--emit-changes"], capsys)
+    assert code == 0, err
+    assert [json.loads(x)["triangles"] for x in text.splitlines()] == \
+        [sum(s["triangles"].values()) for s in states]
+    for name, value in (("vertex_counts", "triangles"), ("edge_counts", "triangles"),
+                        ("triangles", "mult")):
+        t = pq.read_table(out / f"{name}.parquet")
+        assert t.column_names == COLUMNS[name] + (["mult"] if name == "triangles" else [])
+        assert as_dict(name, t.to_pylist(), value) == states[-1][name]
+        for i in range(3):
+            t = pq.read_table(out / "changes" / name / f"batch-{i:06d}.parquet")
+            assert as_dict(name, t.to_pylist(), ("old", "new")) == \
+                diff(states[i][name], states[i + 1][name])
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--emit", "triangles"], "--emit needs --out"),
+    (["--out", "OUT"], "--out needs --emit"),
+    (["--emit-changes"], "--emit-changes needs --emit"),
+    (["--emit", "triangle", "--out", "OUT"], "invalid choice"),
+    (["--relations", "--directed"], "--relations"),
+])
+def test_replay_emit_argument_errors(tmp_path, capsys, extra, message):
+    extra = [str(tmp_path / "o") if x == "OUT" else x for x in extra]
+    with pytest.raises(SystemExit) as e:
+        main(["replay", "--base", str(tmp_path / "b.txt"), "--batches", str(tmp_path)] + extra)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "usage: gpu-ivm replay" in err
+    assert not (tmp_path / "o").exists()

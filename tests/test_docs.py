@@ -30,8 +30,14 @@ def test_readme_python_blocks(data_dir, monkeypatch, capsys):
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks
     namespace: dict = {}
+    outs = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
-    out = capsys.readouterr().out.split()
-    assert out[0] == "1612010"  # the count the README says the load prints
-    assert out[-1] == "0"  # the three-relation example's final count
+        outs[block] = capsys.readouterr().out.split()
+    first = outs[blocks[0]]
+    assert first[0] == "1612010"  # the count the README says the load prints
+    rel = next(b for b in blocks if "RelationEngine(" in b)
+    assert outs[rel][-1] == "0"  # the three-relation example's final count
+    free = next(b for b in blocks if "maintain=" in b)
+    assert outs[free][:2] == ["2", "2"]  # vertex 3 and edge {1, 3} lie in two triangles
+    assert "'new':" in " ".join(outs[free])  # the change feed printed old and new values
