@@ -243,6 +243,7 @@ class FreeQueries:
             self._track(k, x, y, deltas)
         fx = rel.flags[0][x]
         fy = rel.flags[1][y]
+        cache: dict = {}
         for spec in self.specs:
             if k not in spec.atoms:
                 continue
@@ -256,7 +257,7 @@ class FreeQueries:
                     ms = np.concatenate([deltas, -mv, mv])
                     fxs = np.concatenate([fx, ofx, nfx])
                     fys = np.concatenate([fy, ofy, nfy])
-            self._view_delta(spec, k, xs, ys, ms, fxs, fys)
+            self._view_delta(spec, k, xs, ys, ms, fxs, fys, cache)
         rel.add(keys, deltas)
         if rebalance:
             for pos, gone in vanished:
@@ -370,10 +371,27 @@ class FreeQueries:
         self.qk.sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, out)
         return out
 
-    def _view_delta(self, spec: sp.ViewSpec, k: int, xs, ys, ms, fxs, fys) -> None:
+    def _view_delta(self, spec: sp.ViewSpec, k: int, xs, ys, ms, fxs, fys, cache) -> None:
+        """Add the phase's delta to one view. Views with the same atoms and pattern (V_RS and
+        V̂_RS, a root and its per-C projection) get the same terms, so ``cache`` keeps them for
+        the phase and only the key projection differs."""
         view = self.views[spec.signature]
+        var_x, var_y = k, (k + 1) % 3
+        scalar = set(spec.key) <= {var_x, var_y}
+        ckey = (scalar, spec.atoms, spec.pattern)
+        if ckey in cache:
+            cols, vals = cache[ckey]
+        else:
+            cols, vals = self._terms(spec, k, scalar, xs, ys, ms, fxs, fys)
+            cache[ckey] = (cols, vals)
+        if spec.root and any(spec is r for r in self.roots):
+            self.count += int(vals.sum())
+        view.add([cols[v] for v in spec.key], vals)
+
+    def _terms(self, spec: sp.ViewSpec, k: int, scalar: bool, xs, ys, ms, fxs, fys):
+        """The view's delta terms for the phase's updates: ({variable: column}, values)."""
         var_x, var_y, var_z = k, (k + 1) % 3, (k + 2) % 3
-        if set(spec.key) <= {var_x, var_y}:
+        if scalar:
             own = spec.pattern[k]
             ok = np.ones(xs.shape[0], bool)
             if own[0] != sp.ANY:
@@ -394,9 +412,7 @@ class FreeQueries:
         else:
             idx, z, vals = self.expand(k, spec, xs, ys, ms, fxs, fys)
             cols = {var_x: xs[idx], var_y: ys[idx], var_z: z}
-        if spec.root and any(spec is r for r in self.roots):
-            self.count += int(vals.sum())
-        view.add([cols[v] for v in spec.key], vals)
+        return cols, vals
 
     # ------------------------------------------------------------------ changes
     def _track(self, k: int, x, y, deltas) -> None:
