@@ -6,13 +6,19 @@
    inserts/deletes (``src, dst, sign``) per step into ``OUT/batches``.
 2. Runs a Structured Streaming query over that folder (``maxFilesPerTrigger=1``,
    ``trigger(availableNow=True)``) whose ``foreachBatch`` sink
-   (:class:`gpu_ivm.spark_glue.TriangleSink`) maintains the count, exactly once, in a
-   driver-resident engine (or ``--shards K``: K³ HyperCube shards on the executors), and
-   writes one row per batch to ``OUT/results/counts/*.parquet``.
+   (:class:`gpu_ivm.spark_glue.TriangleSink`) maintains, exactly once, the count and the
+   per-vertex triangle counts in a driver-resident engine
+   (``DriverEngine(maintain=["vertex_counts"])``) and writes, per batch, one row to
+   ``OUT/results/counts/*.parquet`` and the vertices whose count changed
+   (``batch_id, vertex, old, new``) to ``OUT/results/vertex_changes/*.parquet``.
+   ``--shards K`` maintains the count only, on K³ HyperCube shards on the executors.
+3. Writes the final per-vertex counts (``vertex, triangles``; vertices in no triangle left
+   out) to ``OUT/vertex_counts.parquet`` and prints the top vertices.
 
 Run it again with the same ``--out`` to see a restart: the checkpoint and the engine state
-are kept, so only new files are processed. ``--check`` compares the final count with a
-direct replay. Per-vertex counts are not maintained by the engine yet (see docs/spark.md).
+are kept, so only new files are processed. ``--check`` compares the final count and
+per-vertex counts with a direct replay, and the per-vertex counts with the sum of the
+written changes.
 
     python examples/streaming_sliding_window.py --days 30 --limit-batches 20
 """
@@ -68,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shards", type=int, default=0, metavar="K",
                     help="K^3 HyperCube shards instead of one driver engine")
     ap.add_argument("--fresh", action="store_true", help="delete --out first")
-    ap.add_argument("--check", action="store_true", help="check the final count directly")
+    ap.add_argument("--check", action="store_true",
+                    help="check the final (per-vertex) counts directly")
     args = ap.parse_args(argv)
 
     from gpu_ivm.spark_glue import (
@@ -93,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.shards:
         engine = SparkHyperCube(spark, out / "state", k=args.shards)
     else:
-        engine = DriverEngine(out / "state", snapshot_every=50)
+        engine = DriverEngine(out / "state", snapshot_every=50, maintain=["vertex_counts"])
     sink = TriangleSink(engine, out / "results")
     t = time.perf_counter()
     q = (spark.readStream.schema("src bigint, dst bigint, sign bigint")
@@ -109,19 +116,60 @@ def main(argv: list[str] | None = None) -> int:
         upd = sum(counts.column("updates").to_pylist())
         print(f"{counts.num_rows} batches, {upd:,} updates; triangles in the window: "
               f"last {tri[-1]:,}, max {max(tri):,} [{wall:.1f} s this run]")
+    final = None
+    if not args.shards:
+        final = write_vertex_counts(engine, out)
+    ok = True
     if args.check:
-        import gpu_ivm
-        from gpu_ivm.io import list_batch_files
-
-        g = gpu_ivm.GraphEngine()
-        for f in list_batch_files(batches):
-            g.apply(f)
-        ok = g.count() == engine.count()
-        print(f"check: direct replay {g.count():,} -> {'ok' if ok else 'MISMATCH'}")
-        spark.stop()
-        return 0 if ok else 1
+        ok = check(batches, engine, out, final)
     spark.stop()
-    return 0
+    return 0 if ok else 1
+
+
+def write_vertex_counts(engine, out: pathlib.Path):
+    """Write the final per-vertex counts next to the results; print a summary."""
+    import pyarrow.parquet as pq
+    from gpu_ivm.spark_glue import read_results
+
+    final = engine.result_table("vertex_counts")  # vertex, triangles (nonzero ones)
+    pq.write_table(final, out / "vertex_counts.parquet")
+    changes = read_results(out / "results", "vertex_changes")
+    top = final.sort_by([("triangles", "descending"), ("vertex", "ascending")]).slice(0, 3)
+    best = ", ".join(f"{v}: {c:,}" for v, c in zip(top["vertex"].to_pylist(),
+                                                     top["triangles"].to_pylist()))
+    print(f"{changes.num_rows:,} per-vertex changes; {final.num_rows:,} vertices in a "
+          f"triangle at the end (top: {best}) -> {out / 'vertex_counts.parquet'}")
+    return final
+
+
+def check(batches: pathlib.Path, engine, out: pathlib.Path, final) -> bool:
+    """The final count (and per-vertex counts) against a direct replay of the batch files;
+    the per-vertex counts against the last ``new`` value of each vertex's changes."""
+    from gpu_ivm.spark_glue import read_results
+
+    import gpu_ivm
+    from gpu_ivm.io import list_batch_files
+
+    g = gpu_ivm.GraphEngine(maintain=["vertex_counts"])
+    for f in list_batch_files(batches):
+        g.apply(f)
+    ok = g.count() == engine.count()
+    print(f"check: direct replay {g.count():,} -> {'ok' if ok else 'MISMATCH'}")
+    if final is not None:
+        want = g.result_table("vertex_counts")
+        same = sorted(zip(*(want[c].to_pylist() for c in ("vertex", "triangles")))) == \
+            sorted(zip(*(final[c].to_pylist() for c in ("vertex", "triangles"))))
+        last: dict = {}
+        ch = read_results(out / "results", "vertex_changes")
+        for v, new in zip(ch["vertex"].to_pylist(), ch["new"].to_pylist()):  # batch order
+            last[v] = new
+        from_changes = {v: c for v, c in last.items() if c}
+        same_changes = from_changes == dict(zip(final["vertex"].to_pylist(),
+                                                final["triangles"].to_pylist()))
+        print(f"check: per-vertex counts vs direct replay -> {'ok' if same else 'MISMATCH'}; "
+              f"vs the written changes -> {'ok' if same_changes else 'MISMATCH'}")
+        ok = ok and same and same_changes
+    return ok
 
 
 if __name__ == "__main__":

@@ -109,18 +109,20 @@ def _run_query(spark, indir: Path, chk: Path, sink) -> None:
 
 
 def _interrupted_equals_uninterrupted(spark, tmp_path: Path, make_engine, n: int = 6,
-                                      between=None) -> pa.Table:
+                                      between=None, maintain=None, engines=None) -> pa.Table:
     base, batches = _stream(2, n)
     # uninterrupted
     _write_batches(tmp_path / "in0", batches)
     _run_query(spark, tmp_path / "in0", tmp_path / "chk0",
-               TriangleSink(make_engine(tmp_path / "state0", base), tmp_path / "out0"))
+               TriangleSink(make_engine(tmp_path / "state0", base), tmp_path / "out0",
+                            maintain=maintain))
     # interrupted after 4 batches; Spark had not committed batch 3 (its commit log entry is
     # removed), so the restarted query replays batch 3 before going on
     half = 4
     _write_batches(tmp_path / "in1", batches, 0, half)
     _run_query(spark, tmp_path / "in1", tmp_path / "chk1",
-               TriangleSink(make_engine(tmp_path / "state1", base), tmp_path / "out1"))
+               TriangleSink(make_engine(tmp_path / "state1", base), tmp_path / "out1",
+                            maintain=maintain))
     for name in (str(half - 1), f".{half - 1}.crc"):
         (tmp_path / "chk1" / "commits" / name).unlink(missing_ok=True)
     if between is not None:
@@ -129,14 +131,15 @@ def _interrupted_equals_uninterrupted(spark, tmp_path: Path, make_engine, n: int
     replays = []
 
     def spy(batch_id, tables):
-        replays.append(batch_id)
+        replays.append((batch_id, sorted(tables)))
         from gpu_ivm.spark_glue import ParquetResults
 
         ParquetResults(tmp_path / "out1")(batch_id, tables)
 
     _run_query(spark, tmp_path / "in1", tmp_path / "chk1",
-               TriangleSink(make_engine(tmp_path / "state1", base), spy))
-    assert replays[0] == half - 1  # the replayed batch was seen again
+               TriangleSink(make_engine(tmp_path / "state1", base), spy, maintain=maintain))
+    assert replays[0][0] == half - 1  # the replayed batch was seen again
+    assert replays[0][1] == replays[-1][1]  # with all of its tables
     a = read_results(tmp_path / "out0").drop_columns(["seconds"])
     b = read_results(tmp_path / "out1").drop_columns(["seconds"])
     assert a.num_rows == n and a.equals(b)
@@ -145,12 +148,57 @@ def _interrupted_equals_uninterrupted(spark, tmp_path: Path, make_engine, n: int
     for bt in batches:
         g.apply(bt)
     assert a.column("triangles").to_pylist()[-1] == g.count()
+    if maintain is not None:
+        _check_change_tables(tmp_path, maintain, base, batches, engines)
     return a
+
+
+def _check_change_tables(tmp_path: Path, maintain, base, batches, engines) -> None:
+    """The change tables of both runs are equal, per batch equal to networkx's before/after
+    differences, and the final maintained tables of both engines equal networkx's."""
+    from test_spark_local import apply_edges, change_rows, nx_change_rows, nx_results
+
+    names = {"vertex_counts": "vertex_changes", "edge_counts": "edge_changes"}
+    edges = apply_edges(set(), {"src": base["src"], "dst": base["dst"],
+                                "sign": np.ones(len(base["src"]), np.int64)})
+    got = {}
+    for m in maintain:
+        got[m] = read_results(tmp_path / "out0", names[m])
+        assert got[m].num_rows > 0 and got[m].equals(read_results(tmp_path / "out1", names[m]))
+        assert len(list((tmp_path / "out1" / names[m]).glob("*.parquet"))) == len(batches)
+    for i, bt in enumerate(batches):
+        before = nx_results(edges)
+        edges = apply_edges(edges, bt)
+        after = nx_results(edges)
+        for m in maintain:
+            assert change_rows(got[m], i) == nx_change_rows(before[names[m]],
+                                                            after[names[m]]), (m, i)
+    final = nx_results(edges)
+    for eng in (engines[0], engines[-1]):  # uninterrupted, restarted
+        for m in maintain:
+            t = eng.result_table(m)
+            keys = t["vertex"].to_pylist() if m == "vertex_counts" else \
+                list(zip(t["src"].to_pylist(), t["dst"].to_pylist()))
+            assert dict(zip(keys, t["triangles"].to_pylist())) == final[names[m]]
 
 
 def test_streaming_sink_restart(spark, tmp_path):
     _interrupted_equals_uninterrupted(
         spark, tmp_path, lambda state, base: DriverEngine(state, base=base, snapshot_every=2))
+
+
+@pytest.mark.parametrize("maintain", [["vertex_counts"], ["edge_counts"]])
+def test_streaming_sink_restart_changes(spark, tmp_path, maintain):
+    """The per-vertex / per-edge change tables and the final maintained counts of a run with
+    a stop/restart and a replayed batch equal an uninterrupted run and networkx."""
+    engines = []
+
+    def make(state, base):
+        engines.append(DriverEngine(state, base=base, snapshot_every=2))
+        return engines[-1]
+
+    _interrupted_equals_uninterrupted(spark, tmp_path, make, n=5, maintain=maintain,
+                                      engines=engines)
 
 
 def test_streaming_sink_restart_hypercube(spark, tmp_path):

@@ -330,3 +330,153 @@ def test_spark_glue_docstring_examples(name):
                                                           f".{name}"))
     res = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert res.failed == 0 and res.attempted > 0
+
+
+# ---------------------------------------------------------------------- change tables
+def nx_results(edges) -> dict[str, dict]:
+    """Per-vertex counts, per-edge counts and triangles of an undirected simple graph
+    (networkx), keyed by the sink's change table names; zero counts left out."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_edges_from(edges)
+    vert = {v: c for v, c in nx.triangles(g).items() if c}
+    edge, tri = {}, {}
+    for u, v in g.edges():
+        u, v = min(u, v), max(u, v)
+        common = set(g[u]) & set(g[v])
+        if common:
+            edge[(u, v)] = len(common)
+        for w in common:
+            if w > v:
+                tri[(u, v, w)] = 1
+    return {"vertex_changes": vert, "edge_changes": edge, "triangle_changes": tri}
+
+
+def nx_change_rows(before: dict, after: dict) -> list[tuple]:
+    """Sorted ``(key..., old, new)`` rows of the keys whose value differs."""
+    rows = []
+    for k in set(before) | set(after):
+        old, new = before.get(k, 0), after.get(k, 0)
+        if old != new:
+            rows.append((k if isinstance(k, tuple) else (k,)) + (old, new))
+    return sorted(rows)
+
+
+def change_rows(table: pa.Table, batch_id: int) -> list[tuple]:
+    """Sorted rows (without ``batch_id``) of one batch in a change table."""
+    t = table.filter(pa.compute.equal(table["batch_id"], batch_id)).drop_columns(["batch_id"])
+    return sorted(zip(*(t.column(c).to_pylist() for c in t.column_names)))
+
+
+def apply_edges(edges: set, batch) -> set:
+    edges = set(edges)
+    for u, v, s in zip(*(np.asarray(batch[c]).tolist() for c in ("src", "dst", "sign"))):
+        if u == v:
+            continue
+        e = (min(u, v), max(u, v))
+        if s > 0:
+            edges.add(e)
+        else:
+            edges.discard(e)
+    return edges
+
+
+def test_sink_change_tables_restart_equals_oracle(tmp_path, monkeypatch):
+    """DriverEngine(maintain=all three): per-batch change tables equal networkx before/after
+    differences, also for batches with no net change; a run with a crash between recording
+    the results and the state, and a restart with a replayed batch, writes the same tables
+    as an uninterrupted run; the final maintained tables equal networkx's."""
+    from gpu_ivm.spark_glue import ParquetResults
+
+    rng = np.random.default_rng(11)
+    o = GraphOracle()
+    base = _base(rng, 25, 70, o)
+    batches = [pa.table(b) for b in graph_batches(o, rng, n_batches=7, nv=25, max_batch=14,
+                                                  hub_p=0.3, shrink_from=5)]
+    u, v = 0, 24  # an insert and a delete of one edge (net zero), and only self-loops
+    batches.insert(3, pa.table({"src": [u, v], "dst": [v, u], "sign": [1, -1]}))
+    batches.insert(5, pa.table({"src": [3, 4], "dst": [3, 4], "sign": [1, 1]}))
+    n = len(batches)
+    maintain = ["vertex_counts", "edge_counts", "triangles"]
+    names = ("vertex_changes", "edge_changes", "triangle_changes")
+
+    ref = TriangleSink(DriverEngine(tmp_path / "s0", base=base), tmp_path / "r0",
+                       maintain=maintain)
+    for i, t in enumerate(batches):
+        ref.process(t, i)
+    # interrupted: a crash after batch 4's results were recorded but before its state
+    # was, then a restart that re-runs batch 4 (applied again) and later replays batch 6
+    sink = TriangleSink(DriverEngine(tmp_path / "s1", base=base, snapshot_every=2),
+                        tmp_path / "r1", maintain=maintain)
+    for i in range(4):
+        sink.process(batches[i], i)
+    real_record = EngineLog.record
+
+    def crash(self, engine, batch_id, applied=None):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(EngineLog, "record", crash)
+    with pytest.raises(OSError, match="disk gone"):
+        sink.process(batches[4], 4)
+    monkeypatch.setattr(EngineLog, "record", real_record)
+    eng = DriverEngine(tmp_path / "s1", base=base, snapshot_every=2)  # no maintain=: kept
+    sink = TriangleSink(eng, ParquetResults(tmp_path / "r1"))
+    assert eng.last_batch_id == 3 and eng.maintained == tuple(maintain)
+    for i in range(4, 7):
+        sink.process(batches[i], i)
+    emitted = []
+    eng = DriverEngine(tmp_path / "s1", base=base, snapshot_every=2, maintain="vertex_counts")
+    sink = TriangleSink(eng, lambda b, t: (emitted.append((b, sorted(t))),
+                                           ParquetResults(tmp_path / "r1")(b, t)))
+    for i in range(6, n):
+        sink.process(batches[i], i)
+    assert emitted[0] == (6, ["counts", *sorted(names)])  # the replay re-emits every table
+
+    a = read_results(tmp_path / "r0").drop_columns(["seconds"])
+    b = read_results(tmp_path / "r1").drop_columns(["seconds"])
+    assert a.equals(b) and a.num_rows == n
+    edges = apply_edges(set(), {"src": base["src"], "dst": base["dst"],
+                                "sign": np.ones(len(base["src"]), np.int64)})
+    got = {name: read_results(tmp_path / "r0", name) for name in names}
+    for name in names:
+        assert got[name].equals(read_results(tmp_path / "r1", name)), name
+        assert got[name].column_names[0] == "batch_id"
+    for i, t in enumerate(batches):
+        before = nx_results(edges)
+        edges = apply_edges(edges, t.to_pydict())
+        after = nx_results(edges)
+        for name in names:
+            assert change_rows(got[name], i) == nx_change_rows(before[name], after[name]), \
+                (name, i)
+    assert all(change_rows(got[name], 3) == [] and change_rows(got[name], 5) == []
+               for name in names)
+    final = nx_results(edges)
+    vc = eng.result_table("vertex_counts")
+    assert dict(zip(vc["vertex"].to_pylist(), vc["triangles"].to_pylist())) == \
+        final["vertex_changes"]
+    ec = eng.result_table("edge_counts")
+    assert dict(zip(zip(ec["src"].to_pylist(), ec["dst"].to_pylist()),
+                    ec["triangles"].to_pylist())) == final["edge_changes"]
+    assert eng.count() == o.count() == len(final["triangle_changes"])
+
+
+def test_sink_maintain_errors(tmp_path):
+    DriverEngine(tmp_path / "plain").count()  # a state folder without maintain=
+    with pytest.raises(InputError, match="does not maintain vertex_counts"):
+        DriverEngine(tmp_path / "plain", maintain="vertex_counts").count()
+    with pytest.raises(InputError, match="track_changes"):
+        DriverEngine(factory=lambda: gpu_ivm.GraphEngine(maintain="edge_counts"),
+                     maintain="edge-counts").count()
+    with pytest.raises(InputError, match="unknown result"):
+        DriverEngine(maintain="squares")
+    with pytest.raises(InputError, match="DriverEngine"):
+        TriangleSink(LocalHyperCube(tmp_path / "hc", k=1), tmp_path / "out",
+                     maintain="vertex_counts")
+    # a factory engine that tracks changes emits them without maintain=
+    seen = {}
+    sink = TriangleSink(DriverEngine(factory=lambda: gpu_ivm.GraphEngine(
+        maintain=["triangles"], track_changes=True)), lambda b, t: seen.update(t))
+    sink.process(pa.table({"src": [1, 2, 3], "dst": [2, 3, 1], "sign": [1, 1, 1]}), 0)
+    assert seen["triangle_changes"].to_pylist() == [
+        {"batch_id": 0, "a": 1, "b": 2, "c": 3, "old": 0, "new": 1}]
