@@ -24,7 +24,7 @@ def consolidate(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndar
     """Sort packed keys, sum the values of equal keys, drop zero sums."""
     if keys.shape[0] == 0:
         return keys.astype(np.int64), vals.astype(np.int64)
-    order = np.argsort(keys, kind="stable")
+    order = np.argsort(keys)  # equal keys are summed, so the sort need not be stable
     return _dk.segment_sum_sorted(np.ascontiguousarray(keys[order], np.int64),
                                   np.ascontiguousarray(vals[order], np.int64))
 
@@ -142,6 +142,11 @@ class View:
         else:
             keys = pack(self.pair_ids(cols[0], cols[1], True), cols[2])
         keys, vals = consolidate(keys, vals)
+        if len(self.store) == 0 and self.store.used == 0:
+            # an empty view (preprocessing, rebuilds): one sorted base run, no merging
+            cap = int(keys[-1] >> 32) + 1 if keys.shape[0] else 0
+            self.store = ZStore.from_sorted(keys, vals, cap, self.kernels)
+            return
         self.store.add(keys, vals)
 
     def get(self, cols: list[np.ndarray]) -> np.ndarray:
