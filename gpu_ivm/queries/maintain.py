@@ -34,6 +34,7 @@ from . import specs as sp
 from .storage import Relation, View, consolidate, unique_sorted
 
 _EMPTY = np.zeros(0, np.int64)
+FUSE_CHUNK = 1 << 22  # triangle terms per fused pass (bounds its memory)
 BULK_FRACTION = 4  # batches with more than |D|/4 updates rebuild instead of applying deltas
 
 
@@ -88,6 +89,7 @@ class FreeQueries:
         self.count = 0
         self.changes: list[tuple[np.ndarray, ...]] = []
         self.bulk_fraction = BULK_FRACTION  # 0: always apply deltas (tests)
+        self.fuse_limit: int | None = None  # tests: -1 sends every update to the per-view walks
         self.stats = {"major": 0, "moves": 0, "bulk": 0}
         self._lookup_view = self._aggregates()
 
@@ -244,8 +246,11 @@ class FreeQueries:
         fx = rel.flags[0][x]
         fy = rel.flags[1][y]
         cache: dict = {}
+        fused = self._fused_specs(k)
+        if fused:
+            self._fused_deltas(k, fused, x, y, deltas, fx, fy, moves)
         for spec in self.specs:
-            if k not in spec.atoms:
+            if k not in spec.atoms or spec in fused:
                 continue
             xs, ys, ms, fxs, fys = x, y, deltas, fx, fy
             if moves is not None and moves[0].shape[0]:
@@ -268,6 +273,92 @@ class FreeQueries:
                 self.stats["moves"] += int(moves[0].shape[0])
         else:
             rel.set_heavy_lists()
+
+    # ------------------------------------------------------------------ fused triangle pass
+    def _fused_specs(self, k: int) -> list[sp.ViewSpec]:
+        """The 3-relation views whose phase-k delta is not a lookup: their terms are the
+        triangles through the phase's updates, found together by one intersection."""
+        return [v for v in self.specs if len(v.atoms) == 3 and k in v.atoms
+                and self._lookup_view.get((v.signature, k)) is None]
+
+    def _fused_deltas(self, k: int, fused, x, y, deltas, fx, fy, moves) -> None:
+        """Deltas of the views ``fused`` for the phase's updates and moves.
+
+        Updates whose shorter row (N(y, ·) or P(·, x)) is at most ``L`` — light rows, and any
+        row when heavy lists are as long — walk that row once, merged with the other, and each
+        triangle found is classified by its six labels into the views whose pattern it matches
+        (the roots partition the triangles, so each term lands in one root). The other updates
+        (both rows long: heavy on both sides) take each view's own bounded walk (heavy lists)
+        as before. Moves are included for every view: for a view whose pattern does not read
+        the flipped flag, the −old and +new terms are equal and cancel when the view adds them.
+        """
+        N, P = self.rels[(k + 1) % 3], self.rels[(k + 2) % 3]
+        xs, ys, ms, fxs, fys = x, y, deltas, fx, fy
+        if moves is not None and moves[0].shape[0]:
+            mx, my, mv, ofx, ofy, nfx, nfy = moves
+            xs = np.concatenate([x, mx, mx])
+            ys = np.concatenate([y, my, my])
+            ms = np.concatenate([deltas, -mv, mv])
+            fxs = np.concatenate([fx, ofx, nfx])
+            fys = np.concatenate([fy, ofy, nfy])
+        nlive, plive = N.fwd.live, P.bwd.live
+        dn = np.where(ys < nlive.shape[0], nlive[np.minimum(ys, nlive.shape[0] - 1)], 0) \
+            if nlive.shape[0] else np.zeros(ys.shape[0], np.int64)
+        dp = np.where(xs < plive.shape[0], plive[np.minimum(xs, plive.shape[0] - 1)], 0) \
+            if plive.shape[0] else np.zeros(xs.shape[0], np.int64)
+        th_n, th_p = self.th[(k + 1) % 3], self.th[(k + 2) % 3]
+        limit = max(th_n.up, th_p.up, 4 * (N.heavy[1].shape[0] + P.heavy[0].shape[0])) \
+            if self.fuse_limit is None else self.fuse_limit
+        short = np.minimum(dn, dp) <= limit
+        groups: dict = {}
+        for spec in fused:
+            scalar = set(spec.key) <= {k, (k + 1) % 3}
+            groups.setdefault((scalar, spec.atoms, spec.pattern), []).append(spec)
+        si = np.flatnonzero(short)
+        if si.shape[0]:
+            self._fused_short(k, groups, xs[si], ys[si], ms[si], fxs[si], fys[si])
+        li = np.flatnonzero(~short)
+        if li.shape[0]:
+            for (scalar, _, _), specs in groups.items():
+                cols, vals = self._terms(specs[0], k, scalar, xs[li], ys[li], ms[li], fxs[li],
+                                         fys[li])
+                self._add_terms(specs, cols, vals)
+
+    def _fused_short(self, k: int, groups, xs, ys, ms, fxs, fys) -> None:
+        N, P = self.rels[(k + 1) % 3], self.rels[(k + 2) % 3]
+        _, _, _, length = self._plan(k, _ALL_TRIANGLES, np.ascontiguousarray(xs, np.int64),
+                                     np.ascontiguousarray(ys, np.int64), fxs, fys)
+        ends = np.cumsum(length)
+        start = 0
+        while start < xs.shape[0]:
+            base = ends[start - 1] if start else 0
+            stop = int(np.searchsorted(ends, base + FUSE_CHUNK, side="right"))
+            stop = max(stop, start + 1)
+            sl = slice(start, stop)
+            idx, z, w = self.expand(k, _ALL_TRIANGLES, xs[sl], ys[sl], ms[sl], fxs[sl], fys[sl])
+            start = stop
+            if w.shape[0] == 0:
+                continue
+            tx, ty = xs[sl][idx], ys[sl][idx]
+            labels = (fxs[sl][idx], fys[sl][idx], N.flags[0][ty], N.flags[1][z],
+                      P.flags[0][z], P.flags[1][tx])
+            for specs in groups.values():
+                pat = _pattern_array(specs[0], k)
+                ok = np.ones(w.shape[0], bool)
+                for j in range(6):
+                    if pat[j] != sp.ANY:
+                        ok &= labels[j] == pat[j]
+                sel = np.flatnonzero(ok)
+                if sel.shape[0] == 0:
+                    continue
+                cols = {k: tx[sel], (k + 1) % 3: ty[sel], (k + 2) % 3: z[sel]}
+                self._add_terms(specs, cols, w[sel])
+
+    def _add_terms(self, specs, cols, vals) -> None:
+        for spec in specs:
+            if spec.root and any(spec is r for r in self.roots):
+                self.count += int(vals.sum())
+            self.views[spec.signature].add([cols[v] for v in spec.key], vals)
 
     def _move_tuples(self, k: int, flipped: list[np.ndarray]):
         """The stored tuples of the flipped values, with old and new labels of both sides."""
