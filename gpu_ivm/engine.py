@@ -34,6 +34,7 @@ from .partition import PartRel, sort_pairs
 from .views import ViewStore
 
 INT64_SAFE = 1 << 62
+CALIBRATE_MIN = 4096  # stored tuples from which the adaptive policy measures a recount
 PAR_EMIT_MIN = 1 << 15  # view deltas per batch from which all threads emit them
 
 
@@ -248,6 +249,8 @@ class TriangleEngineBase:
         """Apply consolidated phases [(relation, sorted keys, deltas)] by the cheaper path.
         ``old``: per phase, the current multiplicities of its keys, if known."""
         plist = [(k, keys) for k, keys, _ in phases]
+        if phases and not force:
+            self._calibrate_recompute()
         path = force or (self.policy.choose(self, plist) if phases else "delta")
         if not phases:
             return path
@@ -296,6 +299,26 @@ class TriangleEngineBase:
 
     def _count_from_stores(self) -> int:
         raise NotImplementedError
+
+    def _calibrate_recompute(self) -> None:
+        """Measure the recompute rate with one static recount of the stored tuples (the state
+        stays as it is) when the policy has none — an engine that started empty never ran
+        preprocessing — or when |D| has grown 4× since the last measurement (the recount is
+        superlinear). Costs one recount per 4× growth; the count doubles as a check of Q."""
+        pol = self.policy
+        if pol is None or not pol.enabled or pol.force:
+            return
+        size = self.size
+        last = getattr(self, "_recompute_calibrated_at", 0)
+        if size < CALIBRATE_MIN or (pol.recompute_sec_per_tuple is not None and size < 4 * last):
+            return
+        t = time.perf_counter()
+        q = self._count_from_stores()
+        seconds = time.perf_counter() - t
+        if q != self.Q:
+            raise InvariantError(f"recount gives {q}, the maintained count is {self.Q}")
+        pol.observe_recompute(seconds, size)
+        self._recompute_calibrated_at = size
 
     def _calibrate_delta(self, sample: int = 2048) -> None:
         """Seed the adaptive policy's delta-path rate with the count kernel's time per work unit

@@ -165,6 +165,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         self._calibrate_delta()
         self.policy.observe_rebuild(t2 - t0, keys.shape[0])
         self.policy.observe_recompute(t2 - t1, keys.shape[0])
+        if self.policy.recompute_sec_per_tuple is not None:
+            self._recompute_calibrated_at = keys.shape[0]
 
     def _static_q(self, keys: np.ndarray) -> int:
         from .static import count_triangles_arrays, count_triangles_dense

@@ -162,6 +162,8 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         self._calibrate_delta()
         self.policy.observe_rebuild(t2 - t0, total)
         self.policy.observe_recompute(t2 - t1, total)
+        if self.policy.recompute_sec_per_tuple is not None:
+            self._recompute_calibrated_at = total
 
     def _static_q(self, consolidated) -> int:
         from .static import relation_triangle_sum
