@@ -196,6 +196,36 @@ def _count_undirected(s: np.ndarray, d: np.ndarray, n: int) -> tuple[int, int]:
     return int(hi.shape[0]), int(tri)
 
 
+def list_triangles_ids(s: np.ndarray, d: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+    """Every triangle of the simple undirected graph of the id pairs ``(s, d)`` (ids in
+    ``[0, n)``) once, as three id arrays (degree-ordered forward algorithm, O(m^1.5)).
+
+    >>> [x.tolist() for x in list_triangles_ids(np.array([0, 1, 2, 2]), np.array([1, 2, 0, 3]), 4)]
+    [[0], [1], [2]]
+    """
+    indptr, hi, _ = _oriented_csr(np.asarray(s, np.int64), np.asarray(d, np.int64), n)
+    empty = np.zeros(0, np.int64)
+    if hi.shape[0] < 3:
+        return empty, empty, empty
+    in_ptr, in_edge, tail_end = sk.in_tails(indptr, hi)
+    eu, v, w = sk.list_oriented(indptr, hi, in_ptr, in_edge, tail_end,
+                                sk.n_blocks(n, sk.VCHUNK))
+    # the tail of each edge u -> v: the row of the edge index in the CSR
+    u = np.searchsorted(indptr, eu, side="right") - 1
+    rank = _rank_by_degree(*_nonloop(s, d), n)
+    ids = np.empty(n, np.int64)
+    ids[rank] = np.arange(n, dtype=np.int64)
+    a, b, c = ids[u], ids[v], ids[w]
+    lo = np.minimum(np.minimum(a, b), c)
+    hi_ = np.maximum(np.maximum(a, b), c)
+    return lo, a + b + c - lo - hi_, hi_
+
+
+def _nonloop(s: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    keep = s != d
+    return np.asarray(s, np.int64)[keep], np.asarray(d, np.int64)[keep]
+
+
 # --------------------------------------------------------------------------- public API
 
 

@@ -198,6 +198,64 @@ def count_oriented(indptr, hi, in_ptr, in_edge, tail_end, nblk):
     return partial.sum()
 
 
+@nb.njit(cache=True, inline="always")
+def _middle_vertex(v, indptr, hi, in_ptr, in_edge, tail_end, mark, emit, base, ou, ov, ow):
+    """Triangles u < v < w found from their middle vertex v (see :func:`count_oriented`):
+    the count, and with ``emit`` the triangles written from ``base`` on."""
+    s = indptr[v]
+    e = indptr[v + 1]
+    k0 = in_ptr[v]
+    k1 = in_ptr[v + 1]
+    if e == s or k0 == k1:
+        return 0
+    for i in range(s, e):
+        mark[hi[i]] = 1
+    c = 0
+    for k in range(k0, k1):
+        ek = in_edge[k]
+        for j in range(ek + 1, tail_end[k]):
+            w = hi[j]
+            if mark[w]:
+                if emit:
+                    ou[base + c] = ek  # the edge u -> v; u is recovered by the caller
+                    ov[base + c] = v
+                    ow[base + c] = w
+                c += 1
+    for i in range(s, e):
+        mark[hi[i]] = 0
+    return c
+
+
+@nb.njit(cache=True, parallel=True)
+def list_oriented(indptr, hi, in_ptr, in_edge, tail_end, nblk):
+    """Every triangle of an oriented CSR once, as (edge index of u -> v, v, w) with
+    u < v < w in rank space: a count pass per vertex, a prefix sum, an emit pass (both over
+    the vertex chunks of :func:`count_oriented`)."""
+    n = indptr.shape[0] - 1
+    n_chunks = (n + VCHUNK - 1) // VCHUNK
+    per = np.zeros(n + 1, dtype=np.int64)
+    dummy = np.empty(0, dtype=np.int64)
+    for blk in nb.prange(nblk):
+        mark = np.zeros(n, dtype=np.int8)
+        for ch in range(blk, n_chunks, nblk):
+            for v in range(ch * VCHUNK, min(n, (ch + 1) * VCHUNK)):
+                per[v + 1] = _middle_vertex(v, indptr, hi, in_ptr, in_edge, tail_end, mark,
+                                            False, 0, dummy, dummy, dummy)
+    for v in range(n):
+        per[v + 1] += per[v]
+    total = per[n]
+    ou = np.empty(total, dtype=np.int64)
+    ov = np.empty(total, dtype=np.int64)
+    ow = np.empty(total, dtype=np.int64)
+    for blk in nb.prange(nblk):
+        mark = np.zeros(n, dtype=np.int8)
+        for ch in range(blk, n_chunks, nblk):
+            for v in range(ch * VCHUNK, min(n, (ch + 1) * VCHUNK)):
+                _middle_vertex(v, indptr, hi, in_ptr, in_edge, tail_end, mark, True, per[v],
+                               ou, ov, ow)
+    return ou, ov, ow
+
+
 @nb.njit(cache=True, parallel=True)
 def count_oriented_cycles(indptr, hi, flags, in_ptr, in_edge, tail_end, nblk):
     """Count directed 3-cycles given an oriented CSR of the underlying undirected pairs.

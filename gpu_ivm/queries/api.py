@@ -62,6 +62,8 @@ class FreeQueryResults:
         fams = [m for m in self.maintain if m != "count"]
         self.fq = (FreeQueries(fams, epsilons, self.backend.kernels, track_changes)
                    if fams else None)
+        if self.fq is not None:
+            self.fq.graph_undirected = self._graph and not self.directed
         self._changes_cache = None
 
     @property

@@ -89,6 +89,9 @@ class FreeQueries:
         self.count = 0
         self.changes: list[tuple[np.ndarray, ...]] = []
         self.bulk_fraction = BULK_FRACTION  # 0: always apply deltas (tests)
+        # set by the graph form when R = S = T = a symmetric edge set with multiplicities 1:
+        # preprocessing then lists each triangle once instead of intersecting per tuple
+        self.graph_undirected = False
         self.fuse_limit: int | None = None  # tests: -1 sends every update to the per-view walks
         self.stats = {"major": 0, "moves": 0, "bulk": 0}
         self._lookup_view = self._aggregates()
@@ -168,10 +171,17 @@ class FreeQueries:
                     f[:] = self._default_flag(k)
                 rel.flags[pos] = f
             rel.set_heavy_lists()
+        listing = None
+        if self.graph_undirected and data[0][0].shape[0]:
+            from ..static import list_triangles_ids
+
+            keys = data[0][0]
+            listing = list_triangles_ids(keys >> 32, keys & 0xFFFFFFFF, self.cap)
         for k in range(3):
             keys, vals = data[k]
             if keys.shape[0]:
-                self._phase(k, keys, vals, rebalance=False, track=False)
+                self._phase(k, keys, vals, rebalance=False, track=False,
+                            listing=listing if k == 2 else None)
 
     # ------------------------------------------------------------------ batches
     def check(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
@@ -221,7 +231,8 @@ class FreeQueries:
         nf[(nf == 1) & (d_new < th.down) & (d_new > 0)] = 0
         return u, cur, nf, d_old, d_new
 
-    def _phase(self, k: int, keys, deltas, rebalance: bool, track: bool) -> None:
+    def _phase(self, k: int, keys, deltas, rebalance: bool, track: bool,
+               listing=None) -> None:
         rel = self.rels[k]
         x, y = unpack(keys)
         moves = None
@@ -247,7 +258,9 @@ class FreeQueries:
         fy = rel.flags[1][y]
         cache: dict = {}
         fused = self._fused_specs(k)
-        if fused:
+        if fused and listing is not None:
+            self._fused_from_listing(k, fused, listing)
+        elif fused:
             self._fused_deltas(k, fused, x, y, deltas, fx, fy, moves)
         for spec in self.specs:
             if k not in spec.atoms or spec in fused:
@@ -325,7 +338,6 @@ class FreeQueries:
                 self._add_terms(specs, cols, vals)
 
     def _fused_short(self, k: int, groups, xs, ys, ms, fxs, fys) -> None:
-        N, P = self.rels[(k + 1) % 3], self.rels[(k + 2) % 3]
         _, _, _, length = self._plan(k, _ALL_TRIANGLES, np.ascontiguousarray(xs, np.int64),
                                      np.ascontiguousarray(ys, np.int64), fxs, fys)
         ends = np.cumsum(length)
@@ -337,22 +349,47 @@ class FreeQueries:
             sl = slice(start, stop)
             idx, z, w = self.expand(k, _ALL_TRIANGLES, xs[sl], ys[sl], ms[sl], fxs[sl], fys[sl])
             start = stop
-            if w.shape[0] == 0:
+            if w.shape[0]:
+                self._classify(k, groups, xs[sl][idx], ys[sl][idx], z, w, fxs[sl][idx],
+                               fys[sl][idx])
+
+    def _classify(self, k: int, groups, tx, ty, z, w, ofx, ofy) -> None:
+        """Send triangle terms (update (tx, ty) with labels (ofx, ofy), third value z, weight
+        w) to the views whose pattern their six labels match."""
+        N, P = self.rels[(k + 1) % 3], self.rels[(k + 2) % 3]
+        labels = (ofx, ofy, N.flags[0][ty], N.flags[1][z], P.flags[0][z], P.flags[1][tx])
+        for specs in groups.values():
+            pat = _pattern_array(specs[0], k)
+            ok = np.ones(w.shape[0], bool)
+            for j in range(6):
+                if pat[j] != sp.ANY:
+                    ok &= labels[j] == pat[j]
+            sel = np.flatnonzero(ok)
+            if sel.shape[0] == 0:
                 continue
-            tx, ty = xs[sl][idx], ys[sl][idx]
-            labels = (fxs[sl][idx], fys[sl][idx], N.flags[0][ty], N.flags[1][z],
-                      P.flags[0][z], P.flags[1][tx])
-            for specs in groups.values():
-                pat = _pattern_array(specs[0], k)
-                ok = np.ones(w.shape[0], bool)
-                for j in range(6):
-                    if pat[j] != sp.ANY:
-                        ok &= labels[j] == pat[j]
-                sel = np.flatnonzero(ok)
-                if sel.shape[0] == 0:
-                    continue
-                cols = {k: tx[sel], (k + 1) % 3: ty[sel], (k + 2) % 3: z[sel]}
-                self._add_terms(specs, cols, w[sel])
+            cols = {k: tx[sel], (k + 1) % 3: ty[sel], (k + 2) % 3: z[sel]}
+            self._add_terms(specs, cols, w[sel])
+
+    def _fused_from_listing(self, k: int, fused, listing) -> None:
+        """Preprocessing of a simple undirected graph (R = S = T = E, multiplicities 1): the
+        last phase's triangle terms are the six orderings of each triangle of a static
+        listing (degree-ordered, each triangle found once) instead of one intersection per
+        tuple of T."""
+        groups: dict = {}
+        for spec in fused:
+            groups.setdefault((spec.atoms, spec.pattern), []).append(spec)
+        T = self.rels[k]
+        tri = listing
+        n = tri[0].shape[0]
+        step = max(FUSE_CHUNK, 1)
+        for perm in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+            for s0 in range(0, n, step):
+                a = tri[perm[0]][s0:s0 + step]
+                b = tri[perm[1]][s0:s0 + step]
+                c = tri[perm[2]][s0:s0 + step]
+                # the update is T(c, a); the third value is b (k = 2: x = C, y = A, z = B)
+                self._classify(k, groups, c, a, b, np.ones(a.shape[0], np.int64),
+                               T.flags[0][c], T.flags[1][a])
 
     def _add_terms(self, specs, cols, vals) -> None:
         for spec in specs:
