@@ -383,3 +383,22 @@ def test_rmat_graph_vs_networkx():
     g = nx.Graph()
     g.add_edges_from(zip(s.tolist(), d.tolist(), strict=True))
     assert count_triangles_arrays(s, d) == _nx_count(g)
+
+
+def test_list_triangles_ids_matches_networkx():
+    import networkx as nx
+
+    from gpu_ivm.static import list_triangles_ids
+
+    rng = np.random.default_rng(12)
+    for _ in range(25):
+        n = int(rng.integers(3, 50))
+        m = int(rng.integers(0, 300))
+        s, d = rng.integers(0, n, m), rng.integers(0, n, m)
+        a, b, c = list_triangles_ids(s, d, n)
+        G = nx.Graph()
+        G.add_edges_from((int(x), int(y)) for x, y in zip(s, d) if x != y)
+        want = {tuple(sorted(t)) for t in nx.enumerate_all_cliques(G) if len(t) == 3}
+        got = list(zip(a.tolist(), b.tolist(), c.tolist()))
+        assert set(got) == want and len(got) == len(want)
+        assert all(x < y < z for x, y, z in got)
