@@ -9,6 +9,7 @@ part       module                                    CPU counterpart
 ``store``  :mod:`gpu_ivm.kernels.cuda_store`         :mod:`gpu_ivm.kernels.store_kernels`
 ``delta``  :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.delta_kernels`
 ``view``   :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.view_kernels`
+``query``  :mod:`gpu_ivm.kernels.cuda_query`         :mod:`gpu_ivm.kernels.query_kernels`
 ``static`` :mod:`gpu_ivm.kernels.static_kernels`     itself: static counts run on the host
 =========  ========================================  =========================================
 
@@ -17,14 +18,14 @@ when the ``cuda`` backend is requested. Every kernel is a ``@cuda.jit`` function
 host-side launcher that checks its inputs, returns early on empty inputs and picks the launch
 shape (:mod:`gpu_ivm.kernels.cuda_launch`); the per-element work is done by the same
 ``numba.njit`` inner loops as on the CPU (:mod:`gpu_ivm.kernels.lsm`, the per-update helpers of
-:mod:`gpu_ivm.kernels.delta_kernels`).
+:mod:`gpu_ivm.kernels.delta_kernels` and :mod:`gpu_ivm.kernels.query_kernels`).
 """
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from . import cuda_delta, cuda_launch, cuda_store, static_kernels
+from . import cuda_delta, cuda_launch, cuda_query, cuda_store, static_kernels
 
 STORE_FUNCTIONS = (
     "apply_updates", "probe_many", "probe_many_par", "probe_sorted", "merge_runs",
@@ -35,6 +36,7 @@ DELTA_FUNCTIONS = (
     "path_weights", "expand_counts", "expand_emit", "segment_sum_sorted", "batch_wedges",
 )
 VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
+QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums")
 # Run on the host (CPU njit) for now: the view rebuild of major rebalancing. See docs/gpu.md.
 HOST_VIEW_FUNCTIONS = ("build_view_rows",)
 
@@ -47,13 +49,14 @@ def _part(module, names: tuple[str, ...], **extra) -> SimpleNamespace:
 
 
 def kernel_set() -> SimpleNamespace:
-    """The namespace ``store``, ``delta``, ``view``, ``static`` of the cuda backend.
+    """The namespace ``store``, ``delta``, ``view``, ``static``, ``query`` of the cuda backend.
 
-    ``delta`` also carries ``PAR_MIN`` and ``view`` ``vget`` for code that reads them from the
-    CPU modules; ``view.build_view_rows`` (the row-by-row view rebuild of major rebalancing) and
-    ``static`` are the CPU functions, run on the host (see docs/gpu.md).
+    ``delta`` also carries ``PAR_MIN``, ``view`` ``vget`` and ``query`` the ``CHOICE_*`` codes
+    for code that reads them from the CPU modules; ``view.build_view_rows`` (the row-by-row
+    view rebuild of major rebalancing) and ``static`` are the CPU functions, run on the host
+    (see docs/gpu.md).
     """
-    from . import view_kernels
+    from . import query_kernels, view_kernels
     from .delta_kernels import PAR_MIN
 
     host = {n: getattr(view_kernels, n) for n in HOST_VIEW_FUNCTIONS if hasattr(view_kernels, n)}
@@ -62,4 +65,7 @@ def kernel_set() -> SimpleNamespace:
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget, **host),
         static=static_kernels,
+        query=_part(cuda_query, QUERY_FUNCTIONS,
+                    **{c: getattr(query_kernels, c) for c in dir(query_kernels)
+                       if c.startswith("CHOICE_")}),
     )

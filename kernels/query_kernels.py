@@ -305,50 +305,54 @@ def compact(ptr, count, out_z, out_w, keep_idx, keep_z, keep_w):
     return w
 
 
+@nb.njit(cache=True)
+def pair_sum_one(x, rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst):
+    """Σ_{b,c} R(x,b)·S(b,c)·T(c,x) over b with R-flag r_fy[b] == r_want_y and c with
+    T-flag t_fx[c] == t_want_x (``rst``: R rows by A; ``tst``: T transposed, rows by A)."""
+    total = 0
+    rk = rst[0]
+    rv = rst[1]
+    tk = tst[0]
+    tv = tst[1]
+    m1 = run_mask(rst, x)
+    j1 = 0
+    while m1 != 0:
+        if m1 & 1:
+            lo1, hi1 = run_range(rst, j1, x)
+            hi1 = real_end(rk, lo1, hi1, x)
+            for q1 in range(lo1, hi1):
+                a = rv[q1]
+                if a == 0:
+                    continue
+                b = rk[q1] & 0xFFFFFFFF
+                if _flag(r_fy, b) != r_want_y:
+                    continue
+                m2 = run_mask(tst, x)
+                j2 = 0
+                while m2 != 0:
+                    if m2 & 1:
+                        lo2, hi2 = run_range(tst, j2, x)
+                        hi2 = real_end(tk, lo2, hi2, x)
+                        for q2 in range(lo2, hi2):
+                            t = tv[q2]
+                            if t == 0:
+                                continue
+                            c = tk[q2] & 0xFFFFFFFF
+                            if _flag(t_fx, c) != t_want_x:
+                                continue
+                            s = get(sst, (b << 32) | c)
+                            if s != 0:
+                                total += a * s * t
+                    m2 >>= 1
+                    j2 += 1
+        m1 >>= 1
+        j1 += 1
+    return total
+
+
 @nb.njit(cache=True, parallel=True)
 def pair_sums(xs, rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst, out):
-    """out[i] = Σ_{b,c} R(x,b)·S(b,c)·T(c,x) over b with R-flag r_fy[b] == r_want_y and c with
-    T-flag t_fx[c] == t_want_x: the (LH)∗(HL) part of Δ1(x) (both rows short: x is light).
-
-    ``rst`` is R (rows by A) and ``tst`` is T transposed (rows by A)."""
+    """out[i] = :func:`pair_sum_one` of xs[i]: the (LH)∗(HL) part of Δ1(x) (both rows short:
+    x is light)."""
     for i in nb.prange(xs.shape[0]):
-        x = xs[i]
-        total = 0
-        rk = rst[0]
-        rv = rst[1]
-        tk = tst[0]
-        tv = tst[1]
-        m1 = run_mask(rst, x)
-        j1 = 0
-        while m1 != 0:
-            if m1 & 1:
-                lo1, hi1 = run_range(rst, j1, x)
-                hi1 = real_end(rk, lo1, hi1, x)
-                for q1 in range(lo1, hi1):
-                    a = rv[q1]
-                    if a == 0:
-                        continue
-                    b = rk[q1] & 0xFFFFFFFF
-                    if _flag(r_fy, b) != r_want_y:
-                        continue
-                    m2 = run_mask(tst, x)
-                    j2 = 0
-                    while m2 != 0:
-                        if m2 & 1:
-                            lo2, hi2 = run_range(tst, j2, x)
-                            hi2 = real_end(tk, lo2, hi2, x)
-                            for q2 in range(lo2, hi2):
-                                t = tv[q2]
-                                if t == 0:
-                                    continue
-                                c = tk[q2] & 0xFFFFFFFF
-                                if _flag(t_fx, c) != t_want_x:
-                                    continue
-                                s = get(sst, (b << 32) | c)
-                                if s != 0:
-                                    total += a * s * t
-                        m2 >>= 1
-                        j2 += 1
-            m1 >>= 1
-            j1 += 1
-        out[i] = total
+        out[i] = pair_sum_one(xs[i], rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst)

@@ -33,10 +33,12 @@ def cases(repo: str) -> dict:
     sys.path.insert(0, repo)
     from kernels import cuda_delta as d
     from kernels import cuda_launch as launch
+    from kernels import cuda_query as q
     from kernels import cuda_store as s
 
     i = np.zeros(4, np.int64)
     b = np.zeros(4, np.bool_)
+    u = np.zeros(4, np.uint8)  # heavy/light flags of the free queries
     m = np.zeros((2, 4), np.int64)
     st = (i,) * 8
     n = np.int64(4)
@@ -66,6 +68,11 @@ def cases(repo: str) -> dict:
         d._nonzero_flags_kernel: ((i, i), n),
         d._compact_kernel: ((i,) * 6, n),
         d._scatter_dense_kernel: ((i, i, b), (i, m), n),
+        q._plan_kernel: ((i, i, u, u, i, i, i), (u, i), (u, i), True, True, st, st, n),
+        q._emit_kernel: ((i,) * 8, (i, u, i, u, i), True, True, st, st, n),
+        q._sums_kernel: ((i,) * 4, (i, u, i, u, i), True, True, st, st, n),
+        q._compact_query_kernel: ((i,) * 8, n),
+        q._pair_sums_kernel: ((i, i), (u,), (u,), st, st, st, n, n, n),
     }
     scans = launch._scan_kernels(launch.LaunchConfig().scan_tpb)
     for k, a in zip(scans, [((i, i), n, n), ((i,), n), ((i, i, i), n, n)]):

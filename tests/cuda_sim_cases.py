@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Iterator
+from fractions import Fraction
 
 import numba
 import numpy as np
@@ -32,12 +33,15 @@ if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_s
 
 from gpu_ivm.kernels import cuda_launch  # noqa: E402
 from gpu_ivm.kernels import delta_kernels as cpu_delta  # noqa: E402
+from gpu_ivm.kernels import query_kernels as cpu_query  # noqa: E402
 from gpu_ivm.kernels import store_kernels as cpu_store  # noqa: E402
 from gpu_ivm.kernels import view_kernels as cpu_view  # noqa: E402
-from gpu_ivm.kernels.lsm import SENTINEL  # noqa: E402
+from gpu_ivm.kernels.lsm import SENTINEL, real_end, run_mask, run_range  # noqa: E402
 
 from gpu_ivm import GraphEngine, RelationEngine  # noqa: E402
 from gpu_ivm.backend import get_backend  # noqa: E402
+from gpu_ivm.queries import results as rs  # noqa: E402
+from gpu_ivm.queries.maintain import FreeQueries  # noqa: E402
 from gpu_ivm.store import ZStore  # noqa: E402
 
 SIZES = [0, 1, 31, 32, 33, 1023, 1025]
@@ -75,6 +79,14 @@ def small_launch() -> Iterator[None]:
     yield from _set_launch(8, 2, 8)
 
 
+@pytest.fixture
+def query_launch() -> Iterator[None]:
+    """``small_launch`` with scan blocks of 2 threads, for the free-query engine runs: their
+    time goes into the scans' ``syncthreads`` (compact, collect_live: hundreds of scans per
+    stream); the scan itself is checked at full block sizes by ``test_exclusive_scan``."""
+    yield from _set_launch(8, 2, 2)
+
+
 def pk(a, b) -> np.ndarray:
     return (np.asarray(a, np.int64) << 32) | np.asarray(b, np.int64)
 
@@ -96,12 +108,15 @@ def assert_same_store(a: ZStore, b: ZStore, what: str = "store") -> None:
         assert np.array_equal(x, y), f"{what}: field {i} differs"
 
 
-def random_store(rng, nfirst: int, nkeys: int, kernels=None) -> ZStore:
-    """A store with several runs, tombstones and (after compaction) padding."""
+def random_store(rng, nfirst: int, nkeys: int, kernels=None, hub_p: float = 0.0) -> ZStore:
+    """A store with several runs, tombstones and (after compaction) padding; with ``hub_p``,
+    that share of the keys has first key 0, 1 or 2 (long rows)."""
     s = ZStore(nfirst, kernels)
     for _ in range(4):
-        keys = sorted_unique(pk(rng.integers(0, nfirst, nkeys), rng.integers(0, 3 * nfirst,
-                                                                            nkeys)))
+        firsts = rng.integers(0, nfirst, nkeys)
+        if hub_p:
+            firsts = np.where(rng.random(nkeys) < hub_p, rng.integers(0, 3, nkeys), firsts)
+        keys = sorted_unique(pk(firsts, rng.integers(0, 3 * nfirst, nkeys)))
         old = s.get(keys)
         d = rng.integers(1, 4, keys.shape[0])
         d[(old != 0) & (rng.random(keys.shape[0]) < 0.4)] *= 0
@@ -119,7 +134,8 @@ def test_kernel_set_matches_cpu_signatures() -> None:
 
     for part, cpu, names in (("store", cpu_store, ck.STORE_FUNCTIONS),
                              ("delta", cpu_delta, ck.DELTA_FUNCTIONS),
-                             ("view", cpu_view, ck.VIEW_FUNCTIONS)):
+                             ("view", cpu_view, ck.VIEW_FUNCTIONS),
+                             ("query", cpu_query, ck.QUERY_FUNCTIONS)):
         for name in names:
             if not hasattr(cpu, name):
                 continue
@@ -467,6 +483,111 @@ def test_view_kernels(n: int) -> None:
         assert np.array_equal(a, b)
 
 
+# ----------------------------------------------------------------------------- query kernels
+
+# (pattern [K.first, K.second, N.first, N.second, P.first, P.second], use_n, use_p); -1 any,
+# 0 light, 1 heavy (the layout of kernels/query_kernels.py).
+QUERY_CASES = [
+    ((-1, -1, -1, -1, -1, -1), True, True),  # Δ3 over everything: merge/gallop of two rows
+    ((-1, -1, -1, 1, -1, -1), True, True),  # z heavy in N: N's short heavy list often wins
+    ((0, -1, -1, -1, 1, 0), True, True),  # z heavy in P, x light: P's heavy list
+    ((-1, 0, 0, 0, 0, -1), True, True),  # all light: intersection with flag filters
+    ((-1, 1, 1, 1, -1, -1), True, False),  # N only: N's heavy list or N's row
+    ((1, -1, -1, -1, 1, 1), False, True),  # P only: P's heavy list or P's row
+]
+
+
+def _query_state(rng, nfirst: int = 48):
+    """N (rows by y), P transposed (rows by x), S, flags shorter than the id range (so
+    ``_flag``'s out-of-range branch runs) and short heavy lists; hubs 0-2 have long rows."""
+    nst = random_store(rng, nfirst, 150, hub_p=0.4).nt()
+    pst = random_store(rng, nfirst, 150, hub_p=0.4).nt()
+    sst = random_store(rng, 3 * nfirst, 300).nt()
+    nid = 3 * nfirst - 5
+    n_fx, p_fy = ((rng.random(nid) < 0.5).astype(np.uint8) for _ in range(2))
+    n_fy, p_fx = ((rng.random(nid) < 0.08).astype(np.uint8) for _ in range(2))
+    n_hl = np.flatnonzero(n_fy).astype(np.int64)
+    p_hl = np.flatnonzero(p_fx).astype(np.int64)
+    return nst, pst, sst, (n_fx, n_fy, n_hl), (p_fx, p_fy, p_hl)
+
+
+def _gallops(nst, pst, xs, ys, choice) -> bool:
+    """True if an intersection of the batch meets two run segments of lengths more than 8x
+    apart (``_merge``'s gallop branch)."""
+    for x, y, c in zip(xs.tolist(), ys.tolist(), choice.tolist()):
+        if c not in (0, 1):
+            continue
+        segs = []
+        for st, r in ((nst, y), (pst, x)):
+            lens = []
+            m, j = int(run_mask(st, r)), 0
+            while m:
+                if m & 1:
+                    lo, hi = run_range(st, j, r)
+                    lens.append(int(real_end(st[0], lo, hi, r)) - int(lo))
+                m >>= 1
+                j += 1
+            segs.append([v for v in lens if v > 0])
+        if any(a * 8 < b or b * 8 < a for a in segs[0] for b in segs[1]):
+            return True
+    return False
+
+
+@pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("n", SIZES[:5] + [129])
+def test_query_kernels(n: int) -> None:
+    """plan / emit / compact / sums / pair_sums against the CPU kernels, every choice of list
+    (none, N's row, P's row, N's heavy list, P's heavy list) and both intersection branches."""
+    rng = np.random.default_rng(600 + n)
+    nst, pst, sst, (n_fx, n_fy, n_hl), (p_fx, p_fy, p_hl) = _query_state(rng)
+    hub = rng.random(n) < 0.3
+    xs = np.where(hub, rng.integers(0, 3, n), rng.integers(0, 51, n)).astype(np.int64)
+    ys = np.where(~hub & (rng.random(n) < 0.3), rng.integers(0, 3, n),
+                  rng.integers(0, 51, n)).astype(np.int64)
+    ms = rng.choice(np.array([-2, -1, 1, 3], np.int64), n)
+    fxs = rng.integers(0, 2, n).astype(np.uint8)
+    fys = rng.integers(0, 2, n).astype(np.uint8)
+    seen: set[int] = set()
+    gallop = False
+    for case, use_n, use_p in QUERY_CASES:
+        pat = np.array(case, np.int64)
+        outs = []
+        for kern in (cpu_query, K.query):
+            choice = np.full(n, -9, np.int64)
+            length = np.full(n, -9, np.int64)
+            kern.plan(xs, ys, fxs, fys, pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl,
+                      choice, length)
+            ptr = np.r_[0, np.cumsum(length)].astype(np.int64)
+            out_z = np.full(ptr[-1], -7, np.int64)
+            out_w = np.full(ptr[-1], -7, np.int64)
+            count = np.full(n, -9, np.int64)
+            kern.emit(xs, ys, ms, choice, ptr, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx,
+                      p_hl, out_z, out_w, count)
+            total = int(count.sum())
+            keep = [np.full(total, -7, np.int64) for _ in range(3)]
+            w = kern.compact(ptr, count, out_z, out_w, *keep)
+            sums = np.full(n, -9, np.int64)
+            kern.sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl,
+                      sums)
+            outs.append((choice, length, out_z, out_w, count, np.array([w]), *keep, sums))
+        for j, (a, b) in enumerate(zip(*outs)):
+            assert np.array_equal(a, b), (case, j)
+        choice, _, _, _, count, _, idx, _, vals, sums = outs[0]
+        assert np.array_equal(np.bincount(idx, vals, n), ms * sums)  # emit and sums agree
+        seen.update(choice.tolist())
+        gallop = gallop or (use_n and use_p and _gallops(nst, pst, xs, ys, choice))
+    if n >= 32:
+        assert seen == {-1, 0, 1, 2, 3} and gallop, (seen, gallop)
+    for want_y, want_x in ((1, 1), (0, 1), (1, 0)):
+        o1 = np.full(n, -9, np.int64)
+        o2 = np.full(n, -9, np.int64)
+        cpu_query.pair_sums(xs, nst, n_fx, want_y, pst, p_fy, want_x, sst, o1)
+        K.query.pair_sums(xs, nst, n_fx, want_y, pst, p_fy, want_x, sst, o2)
+        assert np.array_equal(o1, o2), (want_y, want_x)
+        if n >= 32:
+            assert o1.any()
+
+
 # ----------------------------------------------------------------------------- engines
 
 
@@ -557,3 +678,130 @@ def test_snapshot_restores_across_backends(tmp_path, small_launch) -> None:
     for va, vb in zip(back.views, on_gpu.views):
         for x, y in zip(va.items(), vb.items()):
             assert np.array_equal(x, y)
+
+
+# ----------------------------------------------------------------------------- free queries
+
+FAMILIES = ("vertex_counts", "edge_counts", "triangles")
+
+
+def _fq_state(fq: FreeQueries) -> list:
+    """The physical state of a FreeQueries (read without kernels): every store bit for bit,
+    dense views, pair ids, flags, heavy lists; and its count, N, δΔ3 and stats."""
+    out: list = [np.array([fq.count, fq.N, *fq.stats.values()]), *fq.changed_triangles()]
+    for sig in sorted(fq.views, key=repr):
+        v = fq.views[sig]
+        out += [v.dense, *store_state(v.store)]
+        if v.pairs is not None:
+            out.append(v.pairs.decode(np.arange(len(v.pairs))))
+    for rel in fq.rels:
+        out += [*rel.flags, *rel.heavy, *store_state(rel.fwd), *store_state(rel.bwd)]
+    return out
+
+
+def _fq_results(fq: FreeQueries, n: int) -> list:
+    """The families' results and lookups for ids 0..n-1 (through the kernel set)."""
+    ids = np.arange(n, dtype=np.int64)
+    out: list = []
+    if "vertex_counts" in fq.families:
+        out += [*rs.vertex_counts(fq), rs.vertex_lookup(fq, ids)]  # lookup: pair_sums
+    if "edge_counts" in fq.families:
+        a, b = np.repeat(ids, n), np.tile(ids, n)
+        out += [*rs.edge_counts(fq), rs.edge_lookup(fq, a, b)]  # lookup: sums
+    if "triangles" in fq.families:
+        out += [np.concatenate(c) for c in zip(*rs.triangle_parts(fq, chunk=4))]
+        out += rs.triangles_with(fq, ids)  # emit + compact over every row
+    return out
+
+
+def _hub_deletes(rels: list[dict], out: bool, upto: int) -> list:
+    """Phases deleting hub 0's tuples (0, b) (``out``) or (b, 0) with 1 <= b <= upto."""
+    phases = []
+    for k, d in enumerate(rels):
+        gone = sorted(t for t in d if (t[0] == 0 if out else t[1] == 0) and 1 <= max(t) <= upto)
+        keys = pk([t[0] for t in gone], [t[1] for t in gone])
+        phases.append((k, keys, -np.array([d.pop(t) for t in gone], np.int64)))
+    return phases
+
+
+@pytest.mark.parametrize("family", [*FAMILIES, "all"])
+@pytest.mark.parametrize("eps", ["1/2", "1"])
+def test_free_queries_streams(eps: str, family: str, query_launch) -> None:
+    """FreeQueries of one family (or all three) on the cuda kernel set equals the CPU one
+    (stores bit for bit, flags, heavy lists, δΔ3, results, lookups) after every batch, and the
+    count equals the oracle's. Hub 0 starts heavy on both sides (at ε = ½); random batches,
+    then deletes of its out-tuples (heavy → light: minor rebalancing moves) and of its
+    in-tuples (|D| below N/4: major rebalancing)."""
+    from test_free_queries import arrays, random_batch
+
+    rng = np.random.default_rng({"1/2": 20, "1": 21}[eps])
+    n = 16
+    rels: list[dict] = [{(0, b): 1 for b in range(1, n)} | {(b, 0): 1 for b in range(1, n)}
+                        for _ in range(3)]
+    random_batch(rng, rels, n, 6, 0.0)
+    fams = FAMILIES if family == "all" else (family,)
+    fqs = [FreeQueries(fams, [Fraction(eps)] * 3, kernels=kern, track_changes=True)
+           for kern in (None, K)]
+    assert fqs[0].qk is cpu_query and fqs[1].qk is K.query
+    for fq in fqs:
+        fq.bulk_fraction = 0  # always the delta path
+        fq.build([arrays(d) for d in rels], n)
+    heavy = 0
+    for step in range(6):
+        if step:
+            phases = (_hub_deletes(rels, True, 10) if step == 3 else
+                      _hub_deletes(rels, False, 13) if step == 5 else
+                      random_batch(rng, rels, n, 6, 0.5))
+            for fq in fqs:
+                fq.apply(phases, n)
+        want = np.einsum("ab,bc,ca->abc", *(_dense(d, n) for d in rels))
+        assert fqs[0].count == fqs[1].count == int(want.sum()), step
+        for j, (a, b) in enumerate(zip(*(_fq_state(fq) for fq in fqs))):
+            assert np.array_equal(a, b), (step, j)
+        for j, (a, b) in enumerate(zip(*(_fq_results(fq, n) for fq in fqs))):
+            assert np.array_equal(a, b), (step, "result", j)
+        heavy += sum(h.shape[0] for r in fqs[1].rels for h in r.heavy)
+    assert fqs[1].check_invariants() == []
+    assert fqs[1].stats["major"] > 0
+    if eps == "1/2":
+        assert heavy > 0 and fqs[1].stats["moves"] > 0, fqs[1].stats
+
+
+def _dense(rel: dict, n: int) -> np.ndarray:
+    m = np.zeros((n, n), np.int64)
+    for (a, b), v in rel.items():
+        m[a, b] = v
+    return m
+
+
+def test_graph_engine_maintains_queries(query_launch) -> None:
+    """GraphEngine(backend="cuda", maintain=...) end to end: load (preprocessing, hub 0
+    heavy), then batches; the same result tables, lookups and change feed as on the cpu
+    backend."""
+    rng = np.random.default_rng(9)
+    oracle = GraphOracle(False)
+    maintain = ["vertex_counts", "edge_counts", "triangles"]
+    engines = [GraphEngine(epsilon="1/2", backend=b, adaptive=False, maintain=maintain,
+                           track_changes=True) for b in ("cpu", "cuda")]
+    src = np.r_[np.zeros(24, np.int64), rng.integers(1, 10, 8)]  # a star: hub 0 is heavy
+    dst = np.r_[np.arange(1, 25), rng.integers(1, 10, 8)]
+    for u, v in zip(src.tolist(), dst.tolist()):
+        if u != v:
+            oracle.apply(u, v, 1)
+    for e in engines:
+        e.load((src, dst))
+    assert engines[1].count() == engines[0].count() == oracle.count() > 0
+    assert engines[1].result_table("triangles").equals(engines[0].result_table("triangles"))
+    assert engines[1].fq.rels[0].heavy[0].tolist() == [0]
+    vs = np.arange(25)
+    for batch in graph_batches(oracle, rng, n_batches=3, nv=10, max_batch=20, hub_p=0.4,
+                               shrink_from=2):
+        r = [e.apply(batch) for e in engines]
+        assert r[0].triangles == r[1].triangles == oracle.count()
+        for name in maintain:
+            assert engines[0].result_table(name).equals(engines[1].result_table(name)), name
+        assert np.array_equal(*(e.vertex_count(vs) for e in engines))
+        assert np.array_equal(*(e.edge_count(vs, np.roll(vs, 1)) for e in engines))
+        assert engines[0].triangles_of(0).equals(engines[1].triangles_of(0))
+        for name, t in engines[0].last_changes().items():
+            assert t.equals(engines[1].last_changes()[name]), name

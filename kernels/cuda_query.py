@@ -1,0 +1,191 @@
+"""CUDA kernels of the free-variable triangle queries: the ``query`` part of the cuda kernel set.
+
+Same functions, signatures and results as :mod:`gpu_ivm.kernels.query_kernels` (``plan``,
+``emit``, ``sums``, ``compact``, ``pair_sums``). The per-update bodies are the CPU ones:
+``choose`` (which list update i walks) and ``_walk`` (→ ``_intersect`` → ``_merge``, or the
+walk of one row / heavy list with ``_weight`` probes) are called from the kernels unchanged, so
+a slot, a count and a sum are the CPU's bit for bit; ``pair_sums`` calls the CPU's per-vertex
+body ``pair_sum_one``.
+
+Every kernel is a 1-D grid-stride loop with one thread per update: the work of update i is the
+length of the list ``choose`` picked for it (bounded by N^ε or N^{1-ε}), so it is skewed on
+power-law inputs; see docs/gpu.md for the launch shape and the warp-per-long-row variant.
+``compact`` replaces the CPU's sequential gather by an exclusive scan of the per-update counts
+and one copy kernel (update i copies its ``count[i]`` slots from ``ptr[i]`` to ``offs[i]``), so
+the output order is the CPU's.
+"""
+
+from __future__ import annotations
+
+from numba import cuda
+
+from .cuda_launch import check_1d, exclusive_scan, grid, scalar
+from .query_kernels import _walk, choose, pair_sum_one
+
+# ----------------------------------------------------------------------------- kernels
+
+
+@cuda.jit
+def _plan_kernel(io, nside, pside, use_n, use_p, nst, pst, n):
+    """choice[i], length[i] of update i by the CPU's ``choose``.
+
+    Launch config: 1-D grid-stride, one thread per update; O(1) work each (flag reads, three
+    degree reads), coalesced on the update arrays.
+    """
+    xs, ys, fxs, fys, pat, choice, length = io
+    n_fx, n_hl = nside
+    p_fy, p_hl = pside
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        c, ln = choose(xs[i], ys[i], fxs[i], fys[i], pat, use_n, use_p, nst, n_fx, n_hl,
+                       pst, p_fy, p_hl)
+        choice[i] = c
+        length[i] = ln
+        i += stride
+
+
+@cuda.jit
+def _emit_kernel(io, side, use_n, use_p, nst, pst, n):
+    """Update i's terms (z, m·N(y,z)·P(z,x)) into out[ptr[i]:ptr[i] + count[i]] by ``_walk``.
+
+    Launch config: 1-D grid-stride, one thread per update; segments are disjoint (``ptr`` is
+    the scan of the plan's upper bounds), so no atomics. Work per thread: the length of the
+    chosen list (plus a probe or a gallop per entry), skewed; see docs/gpu.md.
+    """
+    xs, ys, ms, choice, ptr, out_z, out_w, count = io
+    pat, n_fy, n_hl, p_fx, p_hl = side
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        c = choice[i]
+        if c < 0:
+            count[i] = 0
+        else:
+            count[i] = _walk(i, xs[i], ys[i], ms[i], c, use_n, use_p, pat, nst, n_fy, n_hl,
+                             pst, p_fx, p_hl, True, ptr[i], out_z, out_w)
+        i += stride
+
+
+@cuda.jit
+def _sums_kernel(io, side, use_n, use_p, nst, pst, n):
+    """out[i] = Σ_z N(y,z)·P(z,x) of update i by ``_walk`` in sum mode.
+
+    Launch config: as :func:`_emit_kernel`. ``_walk`` needs output arrays to type-check but
+    never writes them in sum mode; ``out`` stands in for both (a kernel cannot allocate the
+    CPU kernel's empty dummies).
+    """
+    xs, ys, choice, out = io
+    pat, n_fy, n_hl, p_fx, p_hl = side
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        c = choice[i]
+        if c < 0:
+            out[i] = 0
+        else:
+            out[i] = _walk(i, xs[i], ys[i], 1, c, use_n, use_p, pat, nst, n_fy, n_hl,
+                           pst, p_fx, p_hl, False, 0, out, out)
+        i += stride
+
+
+@cuda.jit
+def _compact_query_kernel(io, n):
+    """Update i copies its count[i] slots from ptr[i] to offs[i] (offs = scan of count).
+
+    Launch config: 1-D grid-stride, one thread per update; writes are disjoint. A thread copies
+    at most the length of its list (the plan's bound), so the skew is the emit kernel's.
+    """
+    ptr, count, offs, out_z, out_w, keep_idx, keep_z, keep_w = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        src = ptr[i]
+        dst = offs[i]
+        for t in range(count[i]):
+            keep_idx[dst + t] = i
+            keep_z[dst + t] = out_z[src + t]
+            keep_w[dst + t] = out_w[src + t]
+        i += stride
+
+
+@cuda.jit
+def _pair_sums_kernel(io, rside, tside, rst, tst, sst, r_want_y, t_want_x, n):
+    """out[i] = :func:`pair_sum_one` of xs[i].
+
+    Launch config: 1-D grid-stride, one thread per x; work |R(x,·)|·|T(·,x)| probes of S (both
+    rows are short for the light x the caller keeps, but the caller passes every x).
+    """
+    xs, out = io
+    r_fy = rside[0]
+    t_fx = tside[0]
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        out[i] = pair_sum_one(xs[i], rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst)
+        i += stride
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+def plan(xs, ys, fxs, fys, pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl,
+         choice, length) -> None:
+    """Count pass: the list each update walks and its length (an upper bound of its outputs);
+    see the CPU kernel."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _plan_kernel[grid(n)]((xs, ys, fxs, fys, pat, choice, length), (n_fx, n_hl), (p_fy, p_hl),
+                          bool(use_n), bool(use_p), nst, pst, n)
+
+
+def emit(xs, ys, ms, choice, ptr, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl,
+         out_z, out_w, count) -> None:
+    """Emit pass: (z, m·N(y,z)·P(z,x)) of update i into out[ptr[i]:ptr[i] + count[i]]."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _emit_kernel[grid(n)]((xs, ys, ms, choice, ptr, out_z, out_w, count),
+                          (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n), bool(use_p), nst, pst, n)
+
+
+def sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, out) -> None:
+    """Sum pass: out[i] = Σ_z N(y,z)·P(z,x) over the pattern (the update's m not applied)."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _sums_kernel[grid(n)]((xs, ys, choice, out), (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n),
+                          bool(use_p), nst, pst, n)
+
+
+def compact(ptr, count, out_z, out_w, keep_idx, keep_z, keep_w) -> int:
+    """Gather the emitted slots (CSR with actual counts) into dense arrays; returns n.
+
+    An exclusive scan of ``count`` gives each update its output offset; one copy kernel. The
+    total is read back once (the CPU function returns it).
+    """
+    check_1d("count", count)
+    n = count.shape[0]
+    if n == 0:
+        return 0
+    offs = exclusive_scan(count)
+    w = scalar(offs, n)
+    if w:
+        _compact_query_kernel[grid(n)]((ptr, count, offs, out_z, out_w, keep_idx, keep_z,
+                                        keep_w), n)
+    return w
+
+
+def pair_sums(xs, rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst, out) -> None:
+    """out[i] = Σ_{b,c} R(x,b)·S(b,c)·T(c,x) over flagged b and c (see the CPU kernel;
+    ``rst`` is R, ``tst`` is T transposed)."""
+    check_1d("xs", xs)
+    n = xs.shape[0]
+    if n == 0:
+        return
+    _pair_sums_kernel[grid(n)]((xs, out), (r_fy,), (t_fx,), rst, tst, sst, int(r_want_y),
+                               int(t_want_x), n)
