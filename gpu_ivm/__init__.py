@@ -36,7 +36,12 @@ from .errors import (
 from .graph_engine import GraphEngine
 from .relation_engine import RelationEngine
 from .snapshot import SnapshotError
-from .static import count_triangles
+from .static import (
+    count_triangles,
+    edge_triangle_counts,
+    list_triangles,
+    vertex_triangle_counts,
+)
 
 __version__ = "0.1.0"
 
@@ -54,6 +59,9 @@ __all__ = [
     "ResourceLimitError",
     "SnapshotError",
     "count_triangles",
+    "edge_triangle_counts",
+    "list_triangles",
+    "vertex_triangle_counts",
     "get_backend",
     "__version__",
 ]

@@ -402,3 +402,33 @@ def test_list_triangles_ids_matches_networkx():
         got = list(zip(a.tolist(), b.tolist(), c.tolist()))
         assert set(got) == want and len(got) == len(want)
         assert all(x < y < z for x, y, z in got)
+
+
+@pytest.mark.parametrize("strings", [False, True])
+def test_static_per_vertex_per_edge_and_listing_match_networkx(strings):
+    import networkx as nx
+
+    import gpu_ivm
+
+    rng = np.random.default_rng(21)
+    n = 40
+    s, d = rng.integers(0, n, 300), rng.integers(0, n, 300)
+    key = (lambda v: f"v{v}") if strings else (lambda v: int(v) * 7 - 50)
+    src = np.array([key(v) for v in s], dtype=object if strings else np.int64)
+    dst = np.array([key(v) for v in d], dtype=object if strings else np.int64)
+    G = nx.Graph()
+    G.add_edges_from((key(a), key(b)) for a, b in zip(s, d) if a != b)
+    tri = nx.triangles(G)
+    vc = gpu_ivm.vertex_triangle_counts((src, dst)).to_pydict()
+    assert dict(zip(vc["vertex"], vc["triangles"])) == {v: c for v, c in tri.items() if c}
+    ec = gpu_ivm.edge_triangle_counts((src, dst)).to_pydict()
+    want = {}
+    for u, v in G.edges():
+        c = len(set(G[u]) & set(G[v]))
+        if c:
+            want[(min(u, v), max(u, v))] = c
+    assert dict(zip(zip(ec["src"], ec["dst"]), ec["triangles"])) == want
+    lt = gpu_ivm.list_triangles((src, dst)).to_pydict()
+    got = list(zip(lt["a"], lt["b"], lt["c"]))
+    assert all(a < b < c for a, b, c in got) and len(got) == sum(tri.values()) // 3
+    assert all(G.has_edge(a, b) and G.has_edge(b, c) and G.has_edge(a, c) for a, b, c in got)
