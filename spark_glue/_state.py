@@ -233,3 +233,22 @@ class EngineLog:
         for b in self.log_ids():
             if b <= keep:
                 remove_path(self.log_path(b))
+
+
+def read_recorded_tables(record: dict | None, batch_id: int, path_of) -> dict | None:
+    """The result tables a batch record lists (Arrow IPC files at ``path_of(batch_id, name)``),
+    or None when ``record`` is about another batch. Shared by the streaming sink and the
+    HyperCube driver: what a replay of the batch re-emits."""
+    import pyarrow as pa
+
+    if record is None or int(record.get("batch_id", record.get("batch", -2))) != int(batch_id):
+        return None
+    tables = {}
+    for name in record.get("tables", []):
+        p = path_of(batch_id, name)
+        if p is None or not p.exists():
+            raise FileNotFoundError(f"the recorded {name!r} results of batch {batch_id} "
+                                    f"are missing ({p})")
+        with pa.memory_map(str(p)) as src:
+            tables[name] = pa.ipc.open_file(src).read_all()
+    return tables

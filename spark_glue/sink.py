@@ -9,7 +9,9 @@ the user's sink. The engine is either
   in a state folder (snapshots, optionally a write-ahead log, see :mod:`._state`); it can also
   maintain per-vertex / per-edge counts and the triangle list (``maintain=``) and emit their
   changes per batch; or
-* :class:`~.hypercube.SparkHyperCube`: k³ shard engines on the executors (the count only).
+* :class:`~.hypercube.SparkHyperCube`: k³ shard engines on the executors; with ``maintain=``
+  they also keep per-vertex / per-edge counts and the triangle list, summed over the shards
+  by the driver, whose per-batch changes it records before committing the batch.
 
 Exactly-once: Spark re-runs the last micro-batch after a restart from the same checkpoint when
 it had not recorded its completion. The engine keeps the last applied batch id (in its
@@ -26,7 +28,7 @@ Results per batch are a ``dict[str, pyarrow.Table]``:
   (``batch_id, src, dst, old, new``), ``"triangle_changes"`` (``batch_id, a, b, c, old,
   new``): the rows of the maintained per-vertex counts, per-edge counts and triangle list
   whose value changed in the batch (``engine.last_changes()``), present (possibly empty) for
-  every batch when the DriverEngine maintains that result;
+  every batch when the engine (DriverEngine or HyperCube) maintains that result;
 * ``"dead_letter"`` with ``dead_letter=True`` and bad rows (their original columns plus
   ``reason``).
 
@@ -51,7 +53,7 @@ import pyarrow.parquet as pq
 from gpu_ivm.engine import BatchReport
 from gpu_ivm.errors import InputError
 
-from ._state import EngineLog, remove_path, write_bytes_atomic
+from ._state import EngineLog, read_recorded_tables, remove_path, write_bytes_atomic
 from .ingest import UPDATE_COLUMNS, collect_arrow, split_bad_rows, updates_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -300,20 +302,16 @@ class DriverEngine:
     def recorded_tables(self, batch_id: int) -> dict[str, pa.Table] | None:
         """The result tables other than ``counts`` recorded for ``batch_id`` (what a replay
         of it re-emits), or None if the last recorded batch is another one."""
-        rec = self.last_result
-        if rec is None or int(rec.get("batch_id", rec.get("batch", -2))) != int(batch_id):
-            return None
-        if self.last_tables is not None:
+        if self.last_tables is not None and self.last_result is not None and int(
+                self.last_result.get("batch_id", self.last_result.get("batch", -2))) == int(
+                batch_id):
             return self.last_tables
-        tables = {}
-        for name in rec.get("tables", []):
-            p = self._result_path(batch_id, name) if self.state_dir is not None else None
-            if p is None or not p.exists():
-                raise FileNotFoundError(f"the recorded {name!r} results of batch {batch_id} "
-                                        f"are missing ({p})")
-            with pa.memory_map(str(p)) as src:
-                tables[name] = pa.ipc.open_file(src).read_all()
-        self.last_tables = tables
+        def path_of(b: int, n: str):
+            return self._result_path(b, n) if self.state_dir is not None else None
+
+        tables = read_recorded_tables(self.last_result, batch_id, path_of)
+        if tables is not None:
+            self.last_tables = tables
         return tables
 
     def _record_result(self, batch_id: int, rep: BatchReport,
@@ -403,7 +401,7 @@ class DriverEngine:
 
 class TriangleSink:
     """The ``foreachBatch`` function maintaining the triangle count of a stream of updates
-    (and, with a :class:`DriverEngine`, per-vertex / per-edge counts and the triangle list).
+    (and, with ``maintain=``, per-vertex / per-edge counts and the triangle list).
 
     Parameters
     ----------
@@ -420,8 +418,9 @@ class TriangleSink:
     maintain : str or list of str, optional
         Results whose per-batch changes to write besides the count (``"vertex_counts"`` →
         ``vertex_changes``, ``"edge_counts"`` → ``edge_changes``, ``"triangles"`` →
-        ``triangle_changes``); passed on to the DriverEngine (see
-        :meth:`DriverEngine.require`). Not available with HyperCube shards.
+        ``triangle_changes``); passed on to the engine (:meth:`DriverEngine.require`, or the
+        HyperCube's ``require``, which needs a HyperCube state folder created with them or
+        still empty).
 
     Examples
     --------
@@ -452,10 +451,11 @@ class TriangleSink:
         self.results = results if callable(results) else ParquetResults(results)
         self.dead_letter = bool(dead_letter)
         if _free_results(maintain):
-            if not isinstance(engine, DriverEngine):
-                raise InputError("maintain= needs a DriverEngine; HyperCube shards maintain "
-                                 "the count only", column="maintain")
-            engine.require(maintain)
+            require = getattr(engine, "require", None)
+            if require is None:
+                raise InputError("maintain= needs a DriverEngine or a HyperCube",
+                                 column="maintain")
+            require(maintain)
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """foreachBatch entry point: ``query.writeStream.foreachBatch(sink)``."""
@@ -492,7 +492,7 @@ class TriangleSink:
         rec = self.engine.last_result
         if rec is not None and int(rec.get("batch_id", rec.get("batch", -2))) == batch_id:
             tables = {"counts": counts_table(batch_id, rec)}
-            if isinstance(self.engine, DriverEngine):
+            if hasattr(self.engine, "recorded_tables"):
                 tables.update(self.engine.recorded_tables(batch_id) or {})
             self.results(batch_id, tables)
         return True
@@ -523,6 +523,8 @@ class TriangleSink:
 
     def _emit(self, batch_id: int, rep: BatchReport, dead: pa.Table | None) -> None:
         tables = {"counts": counts_table(batch_id, rep.to_dict())}
+        if hasattr(self.engine, "recorded_tables"):  # a HyperCube's change tables
+            tables.update(self.engine.recorded_tables(batch_id) or {})
         if dead is not None and dead.num_rows:
             tables["dead_letter"] = dead
         self.results(batch_id, tables)
