@@ -175,7 +175,12 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         if self.directed:
             return 3 * count_triangles_arrays(a, b, directed=True)
         keep = a < b
-        return 6 * count_triangles_dense(a[keep], b[keep], max(len(self.encoder), 1))
+        n = max(len(self.encoder), 1)
+        if self.backend.name == "cuda":  # orientation on the host, the count on the device
+            from .static import count_triangles_backend
+
+            return 6 * count_triangles_backend(a[keep], b[keep], self.backend, n=n)
+        return 6 * count_triangles_dense(a[keep], b[keep], n)
 
     def _count_from_stores(self) -> int:
         E = self.rels[0]

@@ -10,7 +10,9 @@ part       module                                    CPU counterpart
 ``delta``  :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.delta_kernels`
 ``view``   :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.view_kernels`
 ``query``  :mod:`gpu_ivm.kernels.cuda_query`         :mod:`gpu_ivm.kernels.query_kernels`
-``static`` :mod:`gpu_ivm.kernels.static_kernels`     itself: static counts run on the host
+``static`` :mod:`gpu_ivm.kernels.static_kernels`     itself (run on the host), except for
+           and :mod:`gpu_ivm.kernels.cuda_static`    ``count_oriented_edges`` (device count
+                                                     of an oriented CSR; no CPU twin)
 =========  ========================================  =========================================
 
 Importing this module imports ``numba.cuda``; :mod:`gpu_ivm.backend` imports it lazily, only
@@ -23,9 +25,9 @@ shape (:mod:`gpu_ivm.kernels.cuda_launch`); the per-element work is done by the 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
-from . import cuda_delta, cuda_launch, cuda_query, cuda_store, static_kernels
+from . import cuda_delta, cuda_launch, cuda_query, cuda_static, cuda_store, static_kernels
 
 STORE_FUNCTIONS = (
     "apply_updates", "probe_many", "probe_many_par", "probe_sorted", "merge_runs",
@@ -39,6 +41,8 @@ VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
 QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums")
 # Run on the host (CPU njit) for now: the view rebuild of major rebalancing. See docs/gpu.md.
 HOST_VIEW_FUNCTIONS = ("build_view_rows",)
+# The static part: every public name of the CPU module (run on the host), plus these kernels.
+STATIC_FUNCTIONS = ("count_oriented_edges", "edge_triangles")
 
 CONFIG = cuda_launch.CONFIG
 SIMULATOR = cuda_launch.SIMULATOR
@@ -48,13 +52,21 @@ def _part(module, names: tuple[str, ...], **extra) -> SimpleNamespace:
     return SimpleNamespace(**{n: getattr(module, n) for n in names}, **extra)
 
 
+def _host_static() -> dict:
+    """The public functions and constants of :mod:`static_kernels` (not its imports)."""
+    return {k: v for k, v in vars(static_kernels).items()
+            if not k.startswith("_") and not isinstance(v, ModuleType) and k != "annotations"}
+
+
 def kernel_set() -> SimpleNamespace:
     """The namespace ``store``, ``delta``, ``view``, ``static``, ``query`` of the cuda backend.
 
     ``delta`` also carries ``PAR_MIN``, ``view`` ``vget`` and ``query`` the ``CHOICE_*`` codes
     for code that reads them from the CPU modules; ``view.build_view_rows`` (the row-by-row
-    view rebuild of major rebalancing) and ``static`` are the CPU functions, run on the host
-    (see docs/gpu.md).
+    view rebuild of major rebalancing) is the CPU function, run on the host (see docs/gpu.md).
+    ``static`` has the CPU module's public names (run on the host: orientation helpers, the
+    directed and relation counts) plus :func:`~gpu_ivm.kernels.cuda_static.count_oriented_edges`,
+    the undirected count of an oriented CSR on the device.
     """
     from . import query_kernels, view_kernels
     from .delta_kernels import PAR_MIN
@@ -64,7 +76,7 @@ def kernel_set() -> SimpleNamespace:
         store=_part(cuda_store, STORE_FUNCTIONS),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget, **host),
-        static=static_kernels,
+        static=_part(cuda_static, STATIC_FUNCTIONS, **_host_static()),
         query=_part(cuda_query, QUERY_FUNCTIONS,
                     **{c: getattr(query_kernels, c) for c in dir(query_kernels)
                        if c.startswith("CHOICE_")}),

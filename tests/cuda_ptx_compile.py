@@ -34,6 +34,7 @@ def cases(repo: str) -> dict:
     from kernels import cuda_delta as d
     from kernels import cuda_launch as launch
     from kernels import cuda_query as q
+    from kernels import cuda_static as t
     from kernels import cuda_store as s
 
     i = np.zeros(4, np.int64)
@@ -73,6 +74,7 @@ def cases(repo: str) -> dict:
         q._sums_kernel: ((i,) * 4, (i, u, i, u, i), True, True, st, st, n),
         q._compact_query_kernel: ((i,) * 8, n),
         q._pair_sums_kernel: ((i, i), (u,), (u,), st, st, st, n, n, n),
+        t._count_edges_kernel: ((i, i, i), n),
     }
     scans = launch._scan_kernels(launch.LaunchConfig().scan_tpb)
     for k, a in zip(scans, [((i, i), n, n), ((i,), n), ((i, i, i), n, n)]):

@@ -34,14 +34,23 @@ if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_s
 from gpu_ivm.kernels import cuda_launch  # noqa: E402
 from gpu_ivm.kernels import delta_kernels as cpu_delta  # noqa: E402
 from gpu_ivm.kernels import query_kernels as cpu_query  # noqa: E402
+from gpu_ivm.kernels import static_kernels as cpu_static  # noqa: E402
 from gpu_ivm.kernels import store_kernels as cpu_store  # noqa: E402
 from gpu_ivm.kernels import view_kernels as cpu_view  # noqa: E402
+from gpu_ivm.kernels.cuda_static import edge_triangles  # noqa: E402
 from gpu_ivm.kernels.lsm import SENTINEL, real_end, run_mask, run_range  # noqa: E402
 
 from gpu_ivm import GraphEngine, RelationEngine  # noqa: E402
 from gpu_ivm.backend import get_backend  # noqa: E402
 from gpu_ivm.queries import results as rs  # noqa: E402
 from gpu_ivm.queries.maintain import FreeQueries  # noqa: E402
+from gpu_ivm.static import (  # noqa: E402
+    _ids,
+    _oriented_csr,
+    count_triangles_arrays,
+    count_triangles_backend,
+    simple_graph,
+)
 from gpu_ivm.store import ZStore  # noqa: E402
 
 SIZES = [0, 1, 31, 32, 33, 1023, 1025]
@@ -144,6 +153,11 @@ def test_kernel_set_matches_cpu_signatures() -> None:
             gp = list(inspect.signature(getattr(g, "py_func", g)).parameters)
             cp = list(inspect.signature(getattr(c, "py_func", c)).parameters)
             assert gp == cp, f"{part}.{name}: {gp} != {cp}"
+    for name in ck._host_static():  # the host functions of the static part are the CPU's
+        assert getattr(K.static, name) is getattr(cpu_static, name), name
+    for name in ("count_oriented", "count_oriented_cycles", "in_tails", "n_blocks",
+                 "relation_triangle_kernel", "count_oriented_edges", "edge_triangles"):
+        assert callable(getattr(K.static, name)), name
     assert BACKEND.name == "cuda" and BACKEND.xp is np and BACKEND.device == "simulator"
 
 
@@ -588,6 +602,146 @@ def test_query_kernels(n: int) -> None:
             assert o1.any()
 
 
+# ----------------------------------------------------------------------------- static count
+
+
+def _static_graph(rng, m: int, n: int, hub_p: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Endpoint keys of a graph with exactly ``m`` simple undirected edges on ``n`` ids; with
+    ``hub_p`` that share of the edges touches id 0, 1 or 2. Noise the count must ignore:
+    reversed duplicates and self-loops. Keys are spread ints (negative, > 2**32)."""
+    assert m <= n * (n - 1) // 2
+    pairs: set[tuple[int, int]] = set()
+    while len(pairs) < m:
+        a = int(rng.integers(0, 3)) if rng.random() < hub_p else int(rng.integers(0, n))
+        b = int(rng.integers(0, n))
+        if a != b:
+            pairs.add((min(a, b), max(a, b)))
+    p = np.array(sorted(pairs), np.int64).reshape(-1, 2)
+    flip = rng.random(m) < 0.5
+    s, d = np.where(flip, p[:, 1], p[:, 0]), np.where(flip, p[:, 0], p[:, 1])
+    dup = rng.random(m) < 0.2
+    loops = rng.integers(0, n, m // 10)
+    s = np.concatenate([s, d[dup], loops])
+    d = np.concatenate([d, s[:m][dup], loops])
+    return s * 7919 - 2**40, d * 7919 - 2**40
+
+
+def _static_csr(s: np.ndarray, d: np.ndarray, by_id: bool = False):
+    """The oriented CSR of the graph: by degree rank (as the static count builds it), or with
+    ``by_id`` from lower to higher dense id (any acyclic orientation with sorted rows is
+    counted right; id order leaves the hubs 0, 1, 2 with long out-lists)."""
+    if by_id:
+        lo, hi, n = simple_graph(s, d)
+        indptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(lo, minlength=n), out=indptr[1:])
+        return indptr, hi
+    ids_s, ids_d, n = _ids(s, d)
+    indptr, hi, _ = _oriented_csr(ids_s, ids_d, n)
+    return indptr, hi
+
+
+def _edge_lists(indptr: np.ndarray, hi: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
+    """out(u) after v, and out(v), of the oriented edge e = u -> v (the lists intersected)."""
+    u = int(np.searchsorted(indptr, e, side="right")) - 1
+    v = int(hi[e])
+    return hi[e + 1: indptr[u + 1]], hi[indptr[v]: indptr[v + 1]]
+
+
+def _static_reference(s: np.ndarray, d: np.ndarray, indptr, hi) -> int:
+    """The CPU counts of the same graph, which must agree, and the per-edge body checked
+    against a set intersection edge by edge (in a plain Python loop on the CPU)."""
+    want = count_triangles_arrays(s, d)
+    per = [edge_triangles(indptr, hi, e) for e in range(hi.shape[0])]
+    for e, c in enumerate(per):
+        a, b = _edge_lists(indptr, hi, e)
+        assert c == len(set(a.tolist()) & set(b.tolist())), e
+    assert sum(per) == want
+    if hi.shape[0] >= 3:
+        tails = cpu_static.in_tails(indptr, hi)
+        assert cpu_static.count_oriented(indptr, hi, *tails, 2) == want
+    return want
+
+
+@pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("hubs", [False, True])
+@pytest.mark.parametrize("m", SIZES)
+def test_static_count(m: int, hubs: bool) -> None:
+    """``count_oriented_edges`` (and ``count_triangles_backend`` on cuda) equals the CPU count,
+    the per-edge body on the CPU and networkx, at 0..1025 oriented edges."""
+    import networkx as nx
+
+    rng = np.random.default_rng(700 + m + 10_000 * hubs)
+    n = max(2, min(3 * int(m ** 0.5) + 3, 120))
+    while n * (n - 1) // 2 < m:
+        n += 1
+    s, d = _static_graph(rng, m, n, 0.5 if hubs else 0.0)
+    indptr, hi = _static_csr(s, d)
+    assert hi.shape[0] == m
+    want = _static_reference(s, d, indptr, hi)
+    assert K.static.count_oriented_edges(indptr, hi) == want
+    assert count_triangles_backend(s, d, BACKEND) == want
+    assert count_triangles_backend(s, d, "cpu") == want
+    g = nx.Graph()
+    g.add_edges_from(zip(s.tolist(), d.tolist()))
+    g.remove_edges_from(nx.selfloop_edges(g))
+    assert sum(nx.triangles(g).values()) // 3 == want
+    if m >= 1023:
+        assert want > 0
+
+
+@pytest.mark.parametrize("shape", [(32, 4), (96, 2), (8, 1), (32, 64), (256, 1)])
+def test_static_count_launch_shapes(shape: tuple[int, int]) -> None:
+    """Any block size (non-powers of two: the block tree) and grid (grid stride) gives the
+    count; the graph has hubs, and its two orientations take all three intersection branches
+    (merge, walk out(u)'s tail and gallop in out(v), and the reverse)."""
+    rng = np.random.default_rng(777)
+    s, d = _static_graph(rng, 1100, 90, 0.3)
+    kinds = set()
+    for by_id in (False, True):
+        indptr, hi = _static_csr(s, d, by_id)
+        assert hi.shape[0] == 1100
+        want = _static_reference(s, d, indptr, hi)
+        for e in range(hi.shape[0]):
+            la, lb = (x.shape[0] for x in _edge_lists(indptr, hi, e))
+            if la and lb:
+                kinds.add("merge" if la * 8 >= lb and lb * 8 >= la else "walk a" if la < lb
+                          else "walk b")
+        for _ in _set_launch(shape[0], shape[1], 32):
+            assert K.static.count_oriented_edges(indptr, hi) == want
+    assert kinds == {"merge", "walk a", "walk b"}, kinds
+
+
+@pytest.mark.usefixtures("boundary_launch")
+def test_static_count_empty_and_triangle_free() -> None:
+    z = np.zeros(0, np.int64)
+    assert K.static.count_oriented_edges(np.zeros(1, np.int64), z) == 0
+    assert K.static.count_oriented_edges(np.zeros(5, np.int64), z) == 0
+    assert count_triangles_backend(z, z, BACKEND) == 0
+    assert count_triangles_backend(z, z, BACKEND, n=0) == 0
+    assert count_triangles_backend(z, z, BACKEND, n=4) == 0
+    assert count_triangles_backend(np.array([3, 3]), np.array([3, 3]), BACKEND) == 0  # loops
+    a, b = np.meshgrid(np.arange(17), np.arange(17, 47))  # K_{17,30}: 510 edges, bipartite
+    grid_s = np.r_[np.arange(99), np.arange(90)]  # a 10 x 10 grid graph
+    grid_d = np.r_[np.arange(1, 100), np.arange(10, 100)]
+    keep = (grid_s < grid_d) & ((grid_s % 10 != 9) | (grid_d - grid_s == 10))
+    star = (np.zeros(40, np.int64), np.arange(1, 41))
+    for s, d in ((a.ravel(), b.ravel()), (grid_s[keep], grid_d[keep]), star):
+        s = s.astype(np.int64)
+        d = d.astype(np.int64)
+        indptr, hi = _static_csr(s, d)
+        assert hi.shape[0] >= 40
+        assert count_triangles_arrays(s, d) == 0
+        assert K.static.count_oriented_edges(indptr, hi) == 0
+        assert count_triangles_backend(s, d, BACKEND) == 0
+    k = np.array([(i, j) for i in range(12) for j in range(i + 1, 12)], np.int64)
+    assert count_triangles_backend(k[:, 0], k[:, 1], BACKEND) == 220  # K_12
+    assert count_triangles_backend(k[:, 0], k[:, 1], BACKEND, n=12) == 220
+    with pytest.raises(TypeError, match="dtype int64"):
+        K.static.count_oriented_edges(np.zeros(2, np.int64), np.zeros(1, np.int32))
+    with pytest.raises(TypeError, match="1-D"):
+        K.static.count_oriented_edges(np.zeros((2, 1), np.int64), np.zeros(1, np.int64))
+
+
 # ----------------------------------------------------------------------------- engines
 
 
@@ -805,3 +959,37 @@ def test_graph_engine_maintains_queries(query_launch) -> None:
         assert engines[0].triangles_of(0).equals(engines[1].triangles_of(0))
         for name, t in engines[0].last_changes().items():
             assert t.equals(engines[1].last_changes()[name]), name
+
+
+def test_graph_engine_cuda_static_count_path(monkeypatch):
+    """GraphEngine on the cuda backend counts at load and on the recompute path with the GPU
+    static kernel; the counts equal the CPU engine's."""
+    import gpu_ivm.static as static_mod
+
+    calls = []
+    real = static_mod.count_triangles_backend
+
+    def spy(*args, **kw):
+        calls.append(getattr(args[2], "name", args[2]))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(static_mod, "count_triangles_backend", spy)
+    rng = np.random.default_rng(31)
+    src, dst = rng.integers(0, 60, 400), rng.integers(0, 60, 400)
+    cpu = GraphEngine(backend="cpu")
+    gpu = GraphEngine(backend="cuda")
+    cpu.load({"src": src, "dst": dst})
+    gpu.load({"src": src, "dst": dst})
+    assert gpu.count() == cpu.count() > 0
+    present = set(zip(*gpu.edges()))
+    absent = [(int(a), int(b)) for a, b in rng.integers(0, 60, (300, 2))
+              if a != b and (a, b) not in present and (b, a) not in present]
+    absent = list({(min(e), max(e)) for e in absent})[:100]
+    batch = {"src": [e[0] for e in absent], "dst": [e[1] for e in absent],
+             "sign": [1] * len(absent)}
+    gpu.policy.force = "recompute"
+    cpu.policy.force = "recompute"
+    assert gpu.apply(batch).path == "recompute"
+    cpu.apply(batch)
+    assert gpu.count() == cpu.count()
+    assert calls == ["cuda", "cuda"]  # load and the recompute batch; never for the cpu engine
