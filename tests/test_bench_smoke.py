@@ -42,6 +42,13 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
         "gpu_ivm_eps_1_delta", "gpu_ivm_factorized", "recount", "recount_scipy",
         "recount_networkit", "duckdb_recount", "duckdb_delta"}
     assert {r["scenario"] for r in systems} == {"replay", "scaling", "windows", "snap_static"}
+    queries = [r for r in results if r["scenario"] == "queries"]
+    assert {(r["epsilon"], r["maintain"]) for r in queries} == {
+        (e, m) for e in ("0", "1/2", "1")
+        for m in ("count", "vertex_counts", "edge_counts", "triangles")}
+    # every maintained result equals the static recomputation; all variants agree on the count
+    assert all(r["ok"] for r in queries)
+    assert len({r["count"] for r in queries}) == 1
     assert {r["N"] for r in storage} == {1 << 12, 1 << 13}
     optional = {"recount_scipy": "scipy", "recount_networkit": "networkit",
                 "duckdb_recount": "duckdb", "duckdb_delta": "duckdb"}
@@ -65,7 +72,7 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     md = (tmp_path / "benchmarks.md").read_text()
     assert "python -m bench --profile tiny" in md
     for heading in ("## What is measured", "## Replay", "## Scaling", "## Sliding windows",
-                    "## Static SNAP", "## Spark", "## Storage", "## Goals",
+                    "## Static SNAP", "## Per-vertex counts", "## Spark", "## Storage", "## Goals",
                     "## Where the time goes"):
         assert heading in md
     assert "(written by hand; see below)" in md
