@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 
 class RelationsOracle:
     """Z-relations R, S, T as dicts; Q = Σ R(a,b)·S(b,c)·T(c,a) by brute force."""
@@ -66,3 +68,18 @@ class GraphOracle:
                     if w != u and u in out.get(w, ()):
                         c += 1
         return c // (3 if self.directed else 6)
+
+
+def relation_matrix(rel: dict, n: int) -> np.ndarray:
+    """Dense n×n int64 matrix of a relation given as {(a, b): multiplicity}."""
+    m = np.zeros((n, n), np.int64)
+    for (a, b), v in rel.items():
+        m[a, b] = v
+    return m
+
+
+def relation_arrays(rel: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first ids, second ids, multiplicities) of {(a, b): multiplicity}, sorted by key."""
+    ks = sorted(rel)
+    return (np.array([k[0] for k in ks], np.int64), np.array([k[1] for k in ks], np.int64),
+            np.array([rel[k] for k in ks], np.int64))

@@ -13,6 +13,8 @@ import networkx as nx
 import numpy as np
 import pyarrow as pa
 import pytest
+from oracle import relation_arrays as arrays
+from oracle import relation_matrix as dense
 
 from gpu_ivm import GraphEngine, RelationEngine
 from gpu_ivm.encoding import pack
@@ -24,19 +26,6 @@ from gpu_ivm.queries.maintain import FreeQueries
 EPSILONS = ["0", "1/3", "1/2", "2/3", "1"]
 ALL = ("vertex_counts", "edge_counts", "triangles")
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-def dense(rel: dict, n: int) -> np.ndarray:
-    m = np.zeros((n, n), np.int64)
-    for (a, b), v in rel.items():
-        m[a, b] = v
-    return m
-
-
-def arrays(rel: dict):
-    ks = sorted(rel)
-    return (np.array([k[0] for k in ks], np.int64), np.array([k[1] for k in ks], np.int64),
-            np.array([rel[k] for k in ks], np.int64))
 
 
 def random_batch(rng, rels, n, size, hub_bias):

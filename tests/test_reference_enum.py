@@ -21,6 +21,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from oracle import relation_arrays as arrays
+from oracle import relation_matrix as dense
 
 from gpu_ivm.encoding import pack
 from gpu_ivm.queries import reference as rf
@@ -31,19 +33,6 @@ from gpu_ivm.queries.maintain import FreeQueries
 EPSILONS = ["0", "1/3", "1/2", "2/3", "1"]
 ALL = ("vertex_counts", "edge_counts", "triangles")
 N_DOM = 12
-
-
-def dense(rel: dict, n: int) -> np.ndarray:
-    m = np.zeros((n, n), np.int64)
-    for (a, b), v in rel.items():
-        m[a, b] = v
-    return m
-
-
-def arrays(rel: dict):
-    ks = sorted(rel)
-    return (np.array([k[0] for k in ks], np.int64), np.array([k[1] for k in ks], np.int64),
-            np.array([rel[k] for k in ks], np.int64))
 
 
 def planted(kind: int) -> list[set]:
