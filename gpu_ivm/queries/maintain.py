@@ -8,11 +8,13 @@ uses the current state of the two others, so no δ·δ terms are needed). One ph
 1. post-phase degrees of the touched values → minor rebalancing: a value whose degree leaves
    [⌈½θ⌉, ⌈3⁄2θ⌉) on its side flips its flag; its stored tuples are moved as −(old labels) and
    +(new labels) updates (MoveTuples of Figure 16; only views that read that flag see them);
-2. every view that contains the relation gets its delta from one batched kernel call
+2. every view that contains the relation gets its delta from batched kernel calls
    (``kernels/query_kernels.py``): updates of the relation, each with the labels of its tuple,
    joined with the other atom(s) of the view by walking the shortest bounded list, or — when
    the view's key lies inside the relation's schema and a materialized view aggregates the
-   other two atoms the same way (V_ST, V̂_RS, ...) — by one lookup in that view;
+   other two atoms the same way (V_ST, V̂_RS, ...) — by one lookup in that view; the
+   3-relation views share one intersection per update whose terms are classified by their
+   labels (``_fused_deltas``), except for updates with two long rows;
 3. the relation's two indexes are updated, flags of values that vanished are reset.
 
 After the batch, |D| outside [⌊N/4⌋, N) triggers major rebalancing: N = 2|D| + 1, strict
@@ -503,7 +505,6 @@ class FreeQueries:
         """Add the phase's delta to one view. Views with the same atoms and pattern (V_RS and
         V̂_RS, a root and its per-C projection) get the same terms, so ``cache`` keeps them for
         the phase and only the key projection differs."""
-        view = self.views[spec.signature]
         var_x, var_y = k, (k + 1) % 3
         scalar = set(spec.key) <= {var_x, var_y}
         ckey = (scalar, spec.atoms, spec.pattern)
@@ -512,9 +513,7 @@ class FreeQueries:
         else:
             cols, vals = self._terms(spec, k, scalar, xs, ys, ms, fxs, fys)
             cache[ckey] = (cols, vals)
-        if spec.root and any(spec is r for r in self.roots):
-            self.count += int(vals.sum())
-        view.add([cols[v] for v in spec.key], vals)
+        self._add_terms([spec], cols, vals)
 
     def _terms(self, spec: sp.ViewSpec, k: int, scalar: bool, xs, ys, ms, fxs, fys):
         """The view's delta terms for the phase's updates: ({variable: column}, values)."""
