@@ -456,8 +456,9 @@ def test_snap_vertex_counts_equal_networkx(fname, published):
 
 @pytest.mark.parametrize("eps", ["0", "1/2", "1"])
 def test_graph_listing_build_equals_generic_build(eps):
-    """Preprocessing of an undirected graph from a static triangle listing gives the same
-    views as the generic preprocessing (one intersection per tuple of T)."""
+    """Preprocessing of an undirected graph from a static triangle listing and sparse products
+    for the 2-relation views gives the same views as the generic preprocessing (deltas, one
+    intersection per tuple of T)."""
     rng = np.random.default_rng(9)
     n = 60
     e = {(int(min(a, b)), int(max(a, b))) for a, b in rng.integers(0, n, (400, 2)) if a != b}
@@ -466,9 +467,10 @@ def test_graph_listing_build_equals_generic_build(eps):
     d = np.array([y for _, y in e] + [x for x, _ in e])
     rel = (s, d, np.ones(s.shape[0], np.int64))
     out = []
-    for listing in (False, True):
+    for fast in (False, True):  # generic build vs listing + sparse products
         fq = FreeQueries(set(ALL), [Fraction(eps)] * 3)
-        fq.graph_undirected = listing
+        fq.graph_undirected = fast
+        fq.product_build = fast
         fq.build([rel] * 3, n)
         out.append(fq)
     assert out[0].count == out[1].count > 0

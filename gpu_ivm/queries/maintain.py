@@ -31,7 +31,9 @@ import numpy as np
 
 from ..encoding import pack, transpose, unpack
 from ..kernels import query_kernels as _cpu_query_kernels
+from ..kernels import view_kernels as _cpu_view_kernels
 from ..rational import Thresholds
+from ..store import ZStore
 from . import specs as sp
 from .storage import Relation, View, consolidate, unique_sorted
 
@@ -94,6 +96,7 @@ class FreeQueries:
         # set by the graph form when R = S = T = a symmetric edge set with multiplicities 1:
         # preprocessing then lists each triangle once instead of intersecting per tuple
         self.graph_undirected = False
+        self.product_build = True  # tests: False builds the 2-relation views by deltas too
         self.fuse_limit: int | None = None  # tests: -1 sends every update to the per-view walks
         self.stats = {"major": 0, "moves": 0, "bulk": 0}
         self._lookup_view = self._aggregates()
@@ -179,11 +182,56 @@ class FreeQueries:
 
             keys = data[0][0]
             listing = list_triangles_ids(keys >> 32, keys & 0xFFFFFFFF, self.cap)
+        products = self._product_views() if self.product_build else []
         for k in range(3):
             keys, vals = data[k]
+            mine = [(v, k1, k2) for v, k1, k2 in products if max(k1, k2) == k]
             if keys.shape[0]:
                 self._phase(k, keys, vals, rebalance=False, track=False,
-                            listing=listing if k == 2 else None)
+                            listing=listing if k == 2 else None,
+                            skip={v.signature for v, _, _ in mine})
+            for v, k1, k2 in mine:  # complete once both relations are stored
+                self._build_product(v, k1, k2)
+
+    def _product_views(self) -> list[tuple[sp.ViewSpec, int, int]]:
+        """2-relation views V(x, z) = Σ_y K1(x, y)·K2(y, z) (V_RS, V_ST, V_TR and their
+        Δ1/Δ2 forms), which preprocessing builds as sparse products instead of deltas."""
+        out = []
+        for v in self.specs:
+            if len(v.atoms) != 2 or len(v.key) != 2:
+                continue
+            a, b = v.atoms
+            k1 = a if (a + 1) % 3 == b else b
+            k2 = (k1 + 1) % 3
+            if v.key == (k1, (k2 + 1) % 3):
+                out.append((v, k1, k2))
+        return out
+
+    def _part_store(self, k: int, pattern: tuple[int, int]) -> ZStore:
+        """The tuples of relation k in the part ``pattern`` (rows by its first variable)."""
+        rel = self.rels[k]
+        keys, vals = rel.fwd.items()
+        keep = np.ones(keys.shape[0], bool)
+        if pattern[0] != sp.ANY:
+            keep &= rel.flags[0][keys >> 32] == pattern[0]
+        if pattern[1] != sp.ANY:
+            keep &= rel.flags[1][keys & 0xFFFFFFFF] == pattern[1]
+        return ZStore.from_sorted(keys[keep], vals[keep], self.cap, self.kernels)
+
+    def _build_product(self, spec: sp.ViewSpec, k1: int, k2: int) -> None:
+        """Gustavson's row-wise product of the two parts (one dense accumulator; the memory of
+        the result, never of the (x, y, z) paths), straight into one sorted base run."""
+        left = self._part_store(k1, spec.pattern[k1])
+        right = self._part_store(k2, spec.pattern[k2])
+        lk, _ = left.items()
+        rows = unique_sorted(lk >> 32)
+        vk = getattr(self.kernels, "view", None) or _cpu_view_kernels
+        _, _, keys, vals = vk.build_view_rows(rows, left.nt(), right.nt(), max(self.cap, 1),
+                                              1 << 62, 1)
+        self.views[spec.signature].store = ZStore.from_sorted(keys, vals, self.cap,
+                                                               self.kernels)
+        if spec.root and any(spec is r for r in self.roots):  # (2-relation views are no roots)
+            self.count += int(vals.sum())
 
     # ------------------------------------------------------------------ batches
     def check(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
@@ -234,7 +282,7 @@ class FreeQueries:
         return u, cur, nf, d_old, d_new
 
     def _phase(self, k: int, keys, deltas, rebalance: bool, track: bool,
-               listing=None) -> None:
+               listing=None, skip=frozenset()) -> None:
         rel = self.rels[k]
         x, y = unpack(keys)
         moves = None
@@ -265,7 +313,7 @@ class FreeQueries:
         elif fused:
             self._fused_deltas(k, fused, x, y, deltas, fx, fy, moves)
         for spec in self.specs:
-            if k not in spec.atoms or spec in fused:
+            if k not in spec.atoms or spec in fused or spec.signature in skip:
                 continue
             xs, ys, ms, fxs, fys = x, y, deltas, fx, fy
             if moves is not None and moves[0].shape[0]:
