@@ -21,6 +21,7 @@ from ..encoding import pack
 from ..errors import InputError
 from . import results as rs
 from .maintain import FreeQueries
+from .storage import consolidate
 
 RESULTS = ("vertex_counts", "edge_counts", "triangles")
 DEFAULT_CHUNK = 1 << 16
@@ -125,10 +126,7 @@ class FreeQueryResults:
 
     # ------------------------------------------------------------------ decoding
     def _decode(self, ids: np.ndarray) -> pa.Array:
-        vals = self.encoder.decode(ids)
-        if vals.dtype == object:
-            return pa.array(vals.tolist(), pa.string())
-        return pa.array(vals, pa.int64())
+        return self._user_array(self.encoder.decode(ids))
 
     def _ids(self, keys) -> np.ndarray:
         arr = np.asarray(keys)
@@ -342,14 +340,14 @@ class FreeQueryResults:
         out = {}
         graph_und = self._graph and not self.directed
         if "vertex_counts" in self.maintain:
-            ids, d = _group(a, w)
+            ids, d = consolidate(a, w)
             new = rs.vertex_lookup(fq, ids)
             if graph_und:
                 new, d = new // 2, d // 2
             out["vertex_counts"] = pa.table({"vertex": self._decode(ids),
                                              "old": pa.array(new - d), "new": pa.array(new)})
         if "edge_counts" in self.maintain:
-            keys, d = _group(pack(a, b), w)
+            keys, d = consolidate(pack(a, b), w)
             ea, eb = keys >> 32, keys & 0xFFFFFFFF
             if graph_und:
                 keep = ea < eb
@@ -367,9 +365,4 @@ class FreeQueryResults:
             out["triangles"] = pa.table(cols)
         return out
 
-
-def _group(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from .storage import consolidate
-
-    return consolidate(np.asarray(keys, np.int64), vals)
 

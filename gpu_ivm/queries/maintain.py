@@ -148,7 +148,10 @@ class FreeQueries:
         """Preprocessing from (first ids, second ids, multiplicities > 0) of R, S, T."""
         self.grow_ids(max(cap, 1))
         data = []
-        for a, b, m in rels:
+        for i, (a, b, m) in enumerate(rels):
+            if i and rels[i] is rels[i - 1]:  # the graph form passes one edge set three times
+                data.append(data[-1])
+                continue
             keys, vals = consolidate(pack(np.asarray(a, np.int64), np.asarray(b, np.int64)),
                                      np.asarray(m, np.int64))
             data.append((keys, vals))

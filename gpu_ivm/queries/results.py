@@ -19,11 +19,12 @@ import numpy as np
 from ..encoding import pack
 from . import specs as sp
 from .maintain import FreeQueries
+from .storage import consolidate
 
 _EMPTY = np.zeros(0, np.int64)
 
 
-def _cols(spec_key, cols, a_b_c=(0, 1, 2)):
+def _cols(spec_key, cols):
     """Reorder a view's key columns into variables A, B, C (None where absent)."""
     out = [None, None, None]
     for var, col in zip(spec_key, cols):
@@ -54,10 +55,6 @@ def tree_rows(fq: FreeQueries, tree: sp.TreeSpec, start: int = 0, stop: int | No
     return abc[0], abc[1], abc[2], vals * look
 
 
-def tree_root_count(fq: FreeQueries, tree: sp.TreeSpec) -> int:
-    return len(fq.view(tree.root))
-
-
 def triangle_parts(fq: FreeQueries, chunk: int = 1 << 20) -> Iterator[tuple[np.ndarray, ...]]:
     """Δ3 as (a, b, c, mult) chunks: the two listing views, then the three view trees (the five
     skew-aware views are disjoint, so no tuple is repeated)."""
@@ -68,7 +65,7 @@ def triangle_parts(fq: FreeQueries, chunk: int = 1 << 20) -> Iterator[tuple[np.n
         for s in range(0, vals.shape[0], chunk):
             yield abc[0][s:s + chunk], abc[1][s:s + chunk], abc[2][s:s + chunk], vals[s:s + chunk]
     for tree in sp.trees("triangles"):
-        n_root = tree_root_count(fq, tree)
+        n_root = len(fq.view(tree.root))
         s = 0
         # root entries per step chosen so a step emits about ``chunk`` rows on average
         step = max(1, chunk // 4)
@@ -77,12 +74,6 @@ def triangle_parts(fq: FreeQueries, chunk: int = 1 << 20) -> Iterator[tuple[np.n
             s += step
             if m.shape[0]:
                 yield a, b, c, m
-
-
-def _group_sum(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from .storage import consolidate
-
-    return consolidate(keys, vals)
 
 
 def edge_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -99,7 +90,7 @@ def edge_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a, b, _, m = tree_rows(fq, tree)
         keys.append(pack(a, b))
         vals.append(m)
-    k, v = _group_sum(np.concatenate(keys), np.concatenate(vals))
+    k, v = consolidate(np.concatenate(keys), np.concatenate(vals))
     return k >> 32, k & 0xFFFFFFFF, v
 
 
