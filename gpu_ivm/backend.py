@@ -68,7 +68,7 @@ class Backend:
 def _cpu_kernels() -> SimpleNamespace:
     from .kernels import delta_kernels, query_kernels, static_kernels, store_kernels, view_kernels
 
-    return SimpleNamespace(store=store_kernels, delta=delta_kernels, view=view_kernels,
+    return SimpleNamespace(xp=np, store=store_kernels, delta=delta_kernels, view=view_kernels,
                            static=static_kernels, query=query_kernels)
 
 
@@ -140,7 +140,7 @@ def _cuda_backend() -> Backend:
 
         xp, device = cupy, cuda.get_current_device().name
         device = device.decode() if isinstance(device, bytes) else str(device)
-    _CUDA = Backend("cuda", xp, kernel_set(), device)
+    _CUDA = Backend("cuda", xp, kernel_set(xp), device)
     return _CUDA
 
 

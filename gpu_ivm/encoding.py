@@ -19,13 +19,20 @@ MAX_IDS = (1 << 31) - 2
 LO_MASK = (1 << 32) - 1
 
 
+def _int64(a):
+    """``a`` as int64 in its own array module (NumPy or CuPy); lists become NumPy arrays."""
+    if hasattr(a, "astype"):
+        return a.astype(np.int64, copy=False)
+    return np.asarray(a, np.int64)
+
+
 def pack(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """Pack id pairs into int64 keys.
 
     >>> pack(np.array([1]), np.array([2])).tolist()
     [4294967298]
     """
-    return (np.asarray(first, np.int64) << 32) | np.asarray(second, np.int64)
+    return (_int64(first) << 32) | _int64(second)
 
 
 def unpack(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -34,13 +41,13 @@ def unpack(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     >>> [a.tolist() for a in unpack(np.array([4294967298]))]
     [[1], [2]]
     """
-    keys = np.asarray(keys, np.int64)
+    keys = _int64(keys)
     return keys >> 32, keys & LO_MASK
 
 
 def transpose(keys: np.ndarray) -> np.ndarray:
     """Swap the halves of packed keys (result unsorted)."""
-    keys = np.asarray(keys, np.int64)
+    keys = _int64(keys)
     return ((keys & LO_MASK) << 32) | (keys >> 32)
 
 

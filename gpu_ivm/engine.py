@@ -78,11 +78,12 @@ def memory_budget() -> int:
     return 1 << 62
 
 
-def group_starts(sorted_firsts: np.ndarray) -> np.ndarray:
-    """Start index of each run of equal values in a sorted array."""
+def group_starts(sorted_firsts: np.ndarray, xp=np) -> np.ndarray:
+    """Start index of each run of equal values in a sorted array (of array module ``xp``)."""
     if sorted_firsts.shape[0] == 0:
-        return np.zeros(0, np.int64)
-    return np.flatnonzero(np.r_[True, sorted_firsts[1:] != sorted_firsts[:-1]])
+        return xp.zeros(0, np.int64)
+    return xp.flatnonzero(xp.concatenate([xp.ones(1, np.bool_),
+                                          sorted_firsts[1:] != sorted_firsts[:-1]]))
 
 
 class TriangleEngineBase:
@@ -94,6 +95,7 @@ class TriangleEngineBase:
     def __init__(self, epsilons: list[Fraction], backend: str | Backend | None = None):
         self.backend = get_backend(backend)
         self.k = self.backend.kernels
+        self.xp = self.backend.xp  # NumPy, or CuPy: every array of the state lives there
         self.encoder = IdEncoder()
         self.N = 1
         self.rels = [PartRel(nm, e, self.N, kernels=self.k)
@@ -131,29 +133,31 @@ class TriangleEngineBase:
         """w_i = Σ_c Next(y_i, c)·Prev(c, x_i) for updates (x_i, y_i) of relation k."""
         nx, pv = self._wiring(k)
         view = self.views[(k + 1) % len(self.rels)]
-        out = np.empty(xs.shape[0], np.int64)
+        xp = self.xp
+        out = xp.empty(xs.shape[0], np.int64)
         if xs.shape[0]:
-            self.k.delta.path_weights(np.ascontiguousarray(xs), np.ascontiguousarray(ys), nx.h.nt(),
+            self.k.delta.path_weights(xp.ascontiguousarray(xs), xp.ascontiguousarray(ys), nx.h.nt(),
                             nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.sparse.nt(),
                             view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out)
         return out
 
     def _view_update(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):
         """Maintain a bilinear view under updates of one factor (see ``emit_view_deltas``)."""
+        xp = self.xp
         xs, ys = unpack(keys)
         nt = st.nt()
-        counts = np.empty(keys.shape[0], np.int64)
+        counts = xp.empty(keys.shape[0], np.int64)
         self.k.delta.expand_counts(ys if left else xs, nt, counts)
         total = int(counts.sum())
         if total == 0:
             return
-        ok = np.empty(total, np.int64)
-        ov = np.empty(total, np.int64)
-        ms = np.ascontiguousarray(vals, np.int64)
+        ok = xp.empty(total, np.int64)
+        ov = xp.empty(total, np.int64)
+        ms = xp.ascontiguousarray(vals, dtype=np.int64)
         par = getattr(self.k.view, "emit_view_deltas_par", None)
         if par is not None and total >= PAR_EMIT_MIN:
-            ptr = np.zeros(keys.shape[0] + 1, np.int64)
-            np.cumsum(counts, out=ptr[1:])
+            ptr = xp.zeros(keys.shape[0] + 1, np.int64)
+            xp.cumsum(counts, out=ptr[1:])
             par(xs, ys, ms, nt, left, view.vrow, view.vmat, ptr, ok, ov,
                 numba.get_num_threads())
             nz = ov != 0
@@ -189,9 +193,9 @@ class TriangleEngineBase:
             old = K.get(keys, assume_sorted=True)
         new = old + deltas
         sc = (new != 0).astype(np.int64) - (old != 0)
-        starts = group_starts(firsts)
+        starts = group_starts(firsts, self.xp)
         ux = firsts[starts]
-        deg_new = K.degree(ux) + np.add.reduceat(sc, starts)
+        deg_new = K.degree(ux) + self.xp.add.reduceat(sc, starts)
         hv = K.heavy[ux]
         th = K.th
         if th.all_heavy:
@@ -207,7 +211,7 @@ class TriangleEngineBase:
         self._apply_part_deltas(k, keys[hm], deltas[hm], keys[~hm], deltas[~hm])
         K.heavy[clear] = False
         if new.shape[0]:
-            K.max_abs = max(K.max_abs, int(np.abs(new).max()))
+            K.max_abs = max(K.max_abs, int(self.xp.abs(new).max()))
         return dq
 
     def _move(self, k: int, to_heavy: np.ndarray, to_light: np.ndarray) -> None:
@@ -215,11 +219,12 @@ class TriangleEngineBase:
         K = self.rels[k]
         _, ak, av = K.l.rows(to_heavy)
         _, bk, bv = K.h.rows(to_light)
-        keys = np.concatenate([ak, bk])
+        xp = self.xp
+        keys = xp.concatenate([ak, bk])
         if keys.shape[0]:
-            order = np.argsort(keys, kind="stable")
+            order = xp.argsort(keys, kind="stable")
             keys = keys[order]
-            dh = np.concatenate([av, -bv])[order]
+            dh = xp.concatenate([av, -bv])[order]
             self._apply_part_deltas(k, keys, dh, keys, -dh)
         K.heavy[to_heavy] = True
         K.heavy[to_light] = False
@@ -284,7 +289,7 @@ class TriangleEngineBase:
             K.h.add(keys[hm], deltas[hm])
         if (~hm).any():
             K.l.add(keys[~hm], deltas[~hm])
-        K.max_abs = max(K.max_abs, int(np.abs(deltas).max()) + K.max_abs)
+        K.max_abs = max(K.max_abs, int(self.xp.abs(deltas).max()) + K.max_abs)
 
     def _freshen(self) -> None:
         """Bring a state left stale by the recompute path up to date: N = 2|D| + 1, strict
@@ -332,7 +337,7 @@ class TriangleEngineBase:
         if keys.shape[0] < 64:
             return
         step = max(keys.shape[0] // sample, 1)
-        keys = np.sort(keys[::step][:sample])
+        keys = self.xp.sort(keys[::step][:sample])
         xs, ys = unpack(keys)
         units = self.policy.units(self, [(0, keys)])
         self._path_weights(0, xs, ys, self.symmetric)
@@ -377,13 +382,14 @@ class TriangleEngineBase:
         The views' size is bounded first (entries <= min(paths a→b→c, rows × ids)); a build
         that would not fit in the memory budget raises ResourceLimitError instead of exhausting
         the machine (factorized IVM's views are quadratic in the worst case)."""
+        xp = self.xp
         cap = self.rels[0].id_capacity
         bound = 0
         plan = []
         for k, K in enumerate(self.rels):
             nx, _ = self._wiring(k)
-            rows = np.flatnonzero(K.h.live[:cap] > 0) if len(nx.l) else np.zeros(0, np.int64)
-            paths = int(np.dot(K.ht.live[:cap], nx.l.live[:cap])) if rows.shape[0] else 0
+            rows = xp.flatnonzero(K.h.live[:cap] > 0) if len(nx.l) else xp.zeros(0, np.int64)
+            paths = int(xp.dot(K.ht.live[:cap], nx.l.live[:cap])) if rows.shape[0] else 0
             bound += min(paths, rows.shape[0] * cap)
             plan.append((K, nx, rows))
         need = 16 * bound
@@ -441,11 +447,18 @@ class TriangleEngineBase:
 
         Partition conditions (domain partition, heavy >= ⌈θ/2⌉, light < ⌈3θ/2⌉), the size
         invariant ⌊N/4⌋ <= |D| < N, consistency of the stores (degrees, transposed copy, no
-        live zeros), and every view equal to its definition recomputed from the parts.
+        live zeros), and every view equal to its definition recomputed from the parts. Checked
+        on host copies of the state, with NumPy (independent of the backend's kernels).
         """
 
         def fail(msg: str) -> None:
             raise InvariantError(msg)
+
+        host = self.backend.to_host
+
+        def items(st) -> tuple[np.ndarray, np.ndarray]:
+            ks, vs = st.items()
+            return host(ks), host(vs)
 
         self._freshen()
 
@@ -457,27 +470,28 @@ class TriangleEngineBase:
             if th.n != self.N:
                 fail(f"{K.name}: thresholds for N = {th.n}, state N = {self.N}")
             for part, st in (("h", K.h), ("l", K.l), ("ht", K.ht)):
-                ks, vs = st.items()
+                ks, vs = items(st)
+                live, heavy = host(st.live), host(K.heavy)
                 if (vs == 0).any():
                     fail(f"{K.name}_{part}: stored zero multiplicity")
                 if ks.shape[0] != len(st):
                     fail(f"{K.name}_{part}: size {len(st)} but {ks.shape[0]} live tuples")
                 cnt = np.bincount(ks >> 32, minlength=st.id_capacity)
-                if not np.array_equal(cnt[: st.id_capacity], st.live):
+                if not np.array_equal(cnt[: st.id_capacity], live):
                     fail(f"{K.name}_{part}: degree array differs from the tuples")
-                if (st.tomb < 0).any():
+                if (host(st.tomb) < 0).any():
                     fail(f"{K.name}_{part}: negative tombstone count")
-                if part == "h" and not K.heavy[ks >> 32].all():
+                if part == "h" and not heavy[ks >> 32].all():
                     fail(f"{K.name}_h holds a tuple of a light key")
-                if part == "l" and K.heavy[ks >> 32].any():
+                if part == "l" and heavy[ks >> 32].any():
                     fail(f"{K.name}_l holds a tuple of a heavy key")
-            hk, hv = K.h.items()
-            tk, tv = K.ht.items()
+            hk, hv = items(K.h)
+            tk, tv = items(K.ht)
             t2k, t2v = sort_pairs(transpose(hk), hv)
             if not (np.array_equal(tk, t2k) and np.array_equal(tv, t2v)):
                 fail(f"{K.name}_ht is not the transpose of {K.name}_h")
-            deg = K.h.live + K.l.live
-            hv_ = K.heavy[: deg.shape[0]]
+            deg = host(K.h.live) + host(K.l.live)
+            hv_ = host(K.heavy)[: deg.shape[0]]
             if (hv_ & (deg == 0)).any():
                 fail(f"{K.name}: heavy flag on a key without tuples")
             if (hv_ & (deg > 0) & (deg < th.down)).any():
@@ -488,8 +502,8 @@ class TriangleEngineBase:
                 fail(f"{K.name}: ε = 0 but the light part is not empty")
         for k, K in enumerate(self.rels):
             nx, _ = self._wiring(k)
-            ek, ev = _join_reference(*K.h.items(), *nx.l.items())
-            gk, gv = self.views[k].items()
+            ek, ev = _join_reference(*items(K.h), *items(nx.l))
+            gk, gv = items(self.views[k])
             if not (np.array_equal(ek, gk) and np.array_equal(ev, gv)):
                 fail(f"view {k} ({K.name}_h·{nx.name}_l) differs from its definition")
 

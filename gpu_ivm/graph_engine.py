@@ -103,7 +103,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The current edges as user keys (undirected: once each, in id order)."""
         keys, _ = self.rels[0].items()
-        a, b = unpack(keys)
+        a, b = unpack(self.backend.to_host(keys))
         if not self.directed:
             keep = a < b
             a, b = a[keep], b[keep]
@@ -128,8 +128,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         self.encoder.commit(new)
         n = src.shape[0]
         a, b = ids[:n][~loops], ids[n:][~loops]
-        keys = self._directed_keys(a, b)
-        ones = np.ones(keys.shape[0], np.int64)
+        keys = self.backend.to_device(self._directed_keys(a, b))  # the one upload of the load
+        ones = self.xp.ones(keys.shape[0], np.int64)
         self._build(keys, ones)
         self._queries_build([(keys >> 32, keys & 0xFFFFFFFF, ones)] * 3)
         self.batches_applied = 0
@@ -171,7 +171,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def _static_q(self, keys: np.ndarray) -> int:
         from .static import count_triangles_arrays, count_triangles_dense
 
-        a, b = unpack(keys)
+        a, b = unpack(self.backend.to_host(keys))  # the orientation runs on the host
         if self.directed:
             return 3 * count_triangles_arrays(a, b, directed=True)
         keep = a < b
@@ -184,7 +184,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
 
     def _count_from_stores(self) -> int:
         E = self.rels[0]
-        keys = np.concatenate([E.h.items(sort=False)[0], E.l.items(sort=False)[0]])
+        keys = self.xp.concatenate([E.h.items(sort=False)[0], E.l.items(sort=False)[0]])
         return self._static_q(keys)
 
     def recount(self) -> int:
@@ -234,9 +234,11 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         ga, gb = unpack(gkey)
         known = (ga < n0) & (gb < n0)
         present = np.zeros(gkey.shape[0], np.int64)
-        if known.any():
+        if known.any():  # the batch's known edges go to the device and their presence back
             self._grow_ids(n0)
-            present[known] = self.rels[0].get(gkey[known], assume_sorted=True)
+            be = self.backend
+            present[known] = be.to_host(self.rels[0].get(be.to_device(gkey[known]),
+                                                         assume_sorted=True))
         after = present + net
         bad = (after < 0) | (after > 1)
         ignored = 0
@@ -265,7 +267,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         self._check_overflow(1, int(gkey.shape[0]) * 2)
         self.encoder.commit(new[used - n0] if used.shape[0] else new[:0])
         self._grow_ids(max(len(self.encoder), 1))
-        dkeys, dvals = self._directed_delta(gkey, net)
+        # the validated batch goes to the backend's memory once
+        dkeys, dvals = map(self.backend.to_device, self._directed_delta(gkey, net))
         q_before = self.Q
         stats0 = dict(self._stats)
         phases = [(0, dkeys, dvals)] if dkeys.shape[0] else []
@@ -316,7 +319,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         keys = np.concatenate([gkey, pack(b, a)])
         vals = np.concatenate([net, net])
         order = np.argsort(keys, kind="stable")
-        return keys[order], vals[order]
+        return keys[order], vals[order]  # host arrays (the batch is prepared on the host)
 
     def _q_delta(self, dkeys: np.ndarray, dvals: np.ndarray) -> int:
         """3·tr(Δ·E²) + 3·tr(Δ²·E) + tr(Δ³) against the current (pre-batch) E."""
@@ -327,7 +330,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             half = a < b
             first = 6 * sum_products(dvals[half], self._path_weights(0, a[half], b[half], True))
         E = self.rels[0]
-        wedge = np.empty(dkeys.shape[0], np.int64)
+        wedge = self.xp.empty(dkeys.shape[0], np.int64)
         self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,
                                   wedge)
         return first + int(wedge.sum())

@@ -2,7 +2,8 @@
 
 Every reader accepts a file path (SNAP/plain text, optionally gzip-compressed, CSV, Parquet
 or Arrow IPC) or an in-memory table (numpy array, mapping of columns, ``pyarrow.Table`` /
-``RecordBatch``, ``pandas.DataFrame``, tuple of arrays) and returns plain numpy arrays:
+``RecordBatch``, ``pandas.DataFrame``, a cuDF or Polars DataFrame (anything with
+``to_arrow()``), tuple of arrays) and returns plain numpy arrays:
 
 * node ids are ``int64``, or ``object`` arrays of ``str`` when the keys are strings;
 * signs, multiplicities and timestamps are ``int64``; relation codes are ``int8``.
@@ -643,6 +644,11 @@ def _column_length(raw: Any) -> int:
         return 1
 
 
+def _has_to_arrow(source: Any) -> bool:
+    """True for data frames that convert themselves to Arrow (cuDF, Polars), not pandas."""
+    return callable(getattr(source, "to_arrow", None)) and not _is_dataframe(source)
+
+
 def _gather(source: Any, layout: _Layout) -> _Gathered:
     text_like = False
     if isinstance(source, (str, os.PathLike)):
@@ -663,6 +669,15 @@ def _gather(source: Any, layout: _Layout) -> _Gathered:
             cols = _select_named(names, getter, layout, allow_positional=False)
     elif isinstance(source, (pa.Table, pa.RecordBatch)):
         names, getter = _table_columns(source)
+        cols = _select_named(names, getter, layout, allow_positional=False)
+    elif _has_to_arrow(source):
+        # a cuDF (or Polars) DataFrame: its columns come to the host once, as Arrow, where the
+        # id dictionary lives; the engine uploads the encoded batch to its backend once
+        table = source.to_arrow()
+        if not isinstance(table, (pa.Table, pa.RecordBatch)):
+            raise InputError(f"{type(source).__name__}.to_arrow() returned "
+                             f"{type(table).__name__}, not a pyarrow Table")
+        names, getter = _table_columns(table)
         cols = _select_named(names, getter, layout, allow_positional=False)
     elif _is_dataframe(source):
         names = list(source.columns)
@@ -701,7 +716,7 @@ def _gather(source: Any, layout: _Layout) -> _Gathered:
     else:
         raise InputError(
             f"unsupported source type {type(source).__name__}: expected a file path, numpy "
-            "array, mapping of columns, pyarrow Table/RecordBatch, pandas DataFrame or tuple"
+            "array, mapping of columns, pyarrow Table/RecordBatch, pandas/cuDF DataFrame or tuple"
         )
     lengths = {name: _column_length(raw) for name, raw in cols.values()}
     first_name = next(iter(lengths))

@@ -17,7 +17,8 @@ from .store import ZStore
 
 
 def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(keys, kind="stable")
+    """Keys sorted with their values (any array module: ``keys.argsort``)."""
+    order = keys.argsort(kind="stable")
     return keys[order], vals[order]
 
 
@@ -32,7 +33,8 @@ class PartRel:
         self.h = ZStore(id_capacity, kernels)
         self.l = ZStore(id_capacity, kernels)
         self.ht = ZStore(id_capacity, kernels)
-        self.heavy = np.zeros(id_capacity, np.bool_)
+        self.xp = self.h.xp
+        self.heavy = self.xp.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
 
     def __len__(self) -> int:
@@ -42,7 +44,7 @@ class PartRel:
         for st in (self.h, self.l, self.ht):
             st.grow_ids(capacity)
         if capacity > self.heavy.shape[0]:
-            new = np.zeros(max(capacity, 2 * self.heavy.shape[0]), np.bool_)
+            new = self.xp.zeros(max(capacity, 2 * self.heavy.shape[0]), np.bool_)
             new[: self.heavy.shape[0]] = self.heavy
             self.heavy = new
 
@@ -55,9 +57,10 @@ class PartRel:
 
     def get(self, keys: np.ndarray, assume_sorted: bool = False) -> np.ndarray:
         """Multiplicities of packed keys (0 where absent)."""
-        keys = np.asarray(keys, np.int64)
+        xp = self.xp
+        keys = xp.asarray(keys, dtype=np.int64)
         hv = self.heavy[keys >> 32]
-        out = np.zeros(keys.shape[0], np.int64)
+        out = xp.zeros(keys.shape[0], np.int64)
         if hv.any():
             out[hv] = self.h.get(keys[hv], assume_sorted)
         if (~hv).any():
@@ -68,23 +71,25 @@ class PartRel:
         """All tuples (packed keys sorted, multiplicities)."""
         hk, hv = self.h.items()
         lk, lv = self.l.items()
-        return sort_pairs(np.concatenate([hk, lk]), np.concatenate([hv, lv]))
+        return sort_pairs(self.xp.concatenate([hk, lk]), self.xp.concatenate([hv, lv]))
 
     def rebuild(self, n: int, keys: np.ndarray | None = None, vals: np.ndarray | None = None):
         """Strict repartition with threshold N^ε (heavy iff degree >= ⌈N^ε⌉)."""
         if keys is None:
             keys, vals = self.items()
         self.th = Thresholds.of(n, self.eps)
+        xp = self.xp
         cap = self.id_capacity
         firsts = keys >> 32
-        deg = np.bincount(firsts, minlength=cap)[:cap] if keys.shape[0] else np.zeros(cap, int)
+        deg = (xp.bincount(firsts, minlength=cap)[:cap] if keys.shape[0]
+               else xp.zeros(cap, np.int64))
         heavy = deg >= self.th.strict
         heavy &= deg > 0
-        self.heavy = np.zeros(cap, np.bool_)
+        self.heavy = xp.zeros(cap, np.bool_)
         self.heavy[: heavy.shape[0]] = heavy
         hm = self.heavy[firsts]
         self.h = ZStore.from_sorted(keys[hm], vals[hm], cap, self.kernels)
         self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap, self.kernels)
         tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
         self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels)
-        self.max_abs = int(np.abs(vals).max()) if vals.shape[0] else 0
+        self.max_abs = int(xp.abs(vals).max()) if vals.shape[0] else 0

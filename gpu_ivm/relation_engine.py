@@ -92,7 +92,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         """(first, second, multiplicity) of relation ``"R"``, ``"S"`` or ``"T"``, user keys."""
         if name not in REL_NAMES:
             raise InputError(f"unknown relation {name!r}; use 'R', 'S' or 'T'", column="rel")
-        keys, vals = self.rels[REL_NAMES.index(name)].items()
+        keys, vals = map(self.backend.to_host, self.rels[REL_NAMES.index(name)].items())
         a, b = unpack(keys)
         return self.encoder.decode(a), self.encoder.decode(b), vals
 
@@ -129,6 +129,8 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             raise InputError("maintaining vertex_counts, edge_counts or triangles needs "
                              "positive multiplicities (paper 001, footnote 2)", column="mult")
         self.encoder.commit(new)
+        be = self.backend
+        consolidated = [(be.to_device(k), be.to_device(v)) for k, v in consolidated]
         self._build(consolidated)
         self._queries_build([(k >> 32, k & 0xFFFFFFFF, v) for k, v in consolidated])
         warm_up()
@@ -168,7 +170,8 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
     def _static_q(self, consolidated) -> int:
         from .static import relation_triangle_sum
 
-        rel = [(*unpack(k), v) for k, v in consolidated]
+        host = self.backend.to_host  # the static count runs on the host
+        rel = [(*unpack(host(k)), host(v)) for k, v in consolidated]
         return int(relation_triangle_sum(rel[0], rel[1], rel[2], max(len(self.encoder), 1)))
 
     def _count_from_stores(self) -> int:
@@ -216,6 +219,8 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
                             self.encoder.decode(np.array([i]))[0])
         self.encoder.commit(new)
         self._grow_ids(max(len(self.encoder), 1))
+        be = self.backend  # the validated batch goes to the backend's memory once
+        phases = [(k, be.to_device(keys), be.to_device(d)) for k, keys, d in phases]
         q_before = self.Q
         stats0 = dict(self._stats)
         path = self._run_phases(phases, self._q_delta_for)

@@ -200,20 +200,26 @@ def _write_folder(engine, folder: Path, metadata: dict | None) -> dict:
     files: dict[str, dict] = {}
     tables: list[tuple[str, pa.Table]] = [("encoder.arrow", _encoder_table(engine))]
     rel_meta = []
+    host = engine.backend.to_host  # the state may live in device memory
+
+    def items(st) -> tuple[np.ndarray, np.ndarray]:
+        k, v = st.items()
+        return host(k), host(v)
+
     for K in engine.rels:
-        hk, hv = K.h.items()
-        lk, lv = K.l.items()
-        heavy_ids = np.flatnonzero(K.heavy).astype(np.int64)
+        hk, hv = items(K.h)
+        lk, lv = items(K.l)
+        heavy_ids = np.flatnonzero(host(K.heavy)).astype(np.int64)
         tables += [(f"{K.name}.h.arrow", _kv_table(hk, hv)),
                    (f"{K.name}.l.arrow", _kv_table(lk, lv)),
                    (f"{K.name}.heavy.arrow", pa.table({"id": pa.array(heavy_ids)}))]
-        ak, av = K.items()
+        ak, av = items(K)
         rel_meta.append({"name": K.name, "epsilon": _eps_str(K.eps), "max_abs": int(K.max_abs),
                          "tuples": int(ak.shape[0]), "heavy": len(K.h), "light": len(K.l),
                          "heavy_keys": int(heavy_ids.shape[0]),
                          "tuples_sha256": _digest_arrays(ak, av)})
     for k, v in enumerate(engine.views):
-        vk, vv = v.items()
+        vk, vv = items(v)
         tables.append((f"view{k}.arrow", _kv_table(vk, vv)))
     for name, table in tables:
         files[name] = {"rows": table.num_rows, **_write_bytes(folder / name,
@@ -553,21 +559,24 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         eng.encoder.commit(keys_arr)
     eng._grow_ids(max(n_ids, 1))
     eng.N = N
+    dev = eng.backend.to_device  # the state goes to the backend's memory once
     for K, got, meta in zip(eng.rels, parts, rel_meta):
         cap = K.id_capacity
         K.th = Thresholds.of(N, K.eps)
-        K.heavy = np.zeros(cap, np.bool_)
-        K.heavy[got["heavy"]] = True
+        heavy = np.zeros(cap, np.bool_)
+        heavy[got["heavy"]] = True
+        K.heavy = dev(heavy)
         hk, hv = got["h"]
         kern = getattr(K, "kernels", None)  # the engine's backend kernel set
-        K.h = ZStore.from_sorted(hk, hv, cap, kern)
-        K.l = ZStore.from_sorted(*got["l"], cap, kern)
+        K.h = ZStore.from_sorted(dev(hk), dev(hv), cap, kern)
+        K.l = ZStore.from_sorted(*map(dev, got["l"]), cap, kern)
         t = ((hk & 0xFFFFFFFF) << 32) | (hk >> 32)
         order = np.argsort(t, kind="stable")
-        K.ht = ZStore.from_sorted(t[order], hv[order], cap, kern)
+        K.ht = ZStore.from_sorted(dev(t[order]), dev(hv[order]), cap, kern)
         K.max_abs = int(meta.get("max_abs", 0))
     cap = eng.rels[0].id_capacity
-    eng.views = [ViewStore.build(ks, vs, cap, getattr(eng, "k", None)) for ks, vs in views]
+    eng.views = [ViewStore.build(dev(ks), dev(vs), cap, getattr(eng, "k", None))
+                 for ks, vs in views]
     eng.Q = Q
     eng.stale = False
     eng.batches_applied = applied
@@ -583,7 +592,7 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         raise SnapshotError(f"restored state breaks an IVM^ε invariant: {e}",
                             file=folder) from None
     for K, meta in zip(eng.rels, rel_meta):
-        ak, av = K.items()
+        ak, av = map(eng.backend.to_host, K.items())
         if _digest_arrays(ak, av) != meta.get("tuples_sha256"):
             raise SnapshotError(f"relation {K.name}: tuples differ from the manifest checksum",
                                 file=folder / f"{K.name}.h.arrow")

@@ -282,8 +282,7 @@ def count_triangles_backend(src: Any, dst: Any, backend: Any = None, *,
     from gpu_ivm.backend import get_backend
 
     be = get_backend(backend)
-    if hasattr(src, "__cuda_array_interface__") or hasattr(dst, "__cuda_array_interface__"):
-        src, dst = be.to_host(src), be.to_host(dst)
+    src, dst = be.to_host(src), be.to_host(dst)  # the orientation runs on the host
     if n is None:
         s, d, n = _ids(src, dst)
     else:
@@ -294,7 +293,7 @@ def count_triangles_backend(src: Any, dst: Any, backend: Any = None, *,
     indptr, hi, _ = _oriented_csr(s, d, int(n))
     if hi.shape[0] < 3:
         return 0
-    return int(be.kernels.static.count_oriented_edges(indptr, hi))
+    return int(be.kernels.static.count_oriented_edges(be.to_device(indptr), be.to_device(hi)))
 
 
 

@@ -25,13 +25,11 @@ DIR_RATIO = 4  # a run gets a directory when len(run) * DIR_RATIO >= number of f
 MAX_RUNS = 48
 COMPACT_SLACK = 32  # compact key x once tomb[x] > live[x] + COMPACT_SLACK
 
-_EMPTY = np.zeros(0, np.int64)
-
-
-def _grow(arr: np.ndarray, need: int, fill=0) -> np.ndarray:
+def _grow(xp, arr, need: int, fill=0):
+    """``arr`` with room for ``need`` entries (capacity doubling), in the array module ``xp``."""
     if need <= arr.shape[0]:
         return arr
-    new = np.full(max(need, 2 * arr.shape[0], 16), fill, dtype=arr.dtype)
+    new = xp.full(max(need, 2 * arr.shape[0], 16), fill, dtype=arr.dtype)
     new[: arr.shape[0]] = arr
     return new
 
@@ -55,16 +53,18 @@ class ZStore:
     def __init__(self, id_capacity: int = 0, kernels=None):
         # the backend's store kernels (CPU Numba by default; see gpu_ivm.backend)
         self.sk = kernels.store if kernels is not None else _cpu_store_kernels
-        self.keys = np.zeros(16, np.int64)
-        self.vals = np.zeros(16, np.int64)
+        # the array module of the backend: NumPy, or CuPy with the state in device memory
+        self.xp = xp = kernels.xp if kernels is not None else np
+        self.keys = xp.zeros(16, np.int64)
+        self.vals = xp.zeros(16, np.int64)
         self.bounds: list[int] = [0]
         self.dirptr: list[int] = []
         self.dirlen: list[int] = []
-        self.dirs = np.zeros(16, np.int64)
+        self.dirs = xp.zeros(16, np.int64)
         self.dirs_used = 0
-        self.runmask = np.zeros(id_capacity, np.int64)
-        self.live = np.zeros(id_capacity, np.int64)  # live tuples per first key (= degree)
-        self.tomb = np.zeros(id_capacity, np.int64)  # tombstones per first key
+        self.runmask = xp.zeros(id_capacity, np.int64)
+        self.live = xp.zeros(id_capacity, np.int64)  # live tuples per first key (= degree)
+        self.tomb = xp.zeros(id_capacity, np.int64)  # tombstones per first key
         self.size = 0
         self._nt = None
 
@@ -90,21 +90,23 @@ class ZStore:
             cap = max(capacity, 2 * self.live.shape[0])
             for name in ("runmask", "live", "tomb"):
                 old = getattr(self, name)
-                new = np.zeros(cap, np.int64)
+                new = self.xp.zeros(cap, np.int64)
                 new[: old.shape[0]] = old
                 setattr(self, name, new)
             self._nt = None
 
     def nt(self):
         """The store as the tuple the kernels take: (keys, vals, bounds, dirptr, dirlen, dirs,
-        runmask, live), cached until the structure changes."""
+        runmask, live), cached until the structure changes. The run bounds and directory
+        offsets are host lists, uploaded here (a few hundred bytes, once per structure change)."""
         if self._nt is None:
+            xp = self.xp
             self._nt = (
                 self.keys,
                 self.vals,
-                np.asarray(self.bounds, np.int64),
-                np.asarray(self.dirptr, np.int64) if self.dirptr else _EMPTY,
-                np.asarray(self.dirlen, np.int64) if self.dirlen else _EMPTY,
+                xp.asarray(np.asarray(self.bounds, np.int64)),
+                xp.asarray(np.asarray(self.dirptr, np.int64)),
+                xp.asarray(np.asarray(self.dirlen, np.int64)),
                 self.dirs,
                 self.runmask,
                 self.live,
@@ -112,19 +114,20 @@ class ZStore:
         return self._nt
 
     @classmethod
-    def from_sorted(cls, keys: np.ndarray, vals: np.ndarray, id_capacity: int,
-                    kernels=None) -> ZStore:
-        """Build from sorted unique keys with nonzero values (one base run)."""
+    def from_sorted(cls, keys, vals, id_capacity: int, kernels=None) -> ZStore:
+        """Build from sorted unique keys with nonzero values (one base run), given as arrays of
+        the backend's array module."""
         s = cls(id_capacity, kernels)
-        keys = np.ascontiguousarray(keys, np.int64)
-        vals = np.ascontiguousarray(vals, np.int64)
+        xp = s.xp
+        keys = xp.ascontiguousarray(keys, dtype=np.int64)
+        vals = xp.ascontiguousarray(vals, dtype=np.int64)
         if keys.shape[0]:
             s.grow_ids(int(keys[-1] >> 32) + 1)
             # room for a quarter more tuples before the arrays are first reallocated, so the
             # first batches after a load do not pay for copying the base run
             slack = keys.shape[0] + keys.shape[0] // 4 + 1024
-            s.keys = np.empty(slack, np.int64)
-            s.vals = np.empty(slack, np.int64)
+            s.keys = xp.empty(slack, np.int64)
+            s.vals = xp.empty(slack, np.int64)
             s._append_run(keys, vals)
             s.sk.first_key_counts(keys, keys.shape[0], s.live)
             s.size = keys.shape[0]
@@ -134,8 +137,8 @@ class ZStore:
         n = keys.shape[0]
         start = self.bounds[-1]
         if start + n > self.keys.shape[0]:
-            self.keys = _grow(self.keys, start + n)
-            self.vals = _grow(self.vals, start + n)
+            self.keys = _grow(self.xp, self.keys, start + n)
+            self.vals = _grow(self.xp, self.vals, start + n)
         self.keys[start : start + n] = keys
         self.vals[start : start + n] = vals
         self.bounds.append(start + n)
@@ -155,7 +158,7 @@ class ZStore:
         if n * DIR_RATIO < nkeys:
             return
         need = self.dirs_used + nkeys + 1
-        self.dirs = _grow(self.dirs, need)
+        self.dirs = _grow(self.xp, self.dirs, need)
         out = self.dirs[self.dirs_used : need]
         self.sk.build_directory(self.keys, s, e, nkeys, out)
         self.dirptr[j] = self.dirs_used
@@ -191,8 +194,8 @@ class ZStore:
     def get(self, keys: np.ndarray, assume_sorted: bool = False) -> np.ndarray:
         """Multiplicities of ``keys`` (0 where absent); ``assume_sorted``: keys are sorted and
         unique, located by galloping instead of independent searches."""
-        keys = np.ascontiguousarray(keys, np.int64)
-        out = np.empty(keys.shape[0], np.int64)
+        keys = self.xp.ascontiguousarray(keys, dtype=np.int64)
+        out = self.xp.empty(keys.shape[0], np.int64)
         if assume_sorted:
             self.sk.probe_sorted(self.nt(), keys, out)
         elif keys.shape[0] > 4096:
@@ -203,18 +206,18 @@ class ZStore:
 
     def add(self, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
         """Add ``deltas`` at sorted unique ``keys``; return the old multiplicities."""
-        keys = np.ascontiguousarray(keys, np.int64)
-        deltas = np.ascontiguousarray(deltas, np.int64)
+        xp = self.xp
+        keys = xp.ascontiguousarray(keys, dtype=np.int64)
+        deltas = xp.ascontiguousarray(deltas, dtype=np.int64)
         n = keys.shape[0]
         if n == 0:
-            return _EMPTY
+            return xp.zeros(0, np.int64)
         self.grow_ids(int(keys[-1] >> 32) + 1)
-        old = np.empty(n, np.int64)
-        is_new = np.empty(n, np.bool_)
-        self.sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old, is_new)
-        new = old + deltas
-        self.size += int(np.count_nonzero(new)) - int(np.count_nonzero(old))
-        if is_new.any():
+        old = xp.empty(n, np.int64)
+        is_new = xp.empty(n, np.bool_)
+        n_new = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old, is_new)
+        self.size += int(xp.count_nonzero(old + deltas) - xp.count_nonzero(old))
+        if n_new:
             self._append_run(keys[is_new], deltas[is_new])
             self._settle()
         firsts = self.sk.sorted_unique_firsts(keys)
@@ -225,28 +228,30 @@ class ZStore:
 
     def rows(self, firsts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Live tuples of the given first keys: (ptr, packed keys, values), CSR style."""
-        firsts = np.ascontiguousarray(firsts, np.int64)
-        counts = np.empty(firsts.shape[0], np.int64)
+        xp = self.xp
+        firsts = xp.ascontiguousarray(firsts, dtype=np.int64)
+        counts = xp.empty(firsts.shape[0], np.int64)
         self.sk.count_rows(self.nt(), firsts, counts)
-        ptr = np.zeros(firsts.shape[0] + 1, np.int64)
-        np.cumsum(counts, out=ptr[1:])
-        ok = np.empty(int(ptr[-1]), np.int64)
-        ov = np.empty(int(ptr[-1]), np.int64)
+        ptr = xp.zeros(firsts.shape[0] + 1, np.int64)
+        xp.cumsum(counts, out=ptr[1:])
+        total = int(ptr[-1])
+        ok = xp.empty(total, np.int64)
+        ov = xp.empty(total, np.int64)
         self.sk.fill_rows(self.nt(), firsts, ptr, ok, ov)
         return ptr, ok, ov
 
     def items(self, sort: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """All live tuples, sorted by key (``sort=False``: in storage order, cheaper)."""
         total = self.used
-        ok = np.empty(total, np.int64)
-        ov = np.empty(total, np.int64)
+        ok = self.xp.empty(total, np.int64)
+        ov = self.xp.empty(total, np.int64)
         w = 0
         for j in range(self.nruns):
             w += self.sk.collect_live(self.keys, self.vals, self.bounds[j], self.bounds[j + 1],
                                  ok[w:], ov[w:])
         ok, ov = ok[:w], ov[:w]
         if sort and self.nruns > 1:
-            order = np.argsort(ok, kind="stable")
+            order = self.xp.argsort(ok, kind="stable")
             ok, ov = ok[order], ov[order]
         return ok, ov
 

@@ -37,8 +37,9 @@ class ViewStore:
         self.vk = kernels.view if kernels is not None else _cpu_view_kernels
         self.dk = kernels.delta if kernels is not None else _cpu_delta_kernels
         self.sparse = ZStore(id_capacity, kernels)
-        self.vrow = np.full(id_capacity, -1, np.int64)
-        self.vmat = np.zeros((0, max(id_capacity, 1)), np.int64)
+        self.xp = xp = self.sparse.xp
+        self.vrow = xp.full(id_capacity, -1, np.int64)
+        self.vmat = xp.zeros((0, max(id_capacity, 1)), np.int64)
         self.row_keys: list[int] = []
 
     @property
@@ -49,43 +50,47 @@ class ViewStore:
         self.sparse.grow_ids(capacity)
         if capacity > self.vrow.shape[0]:
             cap = max(capacity, 2 * self.vrow.shape[0])
-            vrow = np.full(cap, -1, np.int64)
+            xp = self.xp
+            vrow = xp.full(cap, -1, np.int64)
             vrow[: self.vrow.shape[0]] = self.vrow
             self.vrow = vrow
             if self.n_dense:
-                mat = np.zeros((self.vmat.shape[0], cap), np.int64)
+                mat = xp.zeros((self.vmat.shape[0], cap), np.int64)
                 mat[:, : self.vmat.shape[1]] = self.vmat
                 self.vmat = mat
             else:
-                self.vmat = np.zeros((0, cap), np.int64)
+                self.vmat = xp.zeros((0, cap), np.int64)
 
     def __len__(self) -> int:
-        dense = int(np.count_nonzero(self.vmat[: self.n_dense])) if self.n_dense else 0
+        dense = int(self.xp.count_nonzero(self.vmat[: self.n_dense])) if self.n_dense else 0
         return len(self.sparse) + dense
 
     def get(self, keys: np.ndarray) -> np.ndarray:
-        keys = np.asarray(keys, np.int64)
+        xp = self.xp
+        keys = xp.asarray(keys, dtype=np.int64)
         out = self.sparse.get(keys)
+        if not self.n_dense:
+            return out
         a = keys >> 32
         inside = a < self.vrow.shape[0]
-        rows = np.full(keys.shape[0], -1, np.int64)
-        rows[inside] = self.vrow[a[inside]]
+        rows = xp.where(inside, self.vrow[xp.minimum(a, self.vrow.shape[0] - 1)], -1)
         d = rows >= 0
-        if d.any():
-            out[d] = self.vmat[rows[d], keys[d] & 0xFFFFFFFF]
-        return out
+        # gathered without a data-dependent size: keys outside dense rows read cell (0, 0)
+        dense = self.vmat[xp.where(d, rows, 0), xp.where(d, keys & 0xFFFFFFFF, 0)]
+        return xp.where(d, dense, out)
 
     def add(self, keys: np.ndarray, vals: np.ndarray, *, presorted: bool = False) -> None:
         """Add deltas at packed keys (any order, repeats allowed unless ``presorted``)."""
-        keys = np.asarray(keys, np.int64)
-        vals = np.asarray(vals, np.int64)
+        xp = self.xp
+        keys = xp.asarray(keys, dtype=np.int64)
+        vals = xp.asarray(vals, dtype=np.int64)
         if keys.shape[0] == 0:
             return
         if self.n_dense:
             keep = self.vk.scatter_dense(keys, vals, self.vrow, self.vmat)
             keys, vals = keys[keep], vals[keep]
         if not presorted:
-            order = np.argsort(keys, kind="stable")
+            order = xp.argsort(keys, kind="stable")
             keys, vals = self.dk.segment_sum_sorted(keys[order], vals[order])
         if keys.shape[0] == 0:
             return
@@ -102,22 +107,24 @@ class ViewStore:
 
     def promote(self, rows: np.ndarray) -> None:
         """Move the given rows from the sparse store into dense rows."""
-        rows = np.asarray(rows, np.int64)
+        xp = self.xp
+        rows = xp.asarray(rows, dtype=np.int64)
         cap = self.sparse.id_capacity
         self.grow_ids(cap)
         n0 = self.n_dense
         need = n0 + rows.shape[0]
         if need > self.vmat.shape[0]:
-            mat = np.zeros((max(need, 2 * self.vmat.shape[0], 4), self.vmat.shape[1]), np.int64)
+            mat = xp.zeros((max(need, 2 * self.vmat.shape[0], 4), self.vmat.shape[1]), np.int64)
             mat[:n0] = self.vmat[:n0]
             self.vmat = mat
         ptr, keys, vals = self.sparse.rows(rows)
-        for i, a in enumerate(rows.tolist()):
-            self.vrow[a] = n0 + i
-            self.row_keys.append(a)
-            seg = slice(ptr[i], ptr[i + 1])
-            self.vmat[n0 + i, keys[seg] & 0xFFFFFFFF] = vals[seg]
+        slot = n0 + xp.arange(rows.shape[0], dtype=np.int64)
+        self.vrow[rows] = slot
+        self.row_keys.extend(rows.tolist())
         if keys.shape[0]:
+            # each entry's dense row: the slot of the row whose CSR segment holds it
+            at = xp.searchsorted(ptr, xp.arange(keys.shape[0], dtype=np.int64), "right") - 1
+            self.vmat[slot[at], keys & 0xFFFFFFFF] = vals
             self.sparse.add(keys, -vals)
 
     @classmethod
@@ -125,17 +132,18 @@ class ViewStore:
               kernels=None) -> ViewStore:
         """From sorted unique keys with nonzero values; large rows become dense."""
         v = cls(id_capacity, kernels)
+        xp = v.xp
         cap = max(id_capacity, 1)
         firsts = keys >> 32
         if keys.shape[0]:
-            support = np.bincount(firsts, minlength=cap)
-            dense_rows = np.flatnonzero((support * DENSE_FRACTION >= cap)
+            support = xp.bincount(firsts, minlength=cap)
+            dense_rows = xp.flatnonzero((support * DENSE_FRACTION >= cap)
                                         & (support >= DENSE_MIN))
         else:
-            dense_rows = np.zeros(0, np.int64)
+            dense_rows = xp.zeros(0, np.int64)
         if dense_rows.shape[0]:
-            v.vmat = np.zeros((dense_rows.shape[0], v.vrow.shape[0]), np.int64)
-            v.vrow[dense_rows] = np.arange(dense_rows.shape[0])
+            v.vmat = xp.zeros((dense_rows.shape[0], v.vrow.shape[0]), np.int64)
+            v.vrow[dense_rows] = xp.arange(dense_rows.shape[0])
             v.row_keys = dense_rows.tolist()
             r = v.vrow[firsts]
             d = r >= 0
@@ -147,18 +155,23 @@ class ViewStore:
     @classmethod
     def product(cls, left, right, rows: np.ndarray, id_capacity: int,
                 kernels=None) -> ViewStore:
-        """V = left·right restricted to first keys ``rows`` (sorted), built row by row with a
-        dense accumulator (the memory of the result, never of the path list)."""
+        """V = left·right restricted to first keys ``rows`` (sorted): on the CPU row by row with
+        a dense accumulator (the memory of the result, never of the path list); on a device by
+        :func:`product_entries` (expand, sort, reduce, in chunks of bounded path count)."""
         vk = kernels.view if kernels is not None else _cpu_view_kernels
+        if not hasattr(vk, "build_view_rows"):
+            keys, vals = product_entries(left, right, rows, kernels)
+            return cls.build(keys, vals, id_capacity, kernels)
         cap = max(id_capacity, 1)
         v = cls(id_capacity, kernels)
-        rows = np.ascontiguousarray(rows, np.int64)
+        xp = v.xp
+        rows = xp.ascontiguousarray(rows, dtype=np.int64)
         is_dense, mat, keys, vals = vk.build_view_rows(rows, left.nt(), right.nt(), cap,
                                                        DENSE_MIN, DENSE_FRACTION)
         dense_rows = rows[is_dense]
         if dense_rows.shape[0]:
             v.vmat = mat
-            v.vrow[dense_rows] = np.arange(dense_rows.shape[0])
+            v.vrow[dense_rows] = xp.arange(dense_rows.shape[0])
             v.row_keys = dense_rows.tolist()
         v.sparse = ZStore.from_sorted(keys, vals, id_capacity, kernels)
         return v
@@ -168,11 +181,61 @@ class ViewStore:
         sk_, sv = self.sparse.items()
         if not self.n_dense:
             return sk_, sv
-        rows, cols = np.nonzero(self.vmat[: self.n_dense])
-        a = np.asarray(self.row_keys, np.int64)[rows]
+        xp = self.xp
+        rows, cols = xp.nonzero(self.vmat[: self.n_dense])
+        a = xp.asarray(np.asarray(self.row_keys, np.int64))[rows]
         dk_ = (a << 32) | cols.astype(np.int64)
         dv = self.vmat[rows, cols]
-        keys = np.concatenate([sk_, dk_])
-        vals = np.concatenate([sv, dv])
-        order = np.argsort(keys, kind="stable")
+        keys = xp.concatenate([sk_, dk_])
+        vals = xp.concatenate([sv, dv])
+        order = xp.argsort(keys, kind="stable")
         return keys[order], vals[order]
+
+
+PRODUCT_CHUNK = 1 << 24  # (a, b, c) paths expanded at once by product_entries (16 B each)
+
+
+def product_entries(left: ZStore, right: ZStore, rows, kernels, chunk: int = PRODUCT_CHUNK):
+    """Sorted nonzero entries (keys, values) of Σ_b left(a, b)·right(b, c) over first keys
+    ``rows`` of ``left`` (sorted, unique), for kernel sets without ``build_view_rows``.
+
+    The expand-sort-reduce form of a sparse product, which suits a GPU: the left tuples of the
+    rows are cut into chunks of at most ``chunk`` paths (a prefix sum of the paths per tuple
+    and a search for the cut points, a few host reads per chunk); each chunk's paths are
+    emitted by the view-delta kernel, sorted and summed per key; the chunks' partial sums are
+    merged the same way. Memory: the result plus one chunk of paths.
+    """
+    xp = left.xp
+    _, lk, lv = left.rows(rows)
+    empty = xp.zeros(0, np.int64)
+    if lk.shape[0] == 0 or len(right) == 0:
+        return empty, empty
+    xs, ys = lk >> 32, lk & 0xFFFFFFFF
+    paths = xp.cumsum(right.live[ys])
+    total = int(paths[-1])
+    cuts = [0]
+    while total > 0 and cuts[-1] < lk.shape[0]:
+        done = int(paths[cuts[-1] - 1]) if cuts[-1] else 0
+        target = xp.asarray(np.array([done + chunk], np.int64))  # CuPy searches arrays only
+        nxt = int(xp.searchsorted(paths, target, "right")[0])
+        cuts.append(max(nxt, cuts[-1] + 1))  # a tuple with more paths than chunk goes alone
+    no_dense = xp.zeros(0, np.int64), xp.zeros((0, 1), np.int64)  # no dense rows
+    keys, vals = empty, empty
+    for s, e in zip(cuts[:-1], cuts[1:]):
+        n_paths = int(paths[e - 1]) - (int(paths[s - 1]) if s else 0)
+        ok = xp.empty(n_paths, np.int64)
+        ov = xp.empty(n_paths, np.int64)
+        n = kernels.view.emit_view_deltas(xs[s:e], ys[s:e], lv[s:e], right.nt(), True,
+                                          *no_dense, ok, ov)
+        ck, cv = _sum_by_key(xp, kernels, xp.concatenate([keys, ok[:n]]),
+                             xp.concatenate([vals, ov[:n]]))
+        keys, vals = ck, cv
+    return keys, vals
+
+
+def _sum_by_key(xp, kernels, keys, vals):
+    """Sorted unique keys with the sums of their values, zeros dropped."""
+    order = xp.argsort(keys, kind="stable")
+    keys, vals = kernels.delta.segment_sum_sorted(keys[order], vals[order])
+    nz = vals != 0
+    return keys[nz], vals[nz]

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from types import ModuleType, SimpleNamespace
 
+import numpy as np
+
 from . import cuda_delta, cuda_launch, cuda_query, cuda_static, cuda_store, static_kernels
 
 STORE_FUNCTIONS = (
@@ -39,8 +41,6 @@ DELTA_FUNCTIONS = (
 )
 VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
 QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums")
-# Run on the host (CPU njit) for now: the view rebuild of major rebalancing. See docs/gpu.md.
-HOST_VIEW_FUNCTIONS = ("build_view_rows",)
 # The static part: every public name of the CPU module (run on the host), plus these kernels.
 STATIC_FUNCTIONS = ("count_oriented_edges", "edge_triangles")
 
@@ -58,24 +58,30 @@ def _host_static() -> dict:
             if not k.startswith("_") and not isinstance(v, ModuleType) and k != "annotations"}
 
 
-def kernel_set() -> SimpleNamespace:
+def kernel_set(xp=None) -> SimpleNamespace:
     """The namespace ``store``, ``delta``, ``view``, ``static``, ``query`` of the cuda backend.
 
     ``delta`` also carries ``PAR_MIN``, ``view`` ``vget`` and ``query`` the ``CHOICE_*`` codes
-    for code that reads them from the CPU modules; ``view.build_view_rows`` (the row-by-row
-    view rebuild of major rebalancing) is the CPU function, run on the host (see docs/gpu.md).
+    for code that reads them from the CPU modules. ``view`` has no ``build_view_rows`` (the
+    CPU's row-wise view rebuild): views are rebuilt by ``gpu_ivm.views.product_entries``
+    (expand, sort, reduce) from these kernels (see docs/gpu.md).
     ``static`` has the CPU module's public names (run on the host: orientation helpers, the
     directed and relation counts) plus :func:`~gpu_ivm.kernels.cuda_static.count_oriented_edges`,
-    the undirected count of an oriented CSR on the device.
+    the undirected count of an oriented CSR on the device. ``xp`` is the array module the
+    engine's state lives in (CuPy on hardware, NumPy under the simulator); kernel outputs are
+    allocated with it.
     """
     from . import query_kernels, view_kernels
     from .delta_kernels import PAR_MIN
 
-    host = {n: getattr(view_kernels, n) for n in HOST_VIEW_FUNCTIONS if hasattr(view_kernels, n)}
+    if xp is None:
+        xp = np if SIMULATOR else __import__("cupy")
+    cuda_launch.use_array_module(xp)
     return SimpleNamespace(
+        xp=xp,
         store=_part(cuda_store, STORE_FUNCTIONS),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
-        view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget, **host),
+        view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget),
         static=_part(cuda_static, STATIC_FUNCTIONS, **_host_static()),
         query=_part(cuda_query, QUERY_FUNCTIONS,
                     **{c: getattr(query_kernels, c) for c in dir(query_kernels)

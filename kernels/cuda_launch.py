@@ -106,6 +106,18 @@ def grid(n: int) -> tuple[int, int]:
 
 
 # ----------------------------------------------------------------------------- arrays
+# The array module temporaries are allocated with: CuPy on hardware (numba-cuda kernels take
+# CuPy arrays through __cuda_array_interface__, zero-copy), NumPy under the simulator; set by
+# the backend (use_array_module), so kernel outputs live where the engine's state lives.
+_XP = None
+
+
+def use_array_module(xp) -> None:
+    """Allocate kernel temporaries and outputs with ``xp`` (``None``: the default choice)."""
+    global _XP
+    _XP = xp
+
+
 def on_device(a) -> bool:
     """True for device arrays (CuPy, numba-cuda), False for NumPy arrays."""
     return hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray)
@@ -113,6 +125,8 @@ def on_device(a) -> bool:
 
 def empty(n: int, dtype=np.int64):
     """An uninitialised temporary: NumPy under the simulator, a device array on hardware."""
+    if _XP is not None:
+        return _XP.empty(n, dtype)
     if SIMULATOR:
         return np.empty(n, dtype)
     return cuda.device_array(n, dtype)
@@ -120,6 +134,8 @@ def empty(n: int, dtype=np.int64):
 
 def zeros(n: int, dtype=np.int64):
     """A zeroed temporary (see :func:`empty`)."""
+    if _XP is not None:
+        return _XP.zeros(n, dtype)
     if SIMULATOR:
         return np.zeros(n, dtype)
     return cuda.to_device(np.zeros(n, dtype))
@@ -128,7 +144,7 @@ def zeros(n: int, dtype=np.int64):
 def result(a, like):
     """Hand a kernel output back in the kind of the caller's array ``like`` (host or device)."""
     if isinstance(like, np.ndarray) and not isinstance(a, np.ndarray):
-        return a.copy_to_host()
+        return a.get() if hasattr(a, "get") else a.copy_to_host()  # CuPy / numba-cuda
     return a
 
 

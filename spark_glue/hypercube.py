@@ -231,7 +231,8 @@ def _present(engine: Any, rel: np.ndarray, src: np.ndarray, dst: np.ndarray) -> 
     for r in range(3):
         sel = np.flatnonzero(known & (rel == r))
         if sel.shape[0]:
-            out[sel] = engine.rels[r].get(pack(ia[sel], ib[sel]))
+            be = engine.backend  # the relation may live in device memory
+            out[sel] = be.to_host(engine.rels[r].get(be.to_device(pack(ia[sel], ib[sel]))))
     return out
 
 

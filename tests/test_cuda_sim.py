@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numba
@@ -49,13 +50,51 @@ def test_auto_never_picks_the_simulator() -> None:
     assert out.stdout.strip() == "cpu"
 
 
-def test_simulator_cases() -> None:
-    """Every CUDA kernel against its CPU counterpart, and both engines end to end, in Numba's
-    CUDA simulator (see tests/cuda_sim_cases.py)."""
+SIM_FILES = {"kernels": "cuda_sim_cases.py", "device": "cuda_strict_cases.py"}
+
+
+@pytest.fixture(scope="module")
+def simulator_runs():
+    """Both simulator suites started at once in child processes (they are CPU-bound and
+    single-threaded, so on 2 cores they finish in about the time of the longer one). Their
+    output goes to files: no pipe can fill up while the other test is waited for."""
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     env.pop("GPU_IVM_BACKEND", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5",
-         str(TESTS / "cuda_sim_cases.py")],
-        cwd=TESTS, env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
+    runs = {}
+    for name, f in SIM_FILES.items():
+        log = tempfile.TemporaryFile("w+")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5",
+             str(TESTS / f)], cwd=TESTS, env=env, stdout=log, stderr=subprocess.STDOUT,
+            text=True)
+        runs[name] = (proc, log)
+    yield runs
+    for proc, log in runs.values():
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+
+
+def _finish(run) -> None:
+    proc, log = run
+    try:
+        proc.wait(timeout=1500)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.seek(0)
+    out = log.read()
+    assert proc.returncode == 0, out[-9000:]
+
+
+def test_simulator_cases(simulator_runs) -> None:
+    """Every CUDA kernel against its CPU counterpart, and both engines end to end, in Numba's
+    CUDA simulator (see tests/cuda_sim_cases.py)."""
+    _finish(simulator_runs["kernels"])
+
+
+def test_device_resident_state(simulator_runs) -> None:
+    """Both engines with their whole state in (simulated) device memory under CuPy's rules,
+    equal to the CPU backend after every batch, with a bounded number of host syncs per batch
+    (see tests/cuda_strict_cases.py and tests/strict_cupy.py)."""
+    _finish(simulator_runs["device"])

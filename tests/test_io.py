@@ -473,6 +473,28 @@ def test_pandas_dataframes() -> None:
     assert read_edges(df3).keys_are_strings
 
 
+class _ArrowFrame:
+    """Duck type of a cuDF / Polars DataFrame: converts itself with ``to_arrow()``."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def to_arrow(self):
+        return self.table
+
+
+def test_frames_with_to_arrow() -> None:
+    t = pa.table({"src": [1, 2, 3], "dst": [2, 3, 1], "sign": [1, 1, -1]})
+    upd = read_graph_updates(_ArrowFrame(t))
+    direct = read_graph_updates(t)
+    assert upd.src.tolist() == direct.src.tolist() == [1, 2, 3]
+    assert upd.sign.tolist() == [1, 1, -1]
+    with pytest.raises(InputError, match="to_arrow"):
+        read_edges(_ArrowFrame([1, 2]))
+    with pytest.raises(InputError, match="'dst'"):
+        read_edges(_ArrowFrame(pa.table({"src": [1]})))
+
+
 def test_unsupported_source() -> None:
     with pytest.raises(InputError, match="unsupported source type"):
         read_edges([[1, 2], [2, 3]])

@@ -8,6 +8,9 @@ relation (both directions when undirected), and results follow the simple-graph 
 a vertex's count is the number of triangles through it (what ``networkx.triangles`` returns),
 an edge's count the number of triangles containing it (each undirected edge once, src < dst),
 and each triangle is listed once (a < b < c; directed 3-cycles start at their smallest vertex).
+
+The views live in the backend's memory (``backend.xp``); results are computed there and
+downloaded with ``backend.to_host`` right before ids are decoded and Arrow arrays are built.
 """
 
 from __future__ import annotations
@@ -125,8 +128,13 @@ class FreeQueryResults:
         return self.fq
 
     # ------------------------------------------------------------------ decoding
+    def _host(self, *arrays):
+        """Host (NumPy) copies of backend arrays: one array, or a tuple for several."""
+        host = self.backend.to_host
+        return host(arrays[0]) if len(arrays) == 1 else tuple(host(a) for a in arrays)
+
     def _decode(self, ids: np.ndarray) -> pa.Array:
-        return self._user_array(self.encoder.decode(ids))
+        return self._user_array(self.encoder.decode(self._host(ids)))
 
     def _ids(self, keys) -> np.ndarray:
         arr = np.asarray(keys)
@@ -208,7 +216,7 @@ class FreeQueryResults:
         vertices with count 0 are left out. In the relation form ``vertex`` is the A value."""
         fq = self._need("vertex_counts")
         chunk_size = self._check_chunk(chunk_size)
-        ids, m = rs.vertex_counts(fq)
+        ids, m = self._host(*rs.vertex_counts(fq))
         if self._graph and not self.directed:
             m = m // 2
         yield from self._chunks({"vertex": self._decode(ids), "triangles": pa.array(m)},
@@ -223,6 +231,7 @@ class FreeQueryResults:
         if self._graph and not self.directed:
             keep = a < b
             a, b, m = a[keep], b[keep], m[keep]
+        a, b, m = self._host(a, b, m)
         us, ud = self._user_edges(a, b)
         yield from self._chunks({"src": us, "dst": ud, "triangles": pa.array(m)}, a.shape[0],
                                 chunk_size)
@@ -241,7 +250,7 @@ class FreeQueryResults:
         for part in rs.triangle_parts(fq, chunk_size):
             if self.batches_applied != version:
                 raise RuntimeError("the engine applied a batch during triangles() enumeration")
-            a, b, c, m = self._canonical_triangles(*part)
+            a, b, c, m = self._host(*self._canonical_triangles(*part))
             buf.append((a, b, c, m))
             held += a.shape[0]
             while held >= chunk_size:
@@ -274,7 +283,7 @@ class FreeQueryResults:
         ids = self._ids([v] if scalar else v)
         out = np.zeros(ids.shape[0], np.int64)
         ok = (ids >= 0) & (ids < fq.cap)
-        out[ok] = rs.vertex_lookup(fq, ids[ok])
+        out[ok] = self._host(rs.vertex_lookup(fq, ids[ok]))
         if self._graph and not self.directed:
             out //= 2
         return int(out[0]) if scalar else out
@@ -291,7 +300,7 @@ class FreeQueryResults:
                              f"{b.shape[0]})", column="key")
         out = np.zeros(a.shape[0], np.int64)
         ok = (a >= 0) & (b >= 0) & (a < fq.cap) & (b < fq.cap)
-        out[ok] = rs.edge_lookup(fq, a[ok], b[ok])
+        out[ok] = self._host(rs.edge_lookup(fq, a[ok], b[ok]))
         return int(out[0]) if scalar else out
 
     def triangles_of(self, v) -> pa.Table:
@@ -300,7 +309,7 @@ class FreeQueryResults:
         fq = self._need("triangles")
         ids = self._ids([v] if np.ndim(v) == 0 else v)
         ids = ids[(ids >= 0) & (ids < fq.cap)]
-        a, b, c, m = rs.triangles_with(fq, np.unique(ids))
+        a, b, c, m = self._host(*rs.triangles_with(fq, np.unique(ids)))
         if self._graph:
             if self.directed:  # rotate each cycle to start at its smallest id
                 lo = np.minimum(a, np.minimum(b, c))
@@ -340,19 +349,21 @@ class FreeQueryResults:
         out = {}
         graph_und = self._graph and not self.directed
         if "vertex_counts" in self.maintain:
-            ids, d = consolidate(a, w)
+            ids, d = consolidate(a, w, fq.kernels)
             new = rs.vertex_lookup(fq, ids)
+            ids, d, new = self._host(ids, d, new)
             if graph_und:
                 new, d = new // 2, d // 2
             out["vertex_counts"] = pa.table({"vertex": self._decode(ids),
                                              "old": pa.array(new - d), "new": pa.array(new)})
         if "edge_counts" in self.maintain:
-            keys, d = consolidate(pack(a, b), w)
+            keys, d = consolidate(pack(a, b), w, fq.kernels)
             ea, eb = keys >> 32, keys & 0xFFFFFFFF
             if graph_und:
                 keep = ea < eb
                 ea, eb, d = ea[keep], eb[keep], d[keep]
             new = rs.edge_lookup(fq, ea, eb)
+            ea, eb, d, new = self._host(ea, eb, d, new)
             us, ud = self._user_edges(ea, eb)
             out["edge_counts"] = pa.table({"src": us, "dst": ud,
                                            "old": pa.array(new - d), "new": pa.array(new)})
@@ -360,6 +371,7 @@ class FreeQueryResults:
             ta, tb, tc, d = self._canonical_triangles(a, b, c, w)
             r, s, t = fq.rels
             new = r.get(pack(ta, tb)) * s.get(pack(tb, tc)) * t.get(pack(tc, ta))
+            ta, tb, tc, d, new = self._host(ta, tb, tc, d, new)
             ua, ub, uc = self._user_triangles(ta, tb, tc)
             cols = {"a": ua, "b": ub, "c": uc, "old": pa.array(new - d), "new": pa.array(new)}
             out["triangles"] = pa.table(cols)

@@ -21,6 +21,11 @@ After the batch, |D| outside [⌊N/4⌋, N) triggers major rebalancing: N = 2|D|
 partitions, every view rebuilt through the same phases. With change tracking on, the triangles
 each batch creates or removes (δΔ3, found by full intersection: output-sensitive) are kept for
 :meth:`changed_triangles`.
+
+All state lives in the backend's array module ``xp`` (``kernels.xp``: NumPy on the CPU, CuPy
+when the engine's state is in device memory); inputs may be host or ``xp`` arrays and are
+uploaded once. Results (:meth:`changed_triangles`, ``gpu_ivm.queries.results``) are ``xp``
+arrays too: the public side downloads them before building Arrow arrays.
 """
 
 from __future__ import annotations
@@ -34,10 +39,20 @@ from ..kernels import query_kernels as _cpu_query_kernels
 from ..kernels import view_kernels as _cpu_view_kernels
 from ..rational import Thresholds
 from ..store import ZStore
+from ..views import product_entries
 from . import specs as sp
-from .storage import Relation, View, consolidate, unique_sorted
+from .storage import (
+    Relation,
+    View,
+    array_module,
+    compress_many,
+    consolidate,
+    select_many,
+    to_host,
+    unique_sorted,
+    unique_sorted_many,
+)
 
-_EMPTY = np.zeros(0, np.int64)
 FUSE_CHUNK = 1 << 22  # triangle terms per fused pass (bounds its memory)
 BULK_FRACTION = 4  # batches with more than |D|/4 updates rebuild instead of applying deltas
 
@@ -69,8 +84,12 @@ class FreeQueries:
         self.families = [f for f in sp.FAMILIES if f in families]
         self.epsilons = list(epsilons)
         self.kernels = kernels
+        # the array module of the state (NumPy, or CuPy with the state in device memory)
+        self.xp = xp = array_module(kernels)
+        self._empty = xp.zeros(0, np.int64)
         # the backend's query kernels (CPU Numba unless the backend brings its own)
         self.qk = getattr(kernels, "query", None) or _cpu_query_kernels
+        self._pats: dict = {}  # (spec, k) -> pattern array for the kernels, in xp
         self.track_changes = track_changes
         self.specs = sp.views_for(self.families)
         self.views = {v.signature: View(len(v.key), kernels) for v in self.specs}
@@ -90,7 +109,9 @@ class FreeQueries:
         self.N = 1
         self.th = [Thresholds.of(self.N, e) for e in self.epsilons]
         self.cap = 0
-        self.count = 0
+        self._count = 0
+        # on a device the root sums are added up there and read once, when count is read
+        self._dcount = None if xp is np else xp.zeros((), np.int64)
         self.changes: list[tuple[np.ndarray, ...]] = []
         self.bulk_fraction = BULK_FRACTION  # 0: always apply deltas (tests)
         # set by the graph form when R = S = T = a symmetric edge set with multiplicities 1:
@@ -120,6 +141,36 @@ class FreeQueries:
                         out[(v.signature, k)] = w
                         break
         return out
+
+    @property
+    def count(self) -> int:
+        """Δ0: the number of triangles (with multiplicities), from the root views' deltas."""
+        if self._dcount is not None:
+            return self._count + int(self._dcount)
+        return self._count
+
+    @count.setter
+    def count(self, value: int) -> None:
+        self._count = int(value)
+        if self._dcount is not None:
+            self._dcount[...] = 0
+
+    def _add_count(self, vals) -> None:
+        """Add Σ vals (root-view terms) to the count (no host read on a device)."""
+        if self._dcount is None:
+            self._count += int(vals.sum())
+        else:
+            self._dcount += vals.sum()
+
+    def _pattern(self, spec: sp.ViewSpec, k: int):
+        """The pattern array the query kernels take (cached; uploaded once on a device)."""
+        pat = self._pats.get((spec, k))
+        if pat is None:
+            pat = _pattern_array(spec, k)
+            if self.xp is not np:
+                pat = self.xp.asarray(pat)
+            self._pats[(spec, k)] = pat
+        return pat
 
     @property
     def size(self) -> int:
@@ -152,8 +203,10 @@ class FreeQueries:
             if i and rels[i] is rels[i - 1]:  # the graph form passes one edge set three times
                 data.append(data[-1])
                 continue
-            keys, vals = consolidate(pack(np.asarray(a, np.int64), np.asarray(b, np.int64)),
-                                     np.asarray(m, np.int64))
+            xp = self.xp
+            keys, vals = consolidate(pack(xp.asarray(a, dtype=np.int64),
+                                          xp.asarray(b, dtype=np.int64)),
+                                     xp.asarray(m, dtype=np.int64), self.kernels)
             data.append((keys, vals))
         self._rebuild(data)
 
@@ -165,14 +218,15 @@ class FreeQueries:
             v.clear()
             v.grow_ids(self.cap)
         self.count = 0
+        xp = self.xp
         for k, rel in enumerate(self.rels):
-            rel.rebuild(_EMPTY, _EMPTY, self.cap)
+            rel.rebuild(self._empty, self._empty, self.cap)
             keys, _ = data[k]
             for pos in (0, 1):
-                f = np.zeros(self.cap, np.uint8)
+                f = xp.zeros(self.cap, np.uint8)
                 if (k, pos) in self.used_flags and keys.shape[0]:
                     col = (keys >> 32) if pos == 0 else (keys & 0xFFFFFFFF)
-                    deg = np.bincount(col, minlength=self.cap)
+                    deg = xp.bincount(col, minlength=self.cap)
                     f[deg >= self.th[k].strict] = 1
                     f[deg == 0] = self._default_flag(k)
                 elif (k, pos) in self.used_flags:
@@ -183,8 +237,10 @@ class FreeQueries:
         if self.graph_undirected and data[0][0].shape[0]:
             from ..static import list_triangles_ids
 
-            keys = data[0][0]
+            keys = to_host(xp, data[0][0])  # the static listing runs on the host
             listing = list_triangles_ids(keys >> 32, keys & 0xFFFFFFFF, self.cap)
+            if xp is not np:
+                listing = tuple(xp.asarray(t) for t in listing)
         products = self._product_views() if self.product_build else []
         for k in range(3):
             keys, vals = data[k]
@@ -214,7 +270,7 @@ class FreeQueries:
         """The tuples of relation k in the part ``pattern`` (rows by its first variable)."""
         rel = self.rels[k]
         keys, vals = rel.fwd.items()
-        keep = np.ones(keys.shape[0], bool)
+        keep = self.xp.ones(keys.shape[0], bool)
         if pattern[0] != sp.ANY:
             keep &= rel.flags[0][keys >> 32] == pattern[0]
         if pattern[1] != sp.ANY:
@@ -223,28 +279,46 @@ class FreeQueries:
 
     def _build_product(self, spec: sp.ViewSpec, k1: int, k2: int) -> None:
         """Gustavson's row-wise product of the two parts (one dense accumulator; the memory of
-        the result, never of the (x, y, z) paths), straight into one sorted base run."""
+        the result, never of the (x, y, z) paths), straight into one sorted base run; kernel
+        sets without ``build_view_rows`` (a device) take the expand-sort-reduce form,
+        :func:`~gpu_ivm.views.product_entries`."""
         left = self._part_store(k1, spec.pattern[k1])
         right = self._part_store(k2, spec.pattern[k2])
         lk, _ = left.items()
-        rows = unique_sorted(lk >> 32)
+        rows = unique_sorted(lk >> 32, self.xp)
         vk = getattr(self.kernels, "view", None) or _cpu_view_kernels
-        _, _, keys, vals = vk.build_view_rows(rows, left.nt(), right.nt(), max(self.cap, 1),
-                                              1 << 62, 1)
+        if hasattr(vk, "build_view_rows"):
+            _, _, keys, vals = vk.build_view_rows(rows, left.nt(), right.nt(), max(self.cap, 1),
+                                                  1 << 62, 1)
+        else:
+            keys, vals = product_entries(left, right, rows, self.kernels)
         self.views[spec.signature].store = ZStore.from_sorted(keys, vals, self.cap,
                                                                self.kernels)
         if spec.root and any(spec is r for r in self.roots):  # (2-relation views are no roots)
-            self.count += int(vals.sum())
+            self._add_count(vals)
 
     # ------------------------------------------------------------------ batches
     def check(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
-        """Indices of updates that would make a multiplicity negative (paper footnote 2)."""
-        old = self.rels[k].get(keys)
-        return np.flatnonzero(old + deltas < 0)
+        """Indices of updates that would make a multiplicity negative (paper footnote 2), as a
+        host array (``keys`` and ``deltas`` may be host arrays: they are uploaded)."""
+        xp = self.xp
+        if xp is np:
+            old = self.rels[k].get(keys)
+            return np.flatnonzero(old + deltas < 0)
+        neg = self.rels[k].get(xp.asarray(keys, dtype=np.int64)) \
+            + xp.asarray(deltas, dtype=np.int64) < 0
+        if not bool(neg.any()):  # the usual case: one read
+            return np.zeros(0, np.int64)
+        return xp.asnumpy(xp.flatnonzero(neg))
 
     def apply(self, phases, cap: int) -> None:
-        """Apply one batch: ``phases`` = [(k, sorted unique packed keys, nonzero deltas)]."""
+        """Apply one batch: ``phases`` = [(k, sorted unique packed keys, nonzero deltas)]
+        (host arrays are uploaded; arrays of the state's module are used as they are)."""
         self.grow_ids(cap)
+        if self.xp is not np:
+            xp = self.xp
+            phases = [(k, xp.asarray(keys, dtype=np.int64), xp.asarray(d, dtype=np.int64))
+                      for k, keys, d in phases]
         self.changes = []
         updates = sum(p[1].shape[0] for p in phases)
         if self.bulk_fraction and updates * self.bulk_fraction > self.size:
@@ -265,14 +339,15 @@ class FreeQueries:
             self.stats["major"] += 1
             self._rebuild([r.items() for r in self.rels])
 
-    def _new_flags(self, k: int, pos: int, vals: np.ndarray, ins: np.ndarray, rem: np.ndarray):
-        """Flags after this phase for the touched values of one variable; returns
-        (values, old flags, new flags, old degrees, new degrees)."""
+    def _new_flags(self, k: int, pos: int, vals: np.ndarray, ins: np.ndarray, rem: np.ndarray,
+                   u: np.ndarray):
+        """Flags after this phase for the touched values ``u`` (= unique_sorted(vals)) of one
+        variable; returns (values, old flags, new flags, old degrees, new degrees)."""
         rel = self.rels[k]
-        u = unique_sorted(vals)
-        idx = np.searchsorted(u, vals)
-        change = (np.bincount(idx, ins, minlength=u.shape[0])
-                  - np.bincount(idx, rem, minlength=u.shape[0])).astype(np.int64)
+        xp = self.xp
+        idx = xp.searchsorted(u, vals)
+        change = (xp.bincount(idx, ins, minlength=u.shape[0])
+                  - xp.bincount(idx, rem, minlength=u.shape[0])).astype(np.int64)
         d_old = rel.degree(pos, u)
         d_new = d_old + change
         cur = rel.flags[pos][u]
@@ -294,16 +369,19 @@ class FreeQueries:
             new = old + deltas
             ins = ((old == 0) & (new != 0)).astype(np.int64)
             rem = ((old != 0) & (new == 0)).astype(np.int64)
-            flipped = []
-            vanished = []
-            for pos, col in ((0, x), (1, y)):
-                if (k, pos) not in self.used_flags:
-                    flipped.append(_EMPTY)
-                    continue
-                u, cur, nf, d_old, d_new = self._new_flags(k, pos, col, ins, rem)
-                flipped.append(u[(nf != cur) & (d_old > 0)])
-                vanished.append((pos, u[d_new == 0]))
+            used = [(pos, col) for pos, col in ((0, x), (1, y)) if (k, pos) in self.used_flags]
+            touched = unique_sorted_many(self.xp, [col for _, col in used])
+            picks = []  # (values, mask) pairs: flipped and vanished values of each side
+            for (pos, col), u in zip(used, touched):
+                u, cur, nf, d_old, d_new = self._new_flags(k, pos, col, ins, rem, u)
+                picks += [(u, (nf != cur) & (d_old > 0)), (u, d_new == 0)]
                 rel.flags[pos][u] = nf
+            picked = compress_many(self.xp, picks)
+            flipped = [self._empty, self._empty]
+            vanished = []
+            for i, (pos, _) in enumerate(used):
+                flipped[pos] = picked[2 * i]
+                vanished.append((pos, picked[2 * i + 1]))
             moves = self._move_tuples(k, flipped)
         if track and deltas.shape[0]:
             self._track(k, x, y, deltas)
@@ -322,12 +400,13 @@ class FreeQueries:
             if moves is not None and moves[0].shape[0]:
                 sel = self._moves_for(spec, k, moves)
                 if sel.shape[0]:
+                    cat = self.xp.concatenate
                     mx, my, mv, ofx, ofy, nfx, nfy = (m[sel] for m in moves)
-                    xs = np.concatenate([x, mx, mx])
-                    ys = np.concatenate([y, my, my])
-                    ms = np.concatenate([deltas, -mv, mv])
-                    fxs = np.concatenate([fx, ofx, nfx])
-                    fys = np.concatenate([fy, ofy, nfy])
+                    xs = cat([x, mx, mx])
+                    ys = cat([y, my, my])
+                    ms = cat([deltas, -mv, mv])
+                    fxs = cat([fx, ofx, nfx])
+                    fys = cat([fy, ofy, nfy])
             self._view_delta(spec, k, xs, ys, ms, fxs, fys, cache)
         rel.add(keys, deltas)
         if rebalance:
@@ -359,31 +438,31 @@ class FreeQueries:
         the flipped flag, the −old and +new terms are equal and cancel when the view adds them.
         """
         N, P = self.rels[(k + 1) % 3], self.rels[(k + 2) % 3]
+        xp = self.xp
         xs, ys, ms, fxs, fys = x, y, deltas, fx, fy
         if moves is not None and moves[0].shape[0]:
             mx, my, mv, ofx, ofy, nfx, nfy = moves
-            xs = np.concatenate([x, mx, mx])
-            ys = np.concatenate([y, my, my])
-            ms = np.concatenate([deltas, -mv, mv])
-            fxs = np.concatenate([fx, ofx, nfx])
-            fys = np.concatenate([fy, ofy, nfy])
+            xs = xp.concatenate([x, mx, mx])
+            ys = xp.concatenate([y, my, my])
+            ms = xp.concatenate([deltas, -mv, mv])
+            fxs = xp.concatenate([fx, ofx, nfx])
+            fys = xp.concatenate([fy, ofy, nfy])
         nlive, plive = N.fwd.live, P.bwd.live
-        dn = np.where(ys < nlive.shape[0], nlive[np.minimum(ys, nlive.shape[0] - 1)], 0) \
-            if nlive.shape[0] else np.zeros(ys.shape[0], np.int64)
-        dp = np.where(xs < plive.shape[0], plive[np.minimum(xs, plive.shape[0] - 1)], 0) \
-            if plive.shape[0] else np.zeros(xs.shape[0], np.int64)
+        dn = xp.where(ys < nlive.shape[0], nlive[xp.minimum(ys, nlive.shape[0] - 1)], 0) \
+            if nlive.shape[0] else xp.zeros(ys.shape[0], np.int64)
+        dp = xp.where(xs < plive.shape[0], plive[xp.minimum(xs, plive.shape[0] - 1)], 0) \
+            if plive.shape[0] else xp.zeros(xs.shape[0], np.int64)
         th_n, th_p = self.th[(k + 1) % 3], self.th[(k + 2) % 3]
         limit = max(th_n.up, th_p.up, 4 * (N.heavy[1].shape[0] + P.heavy[0].shape[0])) \
             if self.fuse_limit is None else self.fuse_limit
-        short = np.minimum(dn, dp) <= limit
+        short = xp.minimum(dn, dp) <= limit
         groups: dict = {}
         for spec in fused:
             scalar = set(spec.key) <= {k, (k + 1) % 3}
             groups.setdefault((scalar, spec.atoms, spec.pattern), []).append(spec)
-        si = np.flatnonzero(short)
+        si, li = select_many(xp, [short, ~short])
         if si.shape[0]:
             self._fused_short(k, groups, xs[si], ys[si], ms[si], fxs[si], fys[si])
-        li = np.flatnonzero(~short)
         if li.shape[0]:
             for (scalar, _, _), specs in groups.items():
                 cols, vals = self._terms(specs[0], k, scalar, xs[li], ys[li], ms[li], fxs[li],
@@ -391,14 +470,22 @@ class FreeQueries:
                 self._add_terms(specs, cols, vals)
 
     def _fused_short(self, k: int, groups, xs, ys, ms, fxs, fys) -> None:
-        _, _, _, length = self._plan(k, _ALL_TRIANGLES, np.ascontiguousarray(xs, np.int64),
-                                     np.ascontiguousarray(ys, np.int64), fxs, fys)
-        ends = np.cumsum(length)
+        xp = self.xp
+        _, _, _, length = self._plan(k, _ALL_TRIANGLES, xp.ascontiguousarray(xs, dtype=np.int64),
+                                     xp.ascontiguousarray(ys, dtype=np.int64), fxs, fys)
+        ends = xp.cumsum(length)
+        if int(ends[-1]) <= FUSE_CHUNK:
+            ends = None  # one chunk: no cut points to search
+        else:
+            ends = to_host(xp, ends)  # the cut points are found on the host
         start = 0
         while start < xs.shape[0]:
-            base = ends[start - 1] if start else 0
-            stop = int(np.searchsorted(ends, base + FUSE_CHUNK, side="right"))
-            stop = max(stop, start + 1)
+            if ends is None:
+                stop = xs.shape[0]
+            else:
+                base = ends[start - 1] if start else 0
+                stop = int(np.searchsorted(ends, base + FUSE_CHUNK, side="right"))
+                stop = max(stop, start + 1)
             sl = slice(start, stop)
             idx, z, w = self.expand(k, _ALL_TRIANGLES, xs[sl], ys[sl], ms[sl], fxs[sl], fys[sl])
             start = stop
@@ -411,13 +498,21 @@ class FreeQueries:
         w) to the views whose pattern their six labels match."""
         N, P = self.rels[(k + 1) % 3], self.rels[(k + 2) % 3]
         labels = (ofx, ofy, N.flags[0][ty], N.flags[1][z], P.flags[0][z], P.flags[1][tx])
-        for specs in groups.values():
-            pat = _pattern_array(specs[0], k)
-            ok = np.ones(w.shape[0], bool)
+        xp = self.xp
+
+        def match(specs):
+            pat = _pattern_array(specs[0], k).tolist()
+            ok = xp.ones(w.shape[0], bool)
             for j in range(6):
                 if pat[j] != sp.ANY:
                     ok &= labels[j] == pat[j]
-            sel = np.flatnonzero(ok)
+            return ok
+
+        if xp is np:  # one mask at a time
+            sels = (np.flatnonzero(match(specs)) for specs in groups.values())
+        else:  # all masks first: their sizes are read in one transfer
+            sels = select_many(xp, [match(specs) for specs in groups.values()])
+        for specs, sel in zip(groups.values(), sels):
             if sel.shape[0] == 0:
                 continue
             cols = {k: tx[sel], (k + 1) % 3: ty[sel], (k + 2) % 3: z[sel]}
@@ -441,18 +536,19 @@ class FreeQueries:
                 b = tri[perm[1]][s0:s0 + step]
                 c = tri[perm[2]][s0:s0 + step]
                 # the update is T(c, a); the third value is b (k = 2: x = C, y = A, z = B)
-                self._classify(k, groups, c, a, b, np.ones(a.shape[0], np.int64),
+                self._classify(k, groups, c, a, b, self.xp.ones(a.shape[0], np.int64),
                                T.flags[0][c], T.flags[1][a])
 
     def _add_terms(self, specs, cols, vals) -> None:
         for spec in specs:
             if spec.root and any(spec is r for r in self.roots):
-                self.count += int(vals.sum())
+                self._add_count(vals)
             self.views[spec.signature].add([cols[v] for v in spec.key], vals)
 
     def _move_tuples(self, k: int, flipped: list[np.ndarray]):
         """The stored tuples of the flipped values, with old and new labels of both sides."""
         rel = self.rels[k]
+        xp = self.xp
         fx_vals, fy_vals = flipped
         if fx_vals.shape[0] == 0 and fy_vals.shape[0] == 0:
             return None
@@ -465,12 +561,12 @@ class FreeQueries:
             _, kk, vv = rel.bwd.rows(fy_vals)
             kk = transpose(kk)
             if fx_vals.shape[0]:
-                keep = ~np.isin(kk >> 32, fx_vals)
+                keep = ~xp.isin(kk >> 32, fx_vals)
                 kk, vv = kk[keep], vv[keep]
             parts_k.append(kk)
             parts_v.append(vv)
-        mk = np.concatenate(parts_k)
-        mv = np.concatenate(parts_v)
+        mk = xp.concatenate(parts_k)
+        mv = xp.concatenate(parts_v)
         mx, my = unpack(mk)
         # flags were already switched to the new values; rebuild the old ones
         nfx = rel.flags[0][mx]
@@ -478,22 +574,22 @@ class FreeQueries:
         ofx = nfx.copy()
         ofy = nfy.copy()
         if fx_vals.shape[0]:
-            hit = np.isin(mx, fx_vals)
+            hit = xp.isin(mx, fx_vals)
             ofx[hit] = 1 - nfx[hit]
         if fy_vals.shape[0]:
-            hit = np.isin(my, fy_vals)
+            hit = xp.isin(my, fy_vals)
             ofy[hit] = 1 - nfy[hit]
         return mx, my, mv, ofx, ofy, nfx, nfy
 
-    @staticmethod
-    def _moves_for(spec: sp.ViewSpec, k: int, moves) -> np.ndarray:
+    def _moves_for(self, spec: sp.ViewSpec, k: int, moves) -> np.ndarray:
+        xp = self.xp
         _, _, _, ofx, ofy, nfx, nfy = moves
-        want = np.zeros(ofx.shape[0], bool)
+        want = xp.zeros(ofx.shape[0], bool)
         if spec.pattern[k][0] != sp.ANY:
             want |= ofx != nfx
         if spec.pattern[k][1] != sp.ANY:
             want |= ofy != nfy
-        return np.flatnonzero(want)
+        return xp.flatnonzero(want)
 
     # ------------------------------------------------------------------ deltas
     def _args(self, k: int, spec: sp.ViewSpec):
@@ -506,45 +602,52 @@ class FreeQueries:
         """Count pass: per update, the list to walk and its length."""
         args = self._args(k, spec)
         use_n, use_p, nst, n_fx, n_fy, n_hl, pst, p_fy, p_fx, p_hl = args
-        pat = _pattern_array(spec, k)
+        xp = self.xp
+        pat = self._pattern(spec, k)
         m = xs.shape[0]
-        choice = np.empty(m, np.int64)
-        length = np.empty(m, np.int64)
+        choice = xp.empty(m, np.int64)
+        length = xp.empty(m, np.int64)
         if m:
-            self.qk.plan(xs, ys, np.ascontiguousarray(fxs, np.uint8),
-                         np.ascontiguousarray(fys, np.uint8), pat, use_n, use_p, nst, n_fx,
-                         n_hl, pst, p_fy, p_hl, choice, length)
+            self.qk.plan(xs, ys, xp.ascontiguousarray(fxs, dtype=np.uint8),
+                         xp.ascontiguousarray(fys, dtype=np.uint8), pat, use_n, use_p, nst,
+                         n_fx, n_hl, pst, p_fy, p_hl, choice, length)
         return args, pat, choice, length
 
     def expand(self, k: int, spec: sp.ViewSpec, xs, ys, ms, fxs, fys):
         """(index of the update, z, m·weight) for every z joining update (x, y) in ``spec``."""
-        xs = np.ascontiguousarray(xs, np.int64)
-        ys = np.ascontiguousarray(ys, np.int64)
+        xp = self.xp
+        xs = xp.ascontiguousarray(xs, dtype=np.int64)
+        ys = xp.ascontiguousarray(ys, dtype=np.int64)
         m = xs.shape[0]
         if m == 0:
-            return _EMPTY, _EMPTY, _EMPTY
+            return self._empty, self._empty, self._empty
         args, pat, choice, length = self._plan(k, spec, xs, ys, fxs, fys)
         use_n, use_p, nst, _, n_fy, n_hl, pst, _, p_fx, p_hl = args
-        ptr = np.zeros(m + 1, np.int64)
-        np.cumsum(length, out=ptr[1:])
+        ptr = xp.zeros(m + 1, np.int64)
+        xp.cumsum(length, out=ptr[1:])
         total = int(ptr[-1])
-        out_z = np.empty(total, np.int64)
-        out_w = np.empty(total, np.int64)
-        count = np.empty(m, np.int64)
-        self.qk.emit(xs, ys, np.ascontiguousarray(ms, np.int64), choice, ptr, pat, use_n, use_p,
-                     nst, n_fy, n_hl, pst, p_fx, p_hl, out_z, out_w, count)
-        n_out = int(count.sum())
-        idx = np.empty(n_out, np.int64)
-        zz = np.empty(n_out, np.int64)
-        ww = np.empty(n_out, np.int64)
-        self.qk.compact(ptr, count, out_z, out_w, idx, zz, ww)
+        out_z = xp.empty(total, np.int64)
+        out_w = xp.empty(total, np.int64)
+        count = xp.empty(m, np.int64)
+        self.qk.emit(xs, ys, xp.ascontiguousarray(ms, dtype=np.int64), choice, ptr, pat, use_n,
+                     use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, out_z, out_w, count)
+        # on a device the outputs get the plan's bound (known) and are cut to the count
+        # compact returns: one host read fewer than sizing them exactly first
+        n_out = int(count.sum()) if xp is np else total
+        idx = xp.empty(n_out, np.int64)
+        zz = xp.empty(n_out, np.int64)
+        ww = xp.empty(n_out, np.int64)
+        n_out = self.qk.compact(ptr, count, out_z, out_w, idx, zz, ww)
+        if xp is not np:
+            idx, zz, ww = idx[:n_out], zz[:n_out], ww[:n_out]
         return idx, zz, ww
 
     def path_sums(self, k: int, spec: sp.ViewSpec, xs, ys, fxs, fys) -> np.ndarray:
         """Σ_z over the view's other atoms, per update (x, y) (multiplicity not applied)."""
-        xs = np.ascontiguousarray(xs, np.int64)
-        ys = np.ascontiguousarray(ys, np.int64)
-        out = np.zeros(xs.shape[0], np.int64)
+        xp = self.xp
+        xs = xp.ascontiguousarray(xs, dtype=np.int64)
+        ys = xp.ascontiguousarray(ys, dtype=np.int64)
+        out = xp.zeros(xs.shape[0], np.int64)
         if xs.shape[0] == 0:
             return out
         args, pat, choice, _ = self._plan(k, spec, xs, ys, fxs, fys)
@@ -571,12 +674,18 @@ class FreeQueries:
         var_x, var_y, var_z = k, (k + 1) % 3, (k + 2) % 3
         if scalar:
             own = spec.pattern[k]
-            ok = np.ones(xs.shape[0], bool)
-            if own[0] != sp.ANY:
-                ok &= fxs == own[0]
-            if own[1] != sp.ANY:
-                ok &= fys == own[1]
-            xs, ys, ms, fxs, fys = xs[ok], ys[ok], ms[ok], fxs[ok], fys[ok]
+            if own != (sp.ANY, sp.ANY):  # the updates in the view's part of relation k
+                xp = self.xp
+                ok = xp.ones(xs.shape[0], bool)
+                if own[0] != sp.ANY:
+                    ok &= fxs == own[0]
+                if own[1] != sp.ANY:
+                    ok &= fys == own[1]
+                if xp is np:
+                    xs, ys, ms, fxs, fys = xs[ok], ys[ok], ms[ok], fxs[ok], fys[ok]
+                else:  # one host read for the five columns
+                    sel = xp.flatnonzero(ok)
+                    xs, ys, ms, fxs, fys = xs[sel], ys[sel], ms[sel], fxs[sel], fys[sel]
             agg = self._lookup_view.get((spec.signature, k))
             if agg is not None:
                 cols = {var_x: xs, var_y: ys}
@@ -584,7 +693,7 @@ class FreeQueries:
             else:
                 w = self.path_sums(k, spec, xs, ys, fxs, fys)
             vals = ms * w
-            nz = vals != 0
+            nz = vals != 0 if self.xp is np else self.xp.flatnonzero(vals)  # (one host read)
             cols = {var_x: xs[nz], var_y: ys[nz]}
             vals = vals[nz]
         else:
@@ -595,26 +704,31 @@ class FreeQueries:
     # ------------------------------------------------------------------ changes
     def _track(self, k: int, x, y, deltas) -> None:
         spec = _ALL_TRIANGLES
-        fx = np.zeros(x.shape[0], np.uint8)
+        fx = self.xp.zeros(x.shape[0], np.uint8)
         idx, z, w = self.expand(k, spec, x, y, deltas, fx, fx)
         cols = {k: x[idx], (k + 1) % 3: y[idx], (k + 2) % 3: z}
         self.changes.append((cols[0], cols[1], cols[2], w))
 
     def changed_triangles(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """δΔ3 of the last batch: (a, b, c, delta) with nonzero deltas, sorted by (a, b, c)."""
+        """δΔ3 of the last batch: (a, b, c, delta) with nonzero deltas, sorted by (a, b, c)
+        (arrays of the state's array module)."""
+        xp = self.xp
+        e = self._empty
         if not self.changes:
-            return _EMPTY, _EMPTY, _EMPTY, _EMPTY
-        a = np.concatenate([c[0] for c in self.changes])
-        b = np.concatenate([c[1] for c in self.changes])
-        c = np.concatenate([c[2] for c in self.changes])
-        w = np.concatenate([c[3] for c in self.changes])
+            return e, e, e, e
+        a = xp.concatenate([c[0] for c in self.changes])
+        b = xp.concatenate([c[1] for c in self.changes])
+        c = xp.concatenate([c[2] for c in self.changes])
+        w = xp.concatenate([c[3] for c in self.changes])
         if a.shape[0] == 0:
-            return _EMPTY, _EMPTY, _EMPTY, _EMPTY
-        order = np.lexsort((c, b, a))
+            return e, e, e, e
+        # CuPy's lexsort takes the keys as one 2-D array
+        order = np.lexsort((c, b, a)) if xp is np else xp.lexsort(xp.stack([c, b, a]))
         a, b, c, w = a[order], b[order], c[order], w[order]
-        new = np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1]) | (c[1:] != c[:-1])]
-        starts = np.flatnonzero(new)
-        sums = np.add.reduceat(w, starts)
+        new = xp.concatenate([xp.ones(1, np.bool_),
+                              (a[1:] != a[:-1]) | (b[1:] != b[:-1]) | (c[1:] != c[:-1])])
+        starts = xp.flatnonzero(new)
+        sums = xp.add.reduceat(w, starts)
         keep = sums != 0
         return a[starts][keep], b[starts][keep], c[starts][keep], sums[keep]
 
@@ -622,6 +736,7 @@ class FreeQueries:
     def check_invariants(self) -> list[str]:
         """Problems found (empty if none): thresholds, flags, positivity of every view."""
         bad = []
+        xp = self.xp
         size = self.size
         if not (self.N // 4 <= size < self.N) and size:
             bad.append(f"size invariant: |D| = {size}, N = {self.N}")
@@ -631,18 +746,18 @@ class FreeQueries:
                 if (k, pos) not in self.used_flags:
                     continue
                 live = (rel.fwd if pos == 0 else rel.bwd).live
-                present = np.flatnonzero(live)
+                present = xp.flatnonzero(live)
                 f = rel.flags[pos][present]
                 d = live[present]
-                if np.any((f == 1) & (d < th.down)):
+                if bool(xp.any((f == 1) & (d < th.down))):
                     bad.append(f"relation {k} var {pos}: heavy value below ½θ")
-                if np.any((f == 0) & (d >= th.up)):
+                if bool(xp.any((f == 0) & (d >= th.up))):
                     bad.append(f"relation {k} var {pos}: light value at or above 3⁄2θ")
-                if not np.array_equal(rel.heavy[pos], rel.heavy_values(pos)):
+                if not bool(xp.array_equal(rel.heavy[pos], rel.heavy_values(pos))):
                     bad.append(f"relation {k} var {pos}: heavy list out of date")
         for spec in self.specs:
             _, vals = self.views[spec.signature].items()
-            if np.any(vals < 0):
+            if bool(xp.any(vals < 0)):
                 bad.append(f"view {spec.name} holds a negative value")
         return bad
 

@@ -7,7 +7,9 @@ the same key are summed (the views partition the triangles, so the sum is the pa
 m1 + m2 + m3 reconciliation). The faithful sequential hop-iterator enumeration is in
 ``reference.py``.
 
-All functions take a :class:`~gpu_ivm.queries.maintain.FreeQueries` and work on dense ids.
+All functions take a :class:`~gpu_ivm.queries.maintain.FreeQueries` and work on dense ids, in
+the state's array module ``fq.xp`` (ids given as host arrays are uploaded; results are ``fq.xp``
+arrays, downloaded by the caller).
 """
 
 from __future__ import annotations
@@ -21,8 +23,6 @@ from . import specs as sp
 from .maintain import FreeQueries
 from .storage import consolidate
 
-_EMPTY = np.zeros(0, np.int64)
-
 
 def _cols(spec_key, cols):
     """Reorder a view's key columns into variables A, B, C (None where absent)."""
@@ -30,6 +30,22 @@ def _cols(spec_key, cols):
     for var, col in zip(spec_key, cols):
         out[var] = col
     return out
+
+
+def _ids(fq: FreeQueries, a) -> np.ndarray:
+    """Ids as a contiguous int64 array of the state's array module (uploaded if on the host)."""
+    xp = fq.xp
+    return xp.ascontiguousarray(xp.asarray(a, dtype=np.int64))
+
+
+def _repeat(xp, vals, ptr):
+    """``vals[i]`` repeated ``ptr[i+1] - ptr[i]`` times (CuPy's repeat takes no array of
+    counts: on a device each output slot finds its segment by a search in ``ptr``)."""
+    if xp is np:
+        return np.repeat(vals, np.diff(ptr))
+    total = int(ptr[-1])
+    seg = xp.searchsorted(ptr, xp.arange(total, dtype=np.int64), side="right") - 1
+    return vals[seg]
 
 
 def _rel_get(fq: FreeQueries, k: int, first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -45,10 +61,9 @@ def tree_rows(fq: FreeQueries, tree: sp.TreeSpec, start: int = 0, stop: int | No
     by_var = _cols(rspec.key, rcols)
     u, v = by_var[ispec.key[0]], by_var[ispec.key[1]]
     ptr, w, vals = inner.rows(u, v)
-    rep = np.diff(ptr)
     abc = [None, None, None]
-    abc[ispec.key[0]] = np.repeat(u, rep)
-    abc[ispec.key[1]] = np.repeat(v, rep)
+    abc[ispec.key[0]] = _repeat(fq.xp, u, ptr)
+    abc[ispec.key[1]] = _repeat(fq.xp, v, ptr)
     abc[ispec.key[2]] = w
     k = tree.lookup
     look = _rel_get(fq, k, abc[k], abc[(k + 1) % 3])
@@ -90,20 +105,21 @@ def edge_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a, b, _, m = tree_rows(fq, tree)
         keys.append(pack(a, b))
         vals.append(m)
-    k, v = consolidate(np.concatenate(keys), np.concatenate(vals))
+    k, v = consolidate(fq.xp.concatenate(keys), fq.xp.concatenate(vals), fq.kernels)
     return k >> 32, k & 0xFFFFFFFF, v
 
 
 def vertex_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray]:
     """Δ1 as (a, mult), sorted by a, multiplicities nonzero."""
-    total = np.zeros(fq.cap, np.int64)
+    xp = fq.xp
+    total = xp.zeros(fq.cap, np.int64)
     for spec in sp.family("vertex_counts"):
         if spec.root and len(spec.key) == 1:
             total += fq.view(spec.name).dense[: fq.cap]
     for tree in sp.trees("vertex_counts"):
         a, _, _, m = tree_rows(fq, tree)
-        np.add.at(total, a, m)
-    nz = np.flatnonzero(total)
+        xp.add.at(total, a, m)
+    nz = xp.flatnonzero(total)
     return nz.astype(np.int64), total[nz]
 
 
@@ -111,9 +127,9 @@ def vertex_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray]:
 def edge_lookup(fq: FreeQueries, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Δ2(a_i, b_i) by Figure 13 lines 5–7: O(1) lookups in the materialized views (m1) and
     sums over at most min(1.5N^ε, 2N^{1-ε}) values c for the two view trees (m2, m3)."""
-    a = np.ascontiguousarray(a, np.int64)
-    b = np.ascontiguousarray(b, np.int64)
-    out = np.zeros(a.shape[0], np.int64)
+    a = _ids(fq, a)
+    b = _ids(fq, b)
+    out = fq.xp.zeros(a.shape[0], np.int64)
     if a.shape[0] == 0:
         return out
     cols = {0: a, 1: b}
@@ -127,12 +143,12 @@ def edge_lookup(fq: FreeQueries, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     rv = r.get(pack(a, b))
     for tree in sp.trees("edge_counts"):
         spec = fq.spec(tree.root)
-        out += rv * fq.path_sums(0, spec, a, b, fa, fb) * _own_ok(spec, fa, fb)
+        out += rv * fq.path_sums(0, spec, a, b, fa, fb) * _own_ok(spec, fa, fb, fq.xp)
     return out
 
 
-def _own_ok(spec: sp.ViewSpec, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
-    ok = np.ones(fa.shape[0], np.int64)
+def _own_ok(spec: sp.ViewSpec, fa: np.ndarray, fb: np.ndarray, xp=np) -> np.ndarray:
+    ok = xp.ones(fa.shape[0], np.int64)
     if spec.pattern[0][0] != sp.ANY:
         ok &= (fa == spec.pattern[0][0]).astype(np.int64)
     if spec.pattern[0][1] != sp.ANY:
@@ -143,8 +159,9 @@ def _own_ok(spec: sp.ViewSpec, fa: np.ndarray, fb: np.ndarray) -> np.ndarray:
 def vertex_lookup(fq: FreeQueries, a: np.ndarray) -> np.ndarray:
     """Δ1(a_i) by Figure 15 lines 5–6: dense view lookups (m1) plus Σ over the (b, c) pairs of
     R^{LH}(a, ·) × T^{HL}(·, a) (both short: a is light there) for the (LH)∗(HL) tree (m2)."""
-    a = np.ascontiguousarray(a, np.int64)
-    out = np.zeros(a.shape[0], np.int64)
+    xp = fq.xp
+    a = _ids(fq, a)
+    out = xp.zeros(a.shape[0], np.int64)
     if a.shape[0] == 0:
         return out
     inside = a < fq.cap
@@ -152,22 +169,22 @@ def vertex_lookup(fq: FreeQueries, a: np.ndarray) -> np.ndarray:
         if spec.root and len(spec.key) == 1:
             out[inside] += fq.view(spec.name).dense[a[inside]]
     r, s, t = fq.rels
-    extra = np.zeros(a.shape[0], np.int64)
+    extra = xp.zeros(a.shape[0], np.int64)
     fq.qk.pair_sums(a, r.fwd.nt(), r.flags[1], 1, t.bwd.nt(), t.flags[0], 1, s.fwd.nt(), extra)
-    light = (r.flags[0][a] == 0) & (t.flags[1][a] == 0) if fq.cap else np.zeros(0, bool)
-    out += np.where(light, extra, 0)
+    light = (r.flags[0][a] == 0) & (t.flags[1][a] == 0) if fq.cap else xp.zeros(0, bool)
+    out += xp.where(light, extra, 0)
     return out
 
 
 def triangles_with(fq: FreeQueries, a: np.ndarray) -> tuple[np.ndarray, ...]:
     """Δ3 restricted to A ∈ ``a``: (a, b, c, mult) by intersecting S(b, ·) with T(·, a) for
     every b ∈ R(a, ·) (output-sensitive; no view is needed)."""
-    a = np.ascontiguousarray(a, np.int64)
+    a = _ids(fq, a)
     r = fq.rels[0]
     ptr, keys, vals = r.fwd.rows(a)
     xa = keys >> 32
     xb = keys & 0xFFFFFFFF
-    zero = np.zeros(xa.shape[0], np.uint8)
+    zero = fq.xp.zeros(xa.shape[0], np.uint8)
     from .maintain import _ALL_TRIANGLES
 
     idx, c, w = fq.expand(0, _ALL_TRIANGLES, xa, xb, vals, zero, zero)

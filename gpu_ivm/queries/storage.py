@@ -9,6 +9,10 @@ Definition 8 when both flags are used and the single partition when only the fir
 A view stores its values by key length: one variable — a dense int64 array over vertex ids;
 two — a pair store (rows by the first variable); three — a pair store keyed by
 ``(id of (u, v), w)`` with the pair ids from a hash map, i.e. rows by the first two variables.
+
+Arrays live in the backend's array module ``xp`` (``kernels.xp``: NumPy on the CPU, CuPy when
+the state is in device memory). The one host-side part is the pair-id hash map of 3-ary views
+(:class:`~gpu_ivm.encoding.IdEncoder`): its keys are downloaded and its ids uploaded per call.
 """
 
 from __future__ import annotations
@@ -20,21 +24,71 @@ from ..kernels import delta_kernels as _dk
 from ..store import ZStore
 
 
-def consolidate(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort packed keys, sum the values of equal keys, drop zero sums."""
+def array_module(kernels):
+    """The array module of a kernel set (NumPy without one)."""
+    return getattr(kernels, "xp", np) if kernels is not None else np
+
+
+def to_host(xp, a) -> np.ndarray:
+    """A host (NumPy) copy of an array of module ``xp`` (``a`` itself with NumPy)."""
+    return a if xp is np else xp.asnumpy(a)
+
+
+def consolidate(keys: np.ndarray, vals: np.ndarray, kernels=None) -> tuple[np.ndarray, np.ndarray]:
+    """Sort packed keys, sum the values of equal keys, drop zero sums (arrays of the kernel
+    set's array module)."""
     if keys.shape[0] == 0:
         return keys.astype(np.int64), vals.astype(np.int64)
-    order = np.argsort(keys)  # equal keys are summed, so the sort need not be stable
-    return _dk.segment_sum_sorted(np.ascontiguousarray(keys[order], np.int64),
-                                  np.ascontiguousarray(vals[order], np.int64))
+    xp = array_module(kernels)
+    dk = kernels.delta if kernels is not None else _dk
+    order = xp.argsort(keys)  # equal keys are summed, so the sort need not be stable
+    return dk.segment_sum_sorted(xp.ascontiguousarray(keys[order], dtype=np.int64),
+                                 xp.ascontiguousarray(vals[order], dtype=np.int64))
 
 
-def unique_sorted(vals: np.ndarray) -> np.ndarray:
+def select_many(xp, masks: list) -> list:
+    """``xp.flatnonzero`` of each boolean mask. On a device the sizes of all the results are
+    read in one transfer (instead of one host read per mask) and each mask's indices are
+    scattered to their slots by a running count."""
+    if xp is np or len(masks) <= 1:
+        return [xp.flatnonzero(m) for m in masks]
+    counts = to_host(xp, xp.stack([m.sum() for m in masks])).tolist()
+    out = []
+    for m, c in zip(masks, counts):
+        buf = xp.empty(c + 1, np.int64)  # slot c takes every False entry
+        buf[xp.where(m, xp.cumsum(m, dtype=np.int64) - 1, c)] = xp.arange(m.shape[0],
+                                                                       dtype=np.int64)
+        out.append(buf[:c])
+    return out
+
+
+def compress_many(xp, pairs: list) -> list:
+    """``a[mask]`` for each (a, mask) of ``pairs``, with one host read on a device."""
+    if xp is np or len(pairs) <= 1:
+        return [a[m] for a, m in pairs]
+    return [a[i] for (a, _), i in zip(pairs, select_many(xp, [m for _, m in pairs]))]
+
+
+def _start_mask(xp, s):
+    return xp.concatenate([xp.ones(1, np.bool_), s[1:] != s[:-1]])
+
+
+def unique_sorted(vals: np.ndarray, xp=np) -> np.ndarray:
     """Sorted distinct values (sort + mask: numpy 2.4's np.unique is slow)."""
-    s = np.sort(vals)
+    s = xp.sort(vals)
     if s.shape[0] == 0:
         return s
-    return s[np.r_[True, s[1:] != s[:-1]]]
+    return s[_start_mask(xp, s)]
+
+
+def unique_sorted_many(xp, arrays: list) -> list:
+    """:func:`unique_sorted` of each array (one host read on a device)."""
+    if xp is np or len(arrays) <= 1:
+        return [unique_sorted(a, xp) for a in arrays]
+    ss = [xp.sort(a) for a in arrays]
+    full = [s for s in ss if s.shape[0]]
+    picked = iter(compress_many(xp, [(s, _start_mask(xp, s)) for s in full]))
+    return [next(picked) if s.shape[0] else s for s in ss]
 
 
 class Relation:
@@ -44,8 +98,9 @@ class Relation:
         self.kernels = kernels
         self.fwd = ZStore(0, kernels)
         self.bwd = ZStore(0, kernels)
-        self.flags = [np.zeros(0, np.uint8), np.zeros(0, np.uint8)]
-        self.heavy = [np.zeros(0, np.int64), np.zeros(0, np.int64)]
+        self.xp = xp = self.fwd.xp
+        self.flags = [xp.zeros(0, np.uint8), xp.zeros(0, np.uint8)]
+        self.heavy = [xp.zeros(0, np.int64), xp.zeros(0, np.int64)]
 
     def __len__(self) -> int:
         return len(self.fwd)
@@ -56,7 +111,7 @@ class Relation:
         for i in (0, 1):
             f = self.flags[i]
             if cap > f.shape[0]:
-                g = np.zeros(max(cap, 2 * f.shape[0]), np.uint8)
+                g = self.xp.zeros(max(cap, 2 * f.shape[0]), np.uint8)
                 g[: f.shape[0]] = f
                 self.flags[i] = g
 
@@ -71,7 +126,7 @@ class Relation:
         """Add deltas at sorted unique keys (both indexes)."""
         self.fwd.add(keys, deltas)
         tk = transpose(keys)
-        order = np.argsort(tk, kind="stable")
+        order = self.xp.argsort(tk, kind="stable")
         self.bwd.add(tk[order], deltas[order])
 
     def items(self) -> tuple[np.ndarray, np.ndarray]:
@@ -80,18 +135,27 @@ class Relation:
     def rebuild(self, keys: np.ndarray, vals: np.ndarray, cap: int) -> None:
         self.fwd = ZStore.from_sorted(keys, vals, cap, self.kernels)
         tk = transpose(keys)
-        order = np.argsort(tk, kind="stable")
+        order = self.xp.argsort(tk, kind="stable")
         self.bwd = ZStore.from_sorted(tk[order], vals[order], cap, self.kernels)
 
     def heavy_values(self, pos: int) -> np.ndarray:
         """Sorted values flagged heavy that have tuples (the heavy part's domain)."""
         live = (self.fwd if pos == 0 else self.bwd).live
         n = min(live.shape[0], self.flags[pos].shape[0])
-        return np.flatnonzero((self.flags[pos][:n] != 0) & (live[:n] > 0)).astype(np.int64)
+        return self.xp.flatnonzero((self.flags[pos][:n] != 0)
+                                   & (live[:n] > 0)).astype(np.int64)
 
     def set_heavy_lists(self) -> None:
-        for i in (0, 1):
-            self.heavy[i] = self.heavy_values(i)
+        if self.xp is np:
+            for i in (0, 1):
+                self.heavy[i] = self.heavy_values(i)
+            return
+        masks = []
+        for pos in (0, 1):  # heavy_values of both sides, with one host read
+            live = (self.fwd if pos == 0 else self.bwd).live
+            n = min(live.shape[0], self.flags[pos].shape[0])
+            masks.append((self.flags[pos][:n] != 0) & (live[:n] > 0))
+        self.heavy = select_many(self.xp, masks)
 
 
 class View:
@@ -100,19 +164,20 @@ class View:
     def __init__(self, arity: int, kernels=None):
         self.arity = arity
         self.kernels = kernels
-        self.dense = np.zeros(0, np.int64)
         self.store = ZStore(0, kernels)
+        self.xp = self.store.xp
+        self.dense = self.xp.zeros(0, np.int64)
         self.pairs = IdEncoder() if arity == 3 else None
 
     def grow_ids(self, cap: int) -> None:
         if self.arity == 1 and cap > self.dense.shape[0]:
-            g = np.zeros(max(cap, 2 * self.dense.shape[0]), np.int64)
+            g = self.xp.zeros(max(cap, 2 * self.dense.shape[0]), np.int64)
             g[: self.dense.shape[0]] = self.dense
             self.dense = g
 
     def __len__(self) -> int:
         if self.arity == 1:
-            return int(np.count_nonzero(self.dense))
+            return int(self.xp.count_nonzero(self.dense))
         return len(self.store)
 
     def clear(self) -> None:
@@ -122,26 +187,30 @@ class View:
             self.pairs = IdEncoder()
 
     def pair_ids(self, u: np.ndarray, v: np.ndarray, create: bool) -> np.ndarray:
-        """Ids of the pairs (u, v) (-1 for unknown pairs unless ``create``)."""
-        keys = pack(u, v)
+        """Ids of the pairs (u, v) (-1 for unknown pairs unless ``create``). The pair map is
+        a host hash map: with device arrays the packed pairs are downloaded and the ids
+        uploaded (one transfer each way)."""
+        xp = self.xp
+        keys = to_host(xp, pack(u, v))
         if not create:
-            return self.pairs.lookup(keys)
-        ids, new = self.pairs.plan(keys)
-        self.pairs.commit(new)
-        return ids
+            ids = self.pairs.lookup(keys)
+        else:
+            ids, new = self.pairs.plan(keys)
+            self.pairs.commit(new)
+        return ids if xp is np else xp.asarray(ids)
 
     def add(self, cols: list[np.ndarray], vals: np.ndarray) -> None:
         """Add ``vals`` at the keys given as one column per key variable (repeats allowed)."""
         if vals.shape[0] == 0:
             return
         if self.arity == 1:
-            np.add.at(self.dense, cols[0], vals)
+            self.xp.add.at(self.dense, cols[0], vals)
             return
         if self.arity == 2:
             keys = pack(cols[0], cols[1])
         else:
             keys = pack(self.pair_ids(cols[0], cols[1], True), cols[2])
-        keys, vals = consolidate(keys, vals)
+        keys, vals = consolidate(keys, vals, self.kernels)
         if len(self.store) == 0 and self.store.used == 0:
             # an empty view (preprocessing, rebuilds): one sorted base run, no merging
             cap = int(keys[-1] >> 32) + 1 if keys.shape[0] else 0
@@ -151,16 +220,17 @@ class View:
 
     def get(self, cols: list[np.ndarray]) -> np.ndarray:
         """Values at the keys (0 where absent)."""
+        xp = self.xp
         if self.arity == 1:
             v = cols[0]
-            out = np.zeros(v.shape[0], np.int64)
+            out = xp.zeros(v.shape[0], np.int64)
             inside = v < self.dense.shape[0]
             out[inside] = self.dense[v[inside]]
             return out
         if self.arity == 2:
             return self.store.get(pack(cols[0], cols[1]))
         pid = self.pair_ids(cols[0], cols[1], False)
-        out = np.zeros(pid.shape[0], np.int64)
+        out = xp.zeros(pid.shape[0], np.int64)
         ok = pid >= 0
         if ok.any():
             out[ok] = self.store.get(pack(pid[ok], cols[2][ok]))
@@ -168,20 +238,21 @@ class View:
 
     def items(self) -> tuple[list[np.ndarray], np.ndarray]:
         """All nonzero entries: (key columns, values), sorted by key."""
+        xp = self.xp
         if self.arity == 1:
-            nz = np.flatnonzero(self.dense)
+            nz = xp.flatnonzero(self.dense)
             return [nz.astype(np.int64)], self.dense[nz]
         keys, vals = self.store.items()
         first, last = unpack(keys)
         if self.arity == 2:
             return [first, last], vals
-        uv = self.pairs.decode(first)
-        u, v = unpack(uv)
+        uv = self.pairs.decode(to_host(xp, first))  # the pair map is on the host
+        u, v = unpack(uv if xp is np else xp.asarray(uv))
         return [u, v, last], vals
 
     def rows(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For a 3-ary view, the entries of pairs (u_i, v_i): (CSR ptr, third variable, value)."""
         pid = self.pair_ids(u, v, False)
-        pid = np.where(pid < 0, np.int64(1 << 31), pid)
+        pid = self.xp.where(pid < 0, np.int64(1 << 31), pid)
         ptr, keys, vals = self.store.rows(pid)
         return ptr, keys & 0xFFFFFFFF, vals

@@ -1,0 +1,294 @@
+"""The cuda backend with its whole state in (simulated) device memory, against the CPU backend.
+
+Run by ``tests/test_cuda_sim.py`` in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``. The array
+module is :mod:`strict_cupy` (a CuPy stand-in that refuses host/device mixing, implicit
+conversions, functions CuPy lacks and per-element iteration, and counts host syncs), so these
+tests fail where a real GPU would fail or crawl: a host array reaching a kernel launch, NumPy
+used on device state, a Python loop over device data. To run directly::
+
+    NUMBA_ENABLE_CUDASIM=1 .venv/bin/python -m pytest -q tests/cuda_strict_cases.py
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numba
+import numpy as np
+import pytest
+from conftest import tiny_storage
+from oracle import GraphOracle
+from streams import graph_batches
+
+if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_sim.py
+    pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
+
+import strict_cupy as sc  # noqa: E402
+from gpu_ivm.kernels import view_kernels as cpu_view  # noqa: E402
+from gpu_ivm.kernels.cuda_kernels import kernel_set  # noqa: E402
+
+from gpu_ivm import GraphEngine, RelationEngine  # noqa: E402
+from gpu_ivm.backend import Backend  # noqa: E402
+from gpu_ivm.store import ZStore  # noqa: E402
+from gpu_ivm.views import product_entries  # noqa: E402
+
+sc.install()
+sys.setswitchinterval(1e-4)  # the simulator's threads poll at syncthreads: switch often
+XP = sc.module()
+DEVICE = Backend("cuda", XP, kernel_set(XP), "simulator")
+
+
+def host(a) -> np.ndarray:
+    return sc.asnumpy(a)
+
+
+def assert_on_device(eng) -> None:
+    """Every array of the engine's state is a device array."""
+    for K in eng.rels:
+        assert isinstance(K.heavy, sc.DeviceArray), K.name
+        for st in (K.h, K.l, K.ht):
+            for name in ("keys", "vals", "dirs", "runmask", "live", "tomb"):
+                assert isinstance(getattr(st, name), sc.DeviceArray), (K.name, name)
+    for v in eng.views:
+        assert isinstance(v.vrow, sc.DeviceArray) and isinstance(v.vmat, sc.DeviceArray)
+        assert isinstance(v.sparse.keys, sc.DeviceArray)
+
+
+def assert_same_state(cpu, dev) -> None:
+    """Same count, N, partitions, relations and views (logical content) on both backends."""
+    assert (cpu.Q, cpu.N, cpu.size) == (dev.Q, dev.N, dev.size)
+    n = len(cpu.encoder)
+    for a, b in zip(cpu.rels, dev.rels):
+        assert np.array_equal(a.heavy[:n], host(b.heavy)[:n]), a.name
+        for part in ("h", "l", "ht"):
+            for x, y in zip(getattr(a, part).items(), getattr(b, part).items()):
+                assert np.array_equal(x, host(y)), (a.name, part)
+    for va, vb in zip(cpu.views, dev.views):
+        for x, y in zip(va.items(), vb.items()):
+            assert np.array_equal(x, host(y))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters():
+    sc.reset()
+    yield
+
+
+# ----------------------------------------------------------------------------- the stand-in
+def test_stand_in_refuses_what_cupy_refuses() -> None:
+    d = XP.arange(4)
+    with pytest.raises(sc.DeviceMemoryError):
+        _ = d + np.arange(4)  # host and device mixed
+    with pytest.raises(sc.DeviceMemoryError):
+        np.asarray(d)  # implicit download
+    with pytest.raises(sc.DeviceMemoryError):
+        XP.repeat(d, d)  # CuPy takes an int or a host sequence
+    with pytest.raises(sc.DeviceMemoryError):
+        list(d)  # per-element iteration
+    with pytest.raises(sc.DeviceMemoryError):
+        np.r_[True, d]
+    with pytest.raises(sc.DeviceMemoryError):
+        XP.searchsorted(d, 2)  # CuPy searches for arrays only
+    out = np.empty(4, np.int64)
+    with pytest.raises(sc.DeviceMemoryError):
+        out[:] = d
+    sc.reset()
+    assert int(d.sum()) == 6 and bool((d > 2).any())
+    assert d[d > 1].shape == (2,)
+    assert sc.reset() == {"scalar_reads": 2, "size_syncs": 1, "syncs": 3}
+
+
+# ----------------------------------------------------------------------------- engines
+@pytest.mark.parametrize("eps", ["0", "1/2", "1"])
+def test_graph_engine_on_device(eps: str) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        tiny_storage(mp)
+        rng = np.random.default_rng({"0": 11, "1/2": 12, "1": 13}[eps])
+        oracle = GraphOracle(False)
+        cpu = GraphEngine(epsilon=eps, backend="cpu", adaptive=False)
+        dev = GraphEngine(epsilon=eps, backend=DEVICE, adaptive=False)
+        total = 0
+        for batch in graph_batches(oracle, rng, n_batches=8, nv=22, max_batch=36, hub_p=0.5,
+                                   shrink_from=5):
+            r1, r2 = cpu.apply(batch), dev.apply(batch)
+            total += r1.updates
+            assert (r2.triangles, r2.delta) == (r1.triangles, r1.delta)
+            assert r2.triangles == oracle.count()
+            assert_same_state(cpu, dev)
+        assert_on_device(dev)
+        dev.check_invariants()
+        assert dev.recount() == oracle.count()
+        assert total >= 80
+
+
+def test_graph_engine_load_and_directed_on_device() -> None:
+    rng = np.random.default_rng(14)
+    src, dst = rng.integers(0, 30, 150), rng.integers(0, 30, 150)
+    for directed in (False, True):
+        cpu = GraphEngine(directed=directed, backend="cpu", adaptive=False, on_conflict="ignore")
+        dev = GraphEngine(directed=directed, backend=DEVICE, adaptive=False,
+                          on_conflict="ignore")
+        cpu.load({"src": src, "dst": dst})
+        dev.load({"src": src, "dst": dst})
+        assert_same_state(cpu, dev)
+        for _ in range(3):
+            n = 25
+            u = {"src": rng.integers(0, 34, n), "dst": rng.integers(0, 34, n),
+                 "sign": rng.choice([-1, 1], n)}
+            assert dev.apply(u).triangles == cpu.apply(u).triangles
+            assert_same_state(cpu, dev)
+        assert_on_device(dev)
+        dev.check_invariants()
+        e1, e2 = cpu.edges(), dev.edges()
+        assert all(np.array_equal(x, y) for x, y in zip(e1, e2))
+
+
+@pytest.mark.parametrize("eps", ["1/2", "1"])
+def test_relation_engine_on_device(eps: str) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        tiny_storage(mp)
+        rng = np.random.default_rng({"1/2": 15, "1": 16}[eps])
+        cpu = RelationEngine(epsilon=eps, backend="cpu", adaptive=False)
+        dev = RelationEngine(epsilon=eps, backend=DEVICE, adaptive=False)
+        for i in range(7):
+            n = int(rng.integers(10, 40))
+            a = rng.integers(0, 12, n)
+            a[rng.random(n) < 0.4] = 0  # a hub key
+            batch = {"rel": rng.choice(list("RST"), n).tolist(), "src": a.tolist(),
+                     "dst": rng.integers(0, 12, n).tolist(),
+                     "mult": rng.integers(-2, 3, n).tolist()}
+            r1, r2 = cpu.apply(batch), dev.apply(batch)
+            assert (r2.triangles, r2.delta) == (r1.triangles, r1.delta), i
+            assert_same_state(cpu, dev)
+        assert_on_device(dev)
+        dev.check_invariants()
+        assert dev.recount() == cpu.count()
+        x1, x2 = cpu.relation("S"), dev.relation("S")
+        assert all(np.array_equal(p, q) for p, q in zip(x1, x2))
+
+
+def test_snapshot_round_trip_on_device(tmp_path) -> None:
+    rng = np.random.default_rng(17)
+    oracle = GraphOracle(False)
+    batches = list(graph_batches(oracle, rng, n_batches=5, nv=22, max_batch=30, hub_p=0.5))
+    dev = GraphEngine(backend=DEVICE, adaptive=False)
+    for b in batches[:3]:
+        dev.apply(b)
+    dev.snapshot(tmp_path / "s")
+    back = GraphEngine.restore(tmp_path / "s", backend=DEVICE)
+    on_cpu = GraphEngine.restore(tmp_path / "s", backend="cpu")
+    assert_on_device(back)
+    for b in batches[3:]:
+        assert back.apply(b).triangles == on_cpu.apply(b).triangles
+    assert back.count() == oracle.count()
+    assert_same_state(on_cpu, back)
+
+
+# ----------------------------------------------------------------------------- free queries
+FAMILIES = ["vertex_counts", "edge_counts", "triangles"]
+
+
+def assert_same_results(cpu, dev) -> None:
+    for f in FAMILIES:
+        assert dev.result_table(f).equals(cpu.result_table(f)), f
+
+
+def test_graph_free_queries_on_device() -> None:
+    rng = np.random.default_rng(21)
+    src, dst = rng.integers(0, 24, 80), rng.integers(0, 24, 80)
+    kw = dict(adaptive=False, on_conflict="ignore", maintain=FAMILIES, track_changes=True)
+    cpu = GraphEngine(backend="cpu", **kw)
+    dev = GraphEngine(backend=DEVICE, **kw)
+    cpu.load({"src": src, "dst": dst})
+    dev.load({"src": src, "dst": dst})
+    assert_same_results(cpu, dev)
+    for _ in range(4):
+        n = 14
+        u = {"src": rng.integers(0, 28, n), "dst": rng.integers(0, 28, n),
+             "sign": rng.choice([-1, 1], n)}
+        assert dev.apply(u).triangles == cpu.apply(u).triangles
+        assert_same_results(cpu, dev)
+        c1, c2 = cpu.last_changes(), dev.last_changes()
+        assert c1.keys() == c2.keys() and all(c1[k].equals(c2[k]) for k in c1)
+    v = int(src[0])
+    assert dev.vertex_count(v) == cpu.vertex_count(v)
+    assert dev.triangles_of(v).equals(cpu.triangles_of(v))
+    dev.check_invariants()
+    assert dev.fq.check_invariants() == []
+
+
+def test_relation_free_queries_on_device() -> None:
+    rng = np.random.default_rng(22)
+
+    def rel(n):
+        return {"src": rng.integers(0, 10, n), "dst": rng.integers(0, 10, n),
+                "mult": rng.integers(1, 3, n)}
+
+    base = {"R": rel(40), "S": rel(40), "T": rel(40)}
+    kw = dict(adaptive=False, maintain=FAMILIES)
+    cpu = RelationEngine(backend="cpu", **kw)
+    dev = RelationEngine(backend=DEVICE, **kw)
+    cpu.load(**base)
+    dev.load(**base)
+    assert_same_results(cpu, dev)
+    for _ in range(3):
+        n = 12
+        u = {"rel": rng.choice(list("RST"), n).tolist(), "src": rng.integers(0, 12, n),
+             "dst": rng.integers(0, 12, n), "mult": rng.integers(1, 3, n)}
+        assert dev.apply(u).triangles == cpu.apply(u).triangles
+        assert_same_results(cpu, dev)
+    assert dev.fq.check_invariants() == []
+
+
+# ----------------------------------------------------------------------------- host syncs
+def _syncs_per_batch(batch_size: int, seed: int) -> list[int]:
+    """Host syncs of each batch of ``batch_size`` new edges (major rebalancing excluded)."""
+    rng = np.random.default_rng(seed)
+    nv = 150
+    base = rng.integers(0, nv, (300, 2))
+    eng = GraphEngine(backend=DEVICE, adaptive=False, on_conflict="ignore")
+    eng.load({"src": base[:, 0], "dst": base[:, 1]})
+    out = []
+    for _ in range(3):
+        e = rng.integers(0, nv, (batch_size, 2))
+        sc.reset()
+        rep = eng.apply({"src": e[:, 0], "dst": e[:, 1], "sign": np.ones(batch_size, int)})
+        syncs = sc.reset().get("syncs", 0)
+        if not rep.major_rebalances:
+            out.append(syncs)
+    return out
+
+
+def test_host_syncs_do_not_grow_with_the_batch() -> None:
+    """No per-update host round trips: a batch of 64 updates makes about as many host syncs
+    as a batch of 4 (a per-update sync would multiply them by 16)."""
+    small = _syncs_per_batch(4, 18)
+    large = _syncs_per_batch(64, 19)
+    print("host syncs per batch: 4 updates", small, "64 updates", large)
+    assert small and large
+    assert max(large) <= 2 * max(small) + 10, (small, large)
+
+
+# ----------------------------------------------------------------------------- kernels
+def test_product_entries_in_chunks_matches_gustavson() -> None:
+    """The expand-sort-reduce product (cut into chunks of a few paths) equals the CPU's
+    row-wise Gustavson product."""
+    rng = np.random.default_rng(20)
+
+    def store(kernels, keys, vals):
+        return ZStore.from_sorted(keys, vals, 12, kernels)
+
+    lk = np.unique((rng.integers(0, 12, 30) << 32) | rng.integers(0, 12, 30))
+    rk = np.unique((rng.integers(0, 12, 40) << 32) | rng.integers(0, 12, 40))
+    lv = rng.integers(-3, 4, lk.shape[0])
+    lv[lv == 0] = 1
+    rv = rng.integers(1, 3, rk.shape[0])
+    rows = np.unique(lk >> 32)
+    _, _, ek, ev = cpu_view.build_view_rows(rows, store(None, lk, lv).nt(),
+                                            store(None, rk, rv).nt(), 12, 1 << 62, 1)
+    assert ek.shape[0] > 20
+    left = store(DEVICE.kernels, XP.asarray(lk), XP.asarray(lv))
+    right = store(DEVICE.kernels, XP.asarray(rk), XP.asarray(rv))
+    for chunk in (6, 1 << 20):  # several chunks (a tuple alone where it has more), one
+        gk, gv = product_entries(left, right, XP.asarray(rows), DEVICE.kernels, chunk=chunk)
+        assert np.array_equal(host(gk), ek) and np.array_equal(host(gv), ev), chunk
