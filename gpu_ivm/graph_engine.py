@@ -171,15 +171,17 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def _static_q(self, keys: np.ndarray) -> int:
         from .static import count_triangles_arrays, count_triangles_dense
 
-        a, b = unpack(self.backend.to_host(keys))  # the orientation runs on the host
-        if self.directed:
-            return 3 * count_triangles_arrays(a, b, directed=True)
-        keep = a < b
         n = max(len(self.encoder), 1)
-        if self.backend.name == "cuda":  # orientation on the host, the count on the device
+        if self.backend.name == "cuda" and not self.directed:  # orient and count on the device
             from .static import count_triangles_backend
 
+            a, b = unpack(keys)
+            keep = a < b
             return 6 * count_triangles_backend(a[keep], b[keep], self.backend, n=n)
+        a, b = unpack(self.backend.to_host(keys))
+        if self.directed:  # the directed count runs on the host
+            return 3 * count_triangles_arrays(a, b, directed=True)
+        keep = a < b
         return 6 * count_triangles_dense(a[keep], b[keep], n)
 
     def _count_from_stores(self) -> int:

@@ -189,6 +189,26 @@ def _oriented_csr(s: np.ndarray, d: np.ndarray, n: int, flags: np.ndarray | None
     return indptr, hi, flags
 
 
+def oriented_csr_xp(s, d, n: int, xp):
+    """:func:`_oriented_csr` (without flags) in the array module ``xp``: with CuPy the
+    orientation runs on the device (degrees by ``bincount``, ranks by a stable radix sort,
+    the CSR by a sort of packed pairs and a scan), so the edges never leave it.
+    Returns ``(indptr, hi)``, equal to :func:`_oriented_csr`'s. Ids must be below 2**31."""
+    keep = s != d
+    s, d = s[keep], d[keep]
+    deg = xp.bincount(s, minlength=n) + xp.bincount(d, minlength=n)
+    order = xp.argsort(deg, kind="stable")  # rank by (degree, id)
+    rank = xp.empty(n, np.int64)
+    rank[order] = xp.arange(n, dtype=np.int64)
+    ra, rb = rank[s], rank[d]
+    key = xp.sort((xp.minimum(ra, rb) << 32) | xp.maximum(ra, rb))
+    if key.shape[0]:
+        key = key[xp.concatenate([xp.ones(1, np.bool_), key[1:] != key[:-1]])]
+    indptr = xp.zeros(n + 1, np.int64)
+    xp.cumsum(xp.bincount(key >> 32, minlength=n), out=indptr[1:])
+    return indptr, key & 0xFFFFFFFF
+
+
 def _count_undirected(s: np.ndarray, d: np.ndarray, n: int) -> tuple[int, int]:
     """(simple undirected edges, triangles) of the id pairs ``(s, d)``."""
     indptr, hi, _ = _oriented_csr(s, d, n)
@@ -250,16 +270,17 @@ def count_triangles_backend(src: Any, dst: Any, backend: Any = None, *,
                             n: int | None = None) -> int:
     """Triangles of the undirected simple graph of ``(src, dst)``, counted on ``backend``.
 
-    The orientation runs on the host for every backend (degree ranks and the oriented CSR,
-    as in :func:`count_triangles_arrays`); the count of the oriented CSR runs with the
-    backend's kernels: for ``cuda`` the device kernel ``kernels.static.count_oriented_edges``
-    (one thread per oriented edge, sorted-list intersection), otherwise the CPU count.
+    For ``cuda`` the degree-ordered orientation (:func:`oriented_csr_xp`) and the count
+    (``kernels.static.count_oriented_edges``: one thread per oriented edge, sorted-list
+    intersection) both run on the device; otherwise the CPU orientation and count of
+    :func:`count_triangles_arrays`.
 
     Parameters
     ----------
     src, dst : array_like
-        Edge endpoints, host arrays (device arrays are copied to the host). Self-loops and
-        duplicates are ignored.
+        Edge endpoints, host or device arrays (with ``n`` given, device arrays stay on the
+        device; keys to relabel are relabelled on the host). Self-loops and duplicates are
+        ignored.
     backend : Backend, str or None
         Anything :func:`gpu_ivm.backend.get_backend` accepts (``None``: ``$GPU_IVM_BACKEND``,
         else ``cpu``).
@@ -282,18 +303,18 @@ def count_triangles_backend(src: Any, dst: Any, backend: Any = None, *,
     from gpu_ivm.backend import get_backend
 
     be = get_backend(backend)
-    src, dst = be.to_host(src), be.to_host(dst)  # the orientation runs on the host
-    if n is None:
-        s, d, n = _ids(src, dst)
-    else:
-        s = np.ascontiguousarray(src, dtype=np.int64)
-        d = np.ascontiguousarray(dst, dtype=np.int64)
+    if n is None:  # arbitrary keys get dense ids on the host
+        src, dst, n = _ids(be.to_host(src), be.to_host(dst))
     if be.name != "cuda":
+        s = np.ascontiguousarray(be.to_host(src), dtype=np.int64)
+        d = np.ascontiguousarray(be.to_host(dst), dtype=np.int64)
         return _count_undirected(s, d, int(n))[1]
-    indptr, hi, _ = _oriented_csr(s, d, int(n))
+    xp = be.xp  # ids go to the device once (no copy if they are there); orient and count there
+    indptr, hi = oriented_csr_xp(xp.asarray(src, dtype=np.int64),
+                                 xp.asarray(dst, dtype=np.int64), int(n), xp)
     if hi.shape[0] < 3:
         return 0
-    return int(be.kernels.static.count_oriented_edges(be.to_device(indptr), be.to_device(hi)))
+    return int(be.kernels.static.count_oriented_edges(indptr, hi))
 
 
 

@@ -292,3 +292,22 @@ def test_product_entries_in_chunks_matches_gustavson() -> None:
     for chunk in (6, 1 << 20):  # several chunks (a tuple alone where it has more), one
         gk, gv = product_entries(left, right, XP.asarray(rows), DEVICE.kernels, chunk=chunk)
         assert np.array_equal(host(gk), ek) and np.array_equal(host(gv), ev), chunk
+
+
+def test_static_count_oriented_on_device() -> None:
+    """The orientation runs on the device (the same CSR as the host's) and the count equals
+    the CPU's; the edges are not downloaded."""
+    from gpu_ivm.static import _oriented_csr, count_triangles_backend, oriented_csr_xp
+
+    rng = np.random.default_rng(23)
+    for m, n in ((0, 0), (5, 4), (120, 30), (300, 60)):
+        s, d = rng.integers(0, max(n, 1), m), rng.integers(0, max(n, 1), m)
+        if m:
+            s[: m // 3] = 0  # a hub, self-loops and duplicates included
+        want_ptr, want_hi, _ = _oriented_csr(s, d, n)
+        ptr, hi = oriented_csr_xp(XP.asarray(s), XP.asarray(d), n, XP)
+        assert np.array_equal(host(ptr), want_ptr) and np.array_equal(host(hi), want_hi)
+        want = count_triangles_backend(s, d, "cpu", n=n)
+        sc.reset()
+        assert count_triangles_backend(XP.asarray(s), XP.asarray(d), DEVICE, n=n) == want
+        assert sc.reset().get("downloads", 0) == 0

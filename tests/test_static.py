@@ -432,3 +432,17 @@ def test_static_per_vertex_per_edge_and_listing_match_networkx(strings):
     got = list(zip(lt["a"], lt["b"], lt["c"]))
     assert all(a < b < c for a, b, c in got) and len(got) == sum(tri.values()) // 3
     assert all(G.has_edge(a, b) and G.has_edge(b, c) and G.has_edge(a, c) for a, b, c in got)
+
+
+def test_oriented_csr_xp_equals_host_orientation() -> None:
+    """The array-module orientation (run on the device by the cuda backend) builds the same
+    CSR as the host's, self-loops, duplicates and hubs included."""
+    from gpu_ivm.static import _oriented_csr, oriented_csr_xp
+
+    rng = np.random.default_rng(3)
+    for m, n in ((0, 0), (1, 2), (500, 40), (5000, 900)):
+        s, d = rng.integers(0, max(n, 1), m), rng.integers(0, max(n, 1), m)
+        s[: m // 4] = 0
+        ptr, hi, _ = _oriented_csr(s, d, n)
+        p2, h2 = oriented_csr_xp(s, d, n, np)
+        assert np.array_equal(ptr, p2) and np.array_equal(hi, h2)
