@@ -31,6 +31,7 @@ from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
 from .partition import PartRel, sort_pairs
+from .selection import compress_many, select_many
 from .views import ViewStore
 
 INT64_SAFE = 1 << 62
@@ -198,17 +199,19 @@ class TriangleEngineBase:
         deg_new = K.degree(ux) + self.xp.add.reduceat(sc, starts)
         hv = K.heavy[ux]
         th = K.th
-        if th.all_heavy:
-            to_heavy = ux[~hv & (deg_new >= 1)]
-        else:
-            to_heavy = ux[~hv & (deg_new >= th.up)]
-        to_light = ux[hv & (deg_new < th.down) & (deg_new > 0)]
-        clear = ux[hv & (deg_new == 0)]
+        xp = self.xp
+        up = 1 if th.all_heavy else th.up
+        # the three selections' sizes are read in one transfer on a device
+        to_heavy, to_light, clear = compress_many(xp, [
+            (ux, ~hv & (deg_new >= up)),
+            (ux, hv & (deg_new < th.down) & (deg_new > 0)),
+            (ux, hv & (deg_new == 0))])
         if to_heavy.shape[0] or to_light.shape[0]:
             self._move(k, to_heavy, to_light)
         dq = q_delta(keys, deltas) if q_delta is not None else 0
         hm = K.heavy[firsts]
-        self._apply_part_deltas(k, keys[hm], deltas[hm], keys[~hm], deltas[~hm])
+        ih, il = select_many(xp, [hm, ~hm])
+        self._apply_part_deltas(k, keys[ih], deltas[ih], keys[il], deltas[il])
         K.heavy[clear] = False
         if new.shape[0]:
             K.max_abs = max(K.max_abs, int(self.xp.abs(new).max()))

@@ -329,7 +329,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         if self.directed:
             first = 3 * sum_products(dvals, self._path_weights(0, a, b, False))
         else:
-            half = a < b
+            half = self.xp.flatnonzero(a < b)  # one selection for the three arrays
             first = 6 * sum_products(dvals[half], self._path_weights(0, a[half], b[half], True))
         E = self.rels[0]
         wedge = self.xp.empty(dkeys.shape[0], np.int64)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .kernels import store_kernels as _cpu_store_kernels
+from .selection import select_known
 
 GROWTH = 4  # a run is merged into its elder once it is more than 1/GROWTH of its size
 DIR_MIN = 2048  # runs smaller than this are binary searched
@@ -218,7 +219,8 @@ class ZStore:
         n_new = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old, is_new)
         self.size += int(xp.count_nonzero(old + deltas) - xp.count_nonzero(old))
         if n_new:
-            self._append_run(keys[is_new], deltas[is_new])
+            new = select_known(xp, is_new, n_new)  # the kernel counted them: no host read
+            self._append_run(keys[new], deltas[new])
             self._settle()
         firsts = self.sk.sorted_unique_firsts(keys)
         bad = firsts[self.tomb[firsts] > self.live[firsts] + COMPACT_SLACK]

@@ -21,17 +21,8 @@ import numpy as np
 
 from ..encoding import IdEncoder, pack, transpose, unpack
 from ..kernels import delta_kernels as _dk
+from ..selection import array_module, compress_many, select_many, to_host
 from ..store import ZStore
-
-
-def array_module(kernels):
-    """The array module of a kernel set (NumPy without one)."""
-    return getattr(kernels, "xp", np) if kernels is not None else np
-
-
-def to_host(xp, a) -> np.ndarray:
-    """A host (NumPy) copy of an array of module ``xp`` (``a`` itself with NumPy)."""
-    return a if xp is np else xp.asnumpy(a)
 
 
 def consolidate(keys: np.ndarray, vals: np.ndarray, kernels=None) -> tuple[np.ndarray, np.ndarray]:
@@ -44,29 +35,6 @@ def consolidate(keys: np.ndarray, vals: np.ndarray, kernels=None) -> tuple[np.nd
     order = xp.argsort(keys)  # equal keys are summed, so the sort need not be stable
     return dk.segment_sum_sorted(xp.ascontiguousarray(keys[order], dtype=np.int64),
                                  xp.ascontiguousarray(vals[order], dtype=np.int64))
-
-
-def select_many(xp, masks: list) -> list:
-    """``xp.flatnonzero`` of each boolean mask. On a device the sizes of all the results are
-    read in one transfer (instead of one host read per mask) and each mask's indices are
-    scattered to their slots by a running count."""
-    if xp is np or len(masks) <= 1:
-        return [xp.flatnonzero(m) for m in masks]
-    counts = to_host(xp, xp.stack([m.sum() for m in masks])).tolist()
-    out = []
-    for m, c in zip(masks, counts):
-        buf = xp.empty(c + 1, np.int64)  # slot c takes every False entry
-        buf[xp.where(m, xp.cumsum(m, dtype=np.int64) - 1, c)] = xp.arange(m.shape[0],
-                                                                       dtype=np.int64)
-        out.append(buf[:c])
-    return out
-
-
-def compress_many(xp, pairs: list) -> list:
-    """``a[mask]`` for each (a, mask) of ``pairs``, with one host read on a device."""
-    if xp is np or len(pairs) <= 1:
-        return [a[m] for a, m in pairs]
-    return [a[i] for (a, _), i in zip(pairs, select_many(xp, [m for _, m in pairs]))]
 
 
 def _start_mask(xp, s):

@@ -1,0 +1,58 @@
+"""Data-dependent selections with few host reads, for NumPy and CuPy arrays alike.
+
+On a device, the size of every boolean selection (``a[mask]``, ``flatnonzero``) must be read
+by the host before the result can be allocated: one synchronisation each. The helpers here
+take several selections at once and read all their sizes in one transfer; with NumPy they do
+exactly the plain operations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def array_module(kernels):
+    """The array module of a kernel set (NumPy without one)."""
+    return getattr(kernels, "xp", np) if kernels is not None else np
+
+
+def to_host(xp, a) -> np.ndarray:
+    """A host (NumPy) copy of an array of module ``xp`` (``a`` itself with NumPy)."""
+    return a if xp is np else xp.asnumpy(a)
+
+
+def select_many(xp, masks: list) -> list:
+    """``xp.flatnonzero`` of each boolean mask. On a device the sizes of all the results are
+    read in one transfer (instead of one host read per mask) and each mask's indices are
+    scattered to their slots by a running count."""
+    if xp is np or len(masks) <= 1:
+        return [xp.flatnonzero(m) for m in masks]
+    counts = to_host(xp, xp.stack([m.sum() for m in masks])).tolist()
+    out = []
+    for m, c in zip(masks, counts):
+        buf = xp.empty(c + 1, np.int64)  # slot c takes every False entry
+        buf[xp.where(m, xp.cumsum(m, dtype=np.int64) - 1, c)] = xp.arange(m.shape[0],
+                                                                       dtype=np.int64)
+        out.append(buf[:c])
+    return out
+
+
+def select_known(xp, mask, count: int):
+    """``xp.flatnonzero(mask)`` when the host already knows the number of True entries
+    (``count``): no host read on a device."""
+    if xp is np:
+        return np.flatnonzero(mask)
+    buf = xp.empty(count + 1, np.int64)  # slot count takes every False entry
+    buf[xp.where(mask, xp.cumsum(mask, dtype=np.int64) - 1, count)] = xp.arange(
+        mask.shape[0], dtype=np.int64)
+    return buf[:count]
+
+
+def compress_many(xp, pairs: list) -> list:
+    """``a[mask]`` for each (a, mask) of ``pairs``, with one host read on a device."""
+    if xp is np or len(pairs) <= 1:
+        return [a[m] for a, m in pairs]
+    return [a[i] for (a, _), i in zip(pairs, select_many(xp, [m for _, m in pairs]))]
+
+
+__all__ = ["array_module", "compress_many", "select_known", "select_many", "to_host"]
