@@ -236,13 +236,14 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         ga, gb = unpack(gkey)
         known = (ga < n0) & (gb < n0)
         present = np.zeros(gkey.shape[0], np.int64)
-        if known.any():  # the batch's known edges go to the device and their presence back
+        checked = None  # indices of known edges validated on the device (presence not read)
+        if known.any():
             self._grow_ids(n0)
-            be = self.backend
-            present[known] = be.to_host(self.rels[0].get(be.to_device(gkey[known]),
-                                                         assume_sorted=True))
+            checked = self._check_known(gkey, net, known, present)
         after = present + net
         bad = (after < 0) | (after > 1)
+        if checked is not None:
+            bad[checked] = False
         ignored = 0
         if bad.any():
             if self.on_conflict == "error":
@@ -286,6 +287,24 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             major_rebalances=self._stats["major"] - stats0["major"],
             minor_moves=self._stats["moves"] - stats0["moves"])
         return self._done(rep, batch_id)
+
+    def _check_known(self, gkey, net, known, present):
+        """Set-semantics check of the batch's edges between known vertices against the stored
+        edges. On the host backend their presence is written into ``present``. On a device
+        the check runs there and only its verdict comes back: returns the indices of the
+        known edges, all valid (their presence is not needed); on a conflict the presence is
+        downloaded (for the error or the rows to skip) and None is returned."""
+        be = self.backend
+        kk = np.flatnonzero(known)
+        got = self.rels[0].get(be.to_device(gkey[kk]), assume_sorted=True)
+        if be.xp is np:
+            present[kk] = got
+            return None
+        after = got + be.to_device(net[kk])
+        if not bool(((after < 0) | (after > 1)).any()):
+            return kk
+        present[kk] = be.to_host(got)
+        return None
 
     @staticmethod
     def _conflict(bad, starts, order, row_idx, sign, present, u) -> ConflictError:

@@ -11,9 +11,9 @@ under Numba's CUDA simulator and makes the mistakes a real device would punish v
   data).
 - Every place a real device would make the host wait for the device is counted in
   :data:`STATS`: scalar reads (``int``, ``bool``, ``float``, ``item``, ``tolist``),
-  downloads (``asnumpy``, ``get``) and operations whose output size depends on the data
-  (boolean-mask reads, ``nonzero``, ``flatnonzero``, ``unique``, ...), plus uploads
-  (``xp.asarray`` of host data).
+  downloads (``asnumpy``, ``get``; their bytes in ``bytes_down``) and operations whose
+  output size depends on the data (boolean-mask reads, ``nonzero``, ``flatnonzero``,
+  ``unique``, ...), plus uploads (``xp.asarray`` of host data).
 
 Kernels launched in the simulator receive the underlying NumPy arrays (:func:`install`
 patches the simulator's kernel call to unwrap :class:`DeviceArray` arguments, also inside
@@ -164,10 +164,12 @@ class DeviceArray(NDArrayOperatorsMixin):
 
     def tolist(self):
         _count("downloads")
+        STATS["bytes_down"] += self._a.nbytes
         return self._a.tolist()
 
     def get(self) -> np.ndarray:
         _count("downloads")
+        STATS["bytes_down"] += self._a.nbytes
         return self._a.copy()
 
     # indexing
@@ -278,6 +280,7 @@ def ascontiguousarray(a, dtype=None):
 def asnumpy(a) -> np.ndarray:
     if isinstance(a, DeviceArray):
         _count("downloads")
+        STATS["bytes_down"] += a._a.nbytes
         return a._a.copy()
     return np.asarray(a)
 
