@@ -71,26 +71,28 @@ def edge_triangles(indptr, hi, e):
                 c += 1
                 a += 1
                 b += 1
-    elif la < lb:  # walk A, gallop in B
-        while a < a_end:
-            x = hi[a]
-            b = gallop(hi, b, b_end, x)
-            if b == b_end:
-                break
-            if hi[b] == x:
-                c += 1
-                b += 1
-            a += 1
-    else:  # walk B, gallop in A
-        while b < b_end:
-            y = hi[b]
-            a = gallop(hi, a, a_end, y)
-            if a == a_end:
-                break
-            if hi[a] == y:
-                c += 1
-                a += 1
+    elif la < lb:
+        c = _walk_and_gallop(hi, a, a_end, b, b_end)
+    else:
+        c = _walk_and_gallop(hi, b, b_end, a, a_end)
+    return c
+
+
+@nb.njit(cache=True)
+def _walk_and_gallop(hi, a, a_end, b, b_end):
+    """|hi[a:a_end] ∩ hi[b:b_end]| (both sorted, duplicate-free): walk the first range (the
+    shorter) and gallop in the second; the targets increase, so each search resumes where
+    the last one stopped."""
+    c = 0
+    while a < a_end:
+        x = hi[a]
+        b = gallop(hi, b, b_end, x)
+        if b == b_end:
+            break
+        if hi[b] == x:
+            c += 1
             b += 1
+        a += 1
     return c
 
 
