@@ -66,10 +66,17 @@ class Backend:
 
 
 def _cpu_kernels() -> SimpleNamespace:
-    from .kernels import delta_kernels, query_kernels, static_kernels, store_kernels, view_kernels
+    from .kernels import (
+        delta_kernels,
+        hashmap,
+        query_kernels,
+        static_kernels,
+        store_kernels,
+        view_kernels,
+    )
 
     return SimpleNamespace(xp=np, store=store_kernels, delta=delta_kernels, view=view_kernels,
-                           static=static_kernels, query=query_kernels)
+                           static=static_kernels, query=query_kernels, hash=hashmap)
 
 
 CPU = Backend("cpu", np, _cpu_kernels())

@@ -10,6 +10,7 @@ part       module                                    CPU counterpart
 ``delta``  :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.delta_kernels`
 ``view``   :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.view_kernels`
 ``query``  :mod:`gpu_ivm.kernels.cuda_query`         :mod:`gpu_ivm.kernels.query_kernels`
+``hash``   :mod:`gpu_ivm.kernels.cuda_hash`          :mod:`gpu_ivm.kernels.hashmap`
 ``static`` :mod:`gpu_ivm.kernels.static_kernels`     itself (run on the host), except for
            and :mod:`gpu_ivm.kernels.cuda_static`    ``count_oriented_edges`` (device count
                                                      of an oriented CSR; no CPU twin)
@@ -29,7 +30,15 @@ from types import ModuleType, SimpleNamespace
 
 import numpy as np
 
-from . import cuda_delta, cuda_launch, cuda_query, cuda_static, cuda_store, static_kernels
+from . import (
+    cuda_delta,
+    cuda_hash,
+    cuda_launch,
+    cuda_query,
+    cuda_static,
+    cuda_store,
+    static_kernels,
+)
 
 STORE_FUNCTIONS = (
     "apply_updates", "probe_many", "probe_many_par", "probe_sorted", "merge_runs",
@@ -41,6 +50,7 @@ DELTA_FUNCTIONS = (
 )
 VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
 QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums")
+HASH_FUNCTIONS = ("lookup", "insert")
 # The static part: every public name of the CPU module (run on the host), plus these kernels.
 STATIC_FUNCTIONS = ("count_oriented_edges", "edge_triangles")
 
@@ -59,7 +69,8 @@ def _host_static() -> dict:
 
 
 def kernel_set(xp=None) -> SimpleNamespace:
-    """The namespace ``store``, ``delta``, ``view``, ``static``, ``query`` of the cuda backend.
+    """The namespace ``store``, ``delta``, ``view``, ``static``, ``query``, ``hash`` of the cuda
+    backend.
 
     ``delta`` also carries ``PAR_MIN``, ``view`` ``vget`` and ``query`` the ``CHOICE_*`` codes
     for code that reads them from the CPU modules. ``view`` has no ``build_view_rows`` (the
@@ -80,6 +91,7 @@ def kernel_set(xp=None) -> SimpleNamespace:
     return SimpleNamespace(
         xp=xp,
         store=_part(cuda_store, STORE_FUNCTIONS),
+        hash=_part(cuda_hash, HASH_FUNCTIONS),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget),
         static=_part(cuda_static, STATIC_FUNCTIONS, **_host_static()),

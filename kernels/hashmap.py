@@ -1,4 +1,11 @@
-"""Open-addressing hash map int64 → int64 (linear probing), for the user-key encoder."""
+"""Open-addressing hash map int64 → int64 (linear probing): the user-key encoder's table and
+the pair ids of 3-ary query views.
+
+A table is two arrays of a power-of-two capacity, ``tkeys`` and ``tvals``; a slot is free while
+``tvals[slot] == EMPTY`` (values are ids >= 0, keys may be any int64). :func:`probe` is the one
+search loop, shared with the CUDA kernels of :mod:`gpu_ivm.kernels.cuda_hash`, which fill the
+same layout on a device (a thread claims a slot by compare-and-swap on ``tvals``).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,8 @@ EMPTY = -1  # vals[slot] == EMPTY marks a free slot (values are ids >= 0)
 
 
 @nb.njit(cache=True, inline="always")
-def _hash(x, mask):
+def home_slot(x, mask):
+    """The slot where the search for key ``x`` starts (``mask`` = capacity - 1)."""
     h = x * np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15, wraps in int64
     h ^= h >> 29
     h *= np.int64(-4658895280553007687)
@@ -17,22 +25,25 @@ def _hash(x, mask):
     return h & mask
 
 
+@nb.njit(cache=True, inline="always")
+def probe(tkeys, tvals, k, mask):
+    """The value stored for key ``k``, or -1 (``mask`` = capacity - 1)."""
+    s = home_slot(k, mask)
+    while True:
+        v = tvals[s]
+        if v == EMPTY:
+            return -1
+        if tkeys[s] == k:
+            return v
+        s = (s + 1) & mask
+
+
 @nb.njit(cache=True)
 def lookup(tkeys, tvals, keys, out):
     """out[i] = value stored for keys[i], or -1."""
     mask = tkeys.shape[0] - 1
     for i in range(keys.shape[0]):
-        k = keys[i]
-        s = _hash(k, mask)
-        while True:
-            v = tvals[s]
-            if v == EMPTY:
-                out[i] = -1
-                break
-            if tkeys[s] == k:
-                out[i] = v
-                break
-            s = (s + 1) & mask
+        out[i] = probe(tkeys, tvals, keys[i], mask)
 
 
 @nb.njit(cache=True)
@@ -41,7 +52,7 @@ def insert(tkeys, tvals, keys, vals):
     mask = tkeys.shape[0] - 1
     for i in range(keys.shape[0]):
         k = keys[i]
-        s = _hash(k, mask)
+        s = home_slot(k, mask)
         while tvals[s] != EMPTY:
             if tkeys[s] == k:
                 break
@@ -71,7 +82,7 @@ def plan_new(keys, known, first_new):
         if ids[i] >= 0:
             continue
         k = keys[i]
-        s = _hash(k, mask)
+        s = home_slot(k, mask)
         while True:
             v = tv[s]
             if v == EMPTY:

@@ -32,6 +32,7 @@ def cases(repo: str) -> dict:
     dispatcher.get_current_device = lambda: _Hopper()
     sys.path.insert(0, repo)
     from kernels import cuda_delta as d
+    from kernels import cuda_hash as h
     from kernels import cuda_launch as launch
     from kernels import cuda_query as q
     from kernels import cuda_static as t
@@ -75,6 +76,8 @@ def cases(repo: str) -> dict:
         q._compact_query_kernel: ((i,) * 8, n),
         q._pair_sums_kernel: ((i, i), (u,), (u,), st, st, st, n, n, n),
         t._count_edges_kernel: ((i, i, i), n),
+        h._lookup_kernel: ((i,) * 4, n),
+        h._insert_kernel: ((i,) * 4, n),
     }
     scans = launch._scan_kernels(launch.LaunchConfig().scan_tpb)
     for k, a in zip(scans, [((i, i), n, n), ((i,), n), ((i, i, i), n, n)]):

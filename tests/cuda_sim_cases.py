@@ -33,6 +33,7 @@ if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_s
 
 from gpu_ivm.kernels import cuda_launch  # noqa: E402
 from gpu_ivm.kernels import delta_kernels as cpu_delta  # noqa: E402
+from gpu_ivm.kernels import hashmap as cpu_hash  # noqa: E402
 from gpu_ivm.kernels import query_kernels as cpu_query  # noqa: E402
 from gpu_ivm.kernels import static_kernels as cpu_static  # noqa: E402
 from gpu_ivm.kernels import store_kernels as cpu_store  # noqa: E402
@@ -144,7 +145,8 @@ def test_kernel_set_matches_cpu_signatures() -> None:
     for part, cpu, names in (("store", cpu_store, ck.STORE_FUNCTIONS),
                              ("delta", cpu_delta, ck.DELTA_FUNCTIONS),
                              ("view", cpu_view, ck.VIEW_FUNCTIONS),
-                             ("query", cpu_query, ck.QUERY_FUNCTIONS)):
+                             ("query", cpu_query, ck.QUERY_FUNCTIONS),
+                             ("hash", cpu_hash, ck.HASH_FUNCTIONS)):
         for name in names:
             if not hasattr(cpu, name):
                 continue
@@ -172,6 +174,37 @@ def test_exclusive_scan(n: int, blocks: int) -> None:
         out = cuda_launch.exclusive_scan(vals)
         assert out.shape == (n + 1,)
         assert np.array_equal(out, np.r_[0, np.cumsum(vals)])
+
+
+# ----------------------------------------------------------------------------- hash map
+
+
+@pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("n", SIZES)
+def test_hash_insert_and_lookup(n: int) -> None:
+    """Concurrent inserts (slots claimed by compare-and-swap) fill a table in which every key
+    is found with its value; a small table forces long collision chains. Checked against a
+    dict, and the CPU lookup reads the table the device filled (one layout)."""
+    rng = np.random.default_rng(300 + n)
+    keys = rng.choice(1 << 40, 2 * n, replace=False).astype(np.int64)
+    new, other = keys[:n], keys[n:]
+    vals = rng.permutation(n).astype(np.int64)
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    tk = np.zeros(cap, np.int64)
+    tv = np.full(cap, cpu_hash.EMPTY, np.int64)
+    K.hash.insert(tk, tv, new, vals)
+    assert int((tv != cpu_hash.EMPTY).sum()) == n
+    q = np.concatenate([new, other])[rng.permutation(2 * n)]
+    want = np.array([dict(zip(new.tolist(), vals.tolist())).get(k, -1) for k in q.tolist()],
+                    np.int64)
+    got = np.full(q.shape[0], -7, np.int64)
+    K.hash.lookup(tk, tv, q, got)
+    assert np.array_equal(got, want)
+    host = np.empty(q.shape[0], np.int64)
+    cpu_hash.lookup(tk, tv, q, host)
+    assert np.array_equal(host, want)
 
 
 # ----------------------------------------------------------------------------- store kernels

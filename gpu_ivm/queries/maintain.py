@@ -38,17 +38,14 @@ from ..encoding import pack, transpose, unpack
 from ..kernels import query_kernels as _cpu_query_kernels
 from ..kernels import view_kernels as _cpu_view_kernels
 from ..rational import Thresholds
+from ..selection import array_module, compress_many, select_many, to_host
 from ..store import ZStore
 from ..views import product_entries
 from . import specs as sp
 from .storage import (
     Relation,
     View,
-    array_module,
-    compress_many,
     consolidate,
-    select_many,
-    to_host,
     unique_sorted,
     unique_sorted_many,
 )

@@ -11,18 +11,22 @@ two — a pair store (rows by the first variable); three — a pair store keyed 
 ``(id of (u, v), w)`` with the pair ids from a hash map, i.e. rows by the first two variables.
 
 Arrays live in the backend's array module ``xp`` (``kernels.xp``: NumPy on the CPU, CuPy when
-the state is in device memory). The one host-side part is the pair-id hash map of 3-ary views
-(:class:`~gpu_ivm.encoding.IdEncoder`): its keys are downloaded and its ids uploaded per call.
+the state is in device memory), the pair ids of 3-ary views included
+(:class:`~gpu_ivm.queries.pair_ids.PairIds`, a hash table in the same module).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..encoding import IdEncoder, pack, transpose, unpack
+from ..encoding import MAX_IDS, pack, transpose, unpack
 from ..kernels import delta_kernels as _dk
-from ..selection import array_module, compress_many, select_many, to_host
+from ..selection import array_module, compress_many, select_many
 from ..store import ZStore
+from .pair_ids import PairIds
+
+# the row of unknown pairs: above every pair id (ids are < MAX_IDS), so it is never stored
+NO_ROW = np.int64(MAX_IDS + 1)
 
 
 def consolidate(keys: np.ndarray, vals: np.ndarray, kernels=None) -> tuple[np.ndarray, np.ndarray]:
@@ -135,7 +139,7 @@ class View:
         self.store = ZStore(0, kernels)
         self.xp = self.store.xp
         self.dense = self.xp.zeros(0, np.int64)
-        self.pairs = IdEncoder() if arity == 3 else None
+        self.pairs = PairIds(kernels) if arity == 3 else None
 
     def grow_ids(self, cap: int) -> None:
         if self.arity == 1 and cap > self.dense.shape[0]:
@@ -152,20 +156,11 @@ class View:
         self.dense[:] = 0
         self.store = ZStore(0, self.kernels)
         if self.arity == 3:
-            self.pairs = IdEncoder()
+            self.pairs = PairIds(self.kernels)
 
     def pair_ids(self, u: np.ndarray, v: np.ndarray, create: bool) -> np.ndarray:
-        """Ids of the pairs (u, v) (-1 for unknown pairs unless ``create``). The pair map is
-        a host hash map: with device arrays the packed pairs are downloaded and the ids
-        uploaded (one transfer each way)."""
-        xp = self.xp
-        keys = to_host(xp, pack(u, v))
-        if not create:
-            ids = self.pairs.lookup(keys)
-        else:
-            ids, new = self.pairs.plan(keys)
-            self.pairs.commit(new)
-        return ids if xp is np else xp.asarray(ids)
+        """Ids of the pairs (u, v) (-1 for unknown pairs unless ``create``)."""
+        return self.pairs.ids(u, v, create)
 
     def add(self, cols: list[np.ndarray], vals: np.ndarray) -> None:
         """Add ``vals`` at the keys given as one column per key variable (repeats allowed)."""
@@ -198,11 +193,7 @@ class View:
         if self.arity == 2:
             return self.store.get(pack(cols[0], cols[1]))
         pid = self.pair_ids(cols[0], cols[1], False)
-        out = xp.zeros(pid.shape[0], np.int64)
-        ok = pid >= 0
-        if ok.any():
-            out[ok] = self.store.get(pack(pid[ok], cols[2][ok]))
-        return out
+        return self.store.get(pack(xp.where(pid < 0, NO_ROW, pid), cols[2]))
 
     def items(self) -> tuple[list[np.ndarray], np.ndarray]:
         """All nonzero entries: (key columns, values), sorted by key."""
@@ -214,13 +205,12 @@ class View:
         first, last = unpack(keys)
         if self.arity == 2:
             return [first, last], vals
-        uv = self.pairs.decode(to_host(xp, first))  # the pair map is on the host
-        u, v = unpack(uv if xp is np else xp.asarray(uv))
+        u, v = self.pairs.decode(first)
         return [u, v, last], vals
 
     def rows(self, u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For a 3-ary view, the entries of pairs (u_i, v_i): (CSR ptr, third variable, value)."""
         pid = self.pair_ids(u, v, False)
-        pid = self.xp.where(pid < 0, np.int64(1 << 31), pid)
+        pid = self.xp.where(pid < 0, NO_ROW, pid)
         ptr, keys, vals = self.store.rows(pid)
         return ptr, keys & 0xFFFFFFFF, vals
