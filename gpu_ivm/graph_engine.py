@@ -169,19 +169,15 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             self._recompute_calibrated_at = keys.shape[0]
 
     def _static_q(self, keys: np.ndarray) -> int:
-        from .static import count_triangles_arrays, count_triangles_dense
+        from .static import count_triangles_backend, count_triangles_dense
 
         n = max(len(self.encoder), 1)
-        if self.backend.name == "cuda" and not self.directed:  # orient and count on the device
-            from .static import count_triangles_backend
-
-            a, b = unpack(keys)
-            keep = a < b
-            return 6 * count_triangles_backend(a[keep], b[keep], self.backend, n=n)
-        a, b = unpack(self.backend.to_host(keys))
-        if self.directed:  # the directed count runs on the host
-            return 3 * count_triangles_arrays(a, b, directed=True)
+        a, b = unpack(keys)
+        if self.directed:  # every arc; each 3-cycle is found 3 times by the IVM^ε count
+            return 3 * count_triangles_backend(a, b, self.backend, n=n, directed=True)
         keep = a < b
+        if self.backend.name == "cuda":  # orient and count on the device
+            return 6 * count_triangles_backend(a[keep], b[keep], self.backend, n=n)
         return 6 * count_triangles_dense(a[keep], b[keep], n)
 
     def _count_from_stores(self) -> int:

@@ -168,11 +168,10 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             self._recompute_calibrated_at = total
 
     def _static_q(self, consolidated) -> int:
-        from .static import relation_triangle_sum
+        from .static import relation_triangle_sum_backend
 
-        host = self.backend.to_host  # the static count runs on the host
-        rel = [(*unpack(host(k)), host(v)) for k, v in consolidated]
-        return int(relation_triangle_sum(rel[0], rel[1], rel[2], max(len(self.encoder), 1)))
+        return relation_triangle_sum_backend(list(consolidated), max(len(self.encoder), 1),
+                                             self.backend)
 
     def _count_from_stores(self) -> int:
         return self._static_q([K.items() for K in self.rels])

@@ -189,11 +189,12 @@ def _oriented_csr(s: np.ndarray, d: np.ndarray, n: int, flags: np.ndarray | None
     return indptr, hi, flags
 
 
-def oriented_csr_xp(s, d, n: int, xp):
-    """:func:`_oriented_csr` (without flags) in the array module ``xp``: with CuPy the
-    orientation runs on the device (degrees by ``bincount``, ranks by a stable radix sort,
-    the CSR by a sort of packed pairs and a scan), so the edges never leave it.
-    Returns ``(indptr, hi)``, equal to :func:`_oriented_csr`'s. Ids must be below 2**31."""
+def oriented_csr_xp(s, d, n: int, xp, flags=None):
+    """:func:`_oriented_csr` in the array module ``xp``: with CuPy the orientation runs on the
+    device (degrees by ``bincount``, ranks by a stable radix sort, the CSR by a sort of packed
+    pairs and a scan), so the edges never leave it. Returns ``(indptr, hi)``, equal to
+    :func:`_oriented_csr`'s, or with ``flags`` (arc flags per pair, see there)
+    ``(indptr, hi, flags)``. Ids must be below 2**31."""
     keep = s != d
     s, d = s[keep], d[keep]
     deg = xp.bincount(s, minlength=n) + xp.bincount(d, minlength=n)
@@ -201,12 +202,46 @@ def oriented_csr_xp(s, d, n: int, xp):
     rank = xp.empty(n, np.int64)
     rank[order] = xp.arange(n, dtype=np.int64)
     ra, rb = rank[s], rank[d]
-    key = xp.sort((xp.minimum(ra, rb) << 32) | xp.maximum(ra, rb))
+    key = (xp.minimum(ra, rb) << 32) | xp.maximum(ra, rb)
+    if flags is None:
+        key = xp.sort(key)
+    else:  # flags in rank orientation, sorted with their pairs
+        f = flags[keep]
+        f = xp.where(ra > rb, ((f & 1) << 1) | (f >> 1), f)
+        by_key = xp.argsort(key)
+        key, f = key[by_key], f[by_key]
     if key.shape[0]:
-        key = key[xp.concatenate([xp.ones(1, np.bool_), key[1:] != key[:-1]])]
+        first = xp.concatenate([xp.ones(1, np.bool_), key[1:] != key[:-1]])
+        if flags is not None:  # OR of the flags of each run of equal pairs
+            f = _or_runs(xp, f, first)
+        key = key[first]
     indptr = xp.zeros(n + 1, np.int64)
     xp.cumsum(xp.bincount(key >> 32, minlength=n), out=indptr[1:])
-    return indptr, key & 0xFFFFFFFF
+    if flags is None:
+        return indptr, key & 0xFFFFFFFF
+    return indptr, key & 0xFFFFFFFF, f
+
+
+def _or_runs(xp, f, first):
+    """The bitwise OR of the two-bit flags ``f`` over each run (``first`` marks run starts)."""
+    starts = xp.flatnonzero(first)
+    ends = xp.concatenate([starts[1:], xp.full(1, f.shape[0], np.int64)])
+    out = xp.zeros(starts.shape[0], np.int64)
+    for bit in (0, 1):
+        ones = xp.zeros(f.shape[0] + 1, np.int64)
+        xp.cumsum((f >> bit) & 1, out=ones[1:])
+        out |= ((ones[ends] - ones[starts]) > 0).astype(np.int64) << bit
+    return out
+
+
+def _count_directed(s: np.ndarray, d: np.ndarray, n: int) -> int:
+    """Directed 3-cycles of the arcs ``s -> d`` (ids in ``[0, n)``), on the host."""
+    indptr, hi, flags = _oriented_csr(s, d, n, np.ones(s.shape[0], dtype=np.int64))
+    if hi.shape[0] < 3:
+        return 0
+    in_ptr, in_edge, tail_end = sk.in_tails(indptr, hi)
+    return int(sk.count_oriented_cycles(indptr, hi, flags, in_ptr, in_edge, tail_end,
+                                        sk.n_blocks(n, sk.VCHUNK)))
 
 
 def _count_undirected(s: np.ndarray, d: np.ndarray, n: int) -> tuple[int, int]:
@@ -267,13 +302,14 @@ def count_triangles_dense(src: np.ndarray, dst: np.ndarray, n: int) -> int:
 
 
 def count_triangles_backend(src: Any, dst: Any, backend: Any = None, *,
-                            n: int | None = None) -> int:
-    """Triangles of the undirected simple graph of ``(src, dst)``, counted on ``backend``.
+                            n: int | None = None, directed: bool = False) -> int:
+    """Triangles of the undirected simple graph of ``(src, dst)`` (``directed``: the directed
+    3-cycles of its arcs), counted on ``backend``.
 
-    For ``cuda`` the degree-ordered orientation (:func:`oriented_csr_xp`) and the count
-    (``kernels.static.count_oriented_edges``: one thread per oriented edge, sorted-list
-    intersection) both run on the device; otherwise the CPU orientation and count of
-    :func:`count_triangles_arrays`.
+    For ``cuda`` the degree-ordered orientation (:func:`oriented_csr_xp`, with the arc flags
+    when ``directed``) and the count (``kernels.static.count_oriented_edges``: one thread per
+    oriented edge, sorted-list intersection) both run on the device; otherwise the CPU
+    orientation and count of :func:`count_triangles_arrays`.
 
     Parameters
     ----------
@@ -292,13 +328,15 @@ def count_triangles_backend(src: Any, dst: Any, backend: Any = None, *,
     Returns
     -------
     int
-        The same number as :func:`count_triangles_arrays` (``directed=False``).
+        The same number as :func:`count_triangles_arrays` with the same ``directed``.
 
     >>> import numpy as np
     >>> count_triangles_backend(np.array([0, 1, 2, 2]), np.array([1, 2, 0, 3]), "cpu")
     1
     >>> count_triangles_backend(np.array([0, 1, 2]), np.array([1, 2, 0]), "cpu", n=3)
     1
+    >>> count_triangles_backend(np.array([0, 1, 0]), np.array([1, 2, 2]), "cpu", directed=True)
+    0
     """
     from gpu_ivm.backend import get_backend
 
@@ -308,13 +346,17 @@ def count_triangles_backend(src: Any, dst: Any, backend: Any = None, *,
     if be.name != "cuda":
         s = np.ascontiguousarray(be.to_host(src), dtype=np.int64)
         d = np.ascontiguousarray(be.to_host(dst), dtype=np.int64)
-        return _count_undirected(s, d, int(n))[1]
+        return _count_directed(s, d, int(n)) if directed else _count_undirected(s, d, int(n))[1]
     xp = be.xp  # ids go to the device once (no copy if they are there); orient and count there
-    indptr, hi = oriented_csr_xp(xp.asarray(src, dtype=np.int64),
-                                 xp.asarray(dst, dtype=np.int64), int(n), xp)
+    s = xp.asarray(src, dtype=np.int64)
+    d = xp.asarray(dst, dtype=np.int64)
+    if not directed:
+        indptr, hi = oriented_csr_xp(s, d, int(n), xp)
+        return 0 if hi.shape[0] < 3 else int(be.kernels.static.count_oriented_edges(indptr, hi))
+    indptr, hi, flags = oriented_csr_xp(s, d, int(n), xp, xp.ones(s.shape[0], np.int64))
     if hi.shape[0] < 3:
         return 0
-    return int(be.kernels.static.count_oriented_edges(indptr, hi))
+    return int(be.kernels.static.count_oriented_edges(indptr, hi, flags))
 
 
 
@@ -391,13 +433,7 @@ def count_triangles_arrays(src: np.ndarray, dst: np.ndarray, *, directed: bool =
     s, d, n = _ids(src, dst)
     if not directed:
         return _count_undirected(s, d, n)[1]
-    # Directed: the distinct undirected pairs, each with arc flags, oriented by degree rank.
-    indptr, hi, flags = _oriented_csr(s, d, n, np.ones(s.shape[0], dtype=np.int64))
-    if hi.shape[0] < 3:
-        return 0
-    in_ptr, in_edge, tail_end = sk.in_tails(indptr, hi)
-    return int(sk.count_oriented_cycles(indptr, hi, flags, in_ptr, in_edge, tail_end,
-                                        sk.n_blocks(n, sk.VCHUNK)))
+    return _count_directed(s, d, n)
 
 
 def _resolve_source(source: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -643,7 +679,51 @@ def relation_triangle_sum(R: tuple, S: tuple, T: tuple, n: int) -> int:
     t_ptr, _, t_col, t_val = _relation_csr(ts, tf, tm, n, "T")  # T^t: row a = T(., a)
     total, abs_total = sk.relation_triangle_kernel(
         ra, rb, rm, s_ptr, s_col, s_val, t_ptr, t_col, t_val, sk.n_blocks(ra.shape[0]))
+    return _checked_sum(total, abs_total)
+
+
+def _checked_sum(total, abs_total: float) -> int:
     if not abs_total <= _OVERFLOW_LIMIT:
         raise IntegerOverflowError(
             f"triangle sum may leave the int64 range (sum of |terms| ~ {abs_total:.3g})")
     return int(total)
+
+
+def relation_triangle_sum_backend(rels: list, n: int, backend: Any = None) -> int:
+    """:func:`relation_triangle_sum` of three relations given as ``(keys, vals)`` with packed
+    keys ``a << 32 | b``, sorted and unique, and nonzero values, on ``backend``.
+
+    On ``cuda`` the relations stay on the device: S's rows and T's transposed rows are indexed
+    by a sort and a scan, and ``kernels.static.relation_sum`` sums the terms with one thread
+    per tuple of R (sorted-row intersections, as the views' products), with the same int64
+    overflow guard. Otherwise the keys are unpacked and :func:`relation_triangle_sum` runs.
+
+    >>> import numpy as np
+    >>> k = lambda a, b: (np.array(a) << 32) | np.array(b)
+    >>> rels = [(k([0], [1]), np.array([2])), (k([1], [2]), np.array([-3])),
+    ...         (k([2, 2], [0, 1]), np.array([5, 7]))]
+    >>> relation_triangle_sum_backend(rels, 3, "cpu")
+    -30
+    """
+    from gpu_ivm.backend import get_backend
+    from gpu_ivm.encoding import transpose
+
+    be = get_backend(backend)
+    if be.name != "cuda":
+        host = be.to_host
+        trip = [(host(k) >> 32, host(k) & 0xFFFFFFFF, host(v)) for k, v in rels]
+        return relation_triangle_sum(trip[0], trip[1], trip[2], n)
+    xp = be.xp
+    (rk, rv), (sk_, sv), (tk, tv) = rels
+    if rk.shape[0] == 0 or sk_.shape[0] == 0 or tk.shape[0] == 0:
+        return 0
+    tt = transpose(tk)  # T^t: rows by a, sorted by (a, c)
+    order = xp.argsort(tt)
+    tt, tv = tt[order], tv[order]
+    ptrs = []
+    for keys in (sk_, tt):
+        ptr = xp.zeros(n + 1, np.int64)
+        xp.cumsum(xp.bincount(keys >> 32, minlength=n), out=ptr[1:])
+        ptrs.append(ptr)
+    total, abs_total = be.kernels.static.relation_sum(rk, rv, ptrs[0], sk_, sv, ptrs[1], tt, tv)
+    return _checked_sum(total, abs_total)

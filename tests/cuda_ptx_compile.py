@@ -75,7 +75,10 @@ def cases(repo: str) -> dict:
         q._sums_kernel: ((i,) * 4, (i, u, i, u, i), True, True, st, st, n),
         q._compact_query_kernel: ((i,) * 8, n),
         q._pair_sums_kernel: ((i, i), (u,), (u,), st, st, st, n, n, n),
-        t._count_edges_kernel: ((i, i, i), n),
+        t._count_edges_kernel: ((i, i, i, i), n, True),
+        t._abs_kernel: ((i, np.zeros(4)), n),
+        t._relation_kernel: ((i,) * 5 + (np.zeros(4),) + (i,) * 3 + (np.zeros(4), i,
+                                                                   np.zeros(4)), n),
         h._lookup_kernel: ((i,) * 4, n),
         h._insert_kernel: ((i,) * 4, n),
     }

@@ -172,6 +172,53 @@ def test_relation_engine_on_device(eps: str) -> None:
         assert all(np.array_equal(p, q) for p, q in zip(x1, x2))
 
 
+def _fresh_edges(rng, nv: int, k: int, seen: set) -> np.ndarray:
+    out = []
+    while len(out) < k:
+        u, v = rng.integers(0, nv, 2).tolist()
+        if u != v and frozenset((u, v)) not in seen:
+            seen.add(frozenset((u, v)))
+            out.append((u, v))
+    return np.array(out)
+
+
+def test_static_counts_stay_on_device() -> None:
+    """Load and the recompute path count on the device for every engine: undirected
+    triangles, directed 3-cycles and the three-relation sum; a recompute batch downloads only
+    sizes (no edge or tuple data), and the counts equal the cpu engines'."""
+    rng = np.random.default_rng(23)
+    base = rng.integers(0, 40, (240, 2))
+    for directed in (False, True):
+        seen = {frozenset(p) for p in base.tolist()}
+        pair = [GraphEngine(directed=directed, backend=b, on_conflict="ignore")
+                for b in ("cpu", DEVICE)]
+        for e in pair:
+            e.load({"src": base[:, 0], "dst": base[:, 1]})
+            e.policy.force = "recompute"
+        assert pair[1].count() == pair[0].count() > 0
+        new = _fresh_edges(rng, 40, 30, seen)
+        batch = {"src": new[:, 0], "dst": new[:, 1], "sign": np.ones(30, int)}
+        sc.reset()
+        assert pair[1].apply(batch).path == "recompute"
+        stats = sc.reset()
+        assert pair[0].apply(batch).triangles == pair[1].count()
+        assert stats.get("bytes_down", 0) <= 64, (directed, stats)
+    rel = [RelationEngine(backend=b) for b in ("cpu", DEVICE)]
+    tuples = {r: {"src": rng.integers(0, 15, 60), "dst": rng.integers(0, 15, 60),
+                  "mult": rng.integers(-2, 3, 60)} for r in "RST"}
+    for e in rel:
+        e.load(**tuples)
+        e.policy.force = "recompute"
+    assert rel[1].count() == rel[0].count() != 0
+    batch = {"rel": rng.choice(list("RST"), 40).tolist(), "src": rng.integers(0, 15, 40),
+             "dst": rng.integers(0, 15, 40), "mult": rng.integers(-2, 3, 40)}
+    sc.reset()
+    assert rel[1].apply(batch).path == "recompute"
+    stats = sc.reset()
+    assert rel[0].apply(batch).triangles == rel[1].count()
+    assert stats.get("bytes_down", 0) <= 64, stats
+
+
 def test_snapshot_round_trip_on_device(tmp_path) -> None:
     rng = np.random.default_rng(17)
     oracle = GraphOracle(False)
