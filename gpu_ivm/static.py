@@ -195,6 +195,13 @@ def oriented_csr_xp(s, d, n: int, xp, flags=None):
     pairs and a scan), so the edges never leave it. Returns ``(indptr, hi)``, equal to
     :func:`_oriented_csr`'s, or with ``flags`` (arc flags per pair, see there)
     ``(indptr, hi, flags)``. Ids must be below 2**31."""
+    indptr, hi, f, _ = _orient_xp(s, d, n, xp, flags)
+    return (indptr, hi) if flags is None else (indptr, hi, f)
+
+
+def _orient_xp(s, d, n: int, xp, flags=None):
+    """:func:`oriented_csr_xp`'s work: ``(indptr, hi, flags or None, order)`` where
+    ``order[r]`` is the id of rank ``r``."""
     keep = s != d
     s, d = s[keep], d[keep]
     deg = xp.bincount(s, minlength=n) + xp.bincount(d, minlength=n)
@@ -217,9 +224,7 @@ def oriented_csr_xp(s, d, n: int, xp, flags=None):
         key = key[first]
     indptr = xp.zeros(n + 1, np.int64)
     xp.cumsum(xp.bincount(key >> 32, minlength=n), out=indptr[1:])
-    if flags is None:
-        return indptr, key & 0xFFFFFFFF
-    return indptr, key & 0xFFFFFFFF, f
+    return indptr, key & 0xFFFFFFFF, (None if flags is None else f), order
 
 
 def _or_runs(xp, f, first):
@@ -276,6 +281,28 @@ def list_triangles_ids(s: np.ndarray, d: np.ndarray, n: int) -> tuple[np.ndarray
     a, b, c = ids[u], ids[v], ids[w]
     lo = np.minimum(np.minimum(a, b), c)
     hi_ = np.maximum(np.maximum(a, b), c)
+    return lo, a + b + c - lo - hi_, hi_
+
+
+def list_triangles_xp(s, d, n: int, kernels=None) -> tuple:
+    """:func:`list_triangles_ids` where the ids live: with a kernel set that has a device
+    listing (the cuda set's ``static.list_oriented_edges``) the ids stay on the device
+    (orientation by :func:`oriented_csr_xp`, the listing by two passes of the per-edge walk)
+    and the three id arrays are device arrays; otherwise the host listing.
+
+    >>> [x.tolist() for x in list_triangles_xp(np.array([0, 1, 2, 2]), np.array([1, 2, 0, 3]), 4)]
+    [[0], [1], [2]]
+    """
+    lister = getattr(getattr(kernels, "static", None), "list_oriented_edges", None)
+    if lister is None:
+        return list_triangles_ids(s, d, n)
+    xp = kernels.xp
+    indptr, hi, _, order = _orient_xp(xp.asarray(s, dtype=np.int64),
+                                      xp.asarray(d, dtype=np.int64), n, xp)
+    ru, rv, rw = lister(indptr, hi)
+    a, b, c = order[ru], order[rv], order[rw]
+    lo = xp.minimum(xp.minimum(a, b), c)
+    hi_ = xp.maximum(xp.maximum(a, b), c)
     return lo, a + b + c - lo - hi_, hi_
 
 

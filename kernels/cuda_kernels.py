@@ -52,7 +52,9 @@ VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
 QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums")
 HASH_FUNCTIONS = ("lookup", "insert")
 # The static part: every public name of the CPU module (run on the host), plus these kernels.
-STATIC_FUNCTIONS = ("count_oriented_edges", "edge_triangles", "relation_sum")
+STATIC_FUNCTIONS = (
+    "count_oriented_edges", "edge_triangles", "relation_sum", "list_oriented_edges",
+)
 
 CONFIG = cuda_launch.CONFIG
 SIMULATOR = cuda_launch.SIMULATOR

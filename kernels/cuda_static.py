@@ -32,7 +32,16 @@ import numba as nb
 import numpy as np
 from numba import cuda
 
-from .cuda_launch import SIMULATOR, check_1d, empty, grid, on_device, scalar, zeros
+from .cuda_launch import (
+    SIMULATOR,
+    check_1d,
+    empty,
+    exclusive_scan,
+    grid,
+    on_device,
+    scalar,
+    zeros,
+)
 from .lsm import LO_MASK, dot_ranges, gallop, lower_bound
 
 # ----------------------------------------------------------------------------- per-edge body
@@ -52,13 +61,14 @@ def _closure(flags, pa, pb, f_uv, directed):
 
 
 @nb.njit(cache=True)
-def edge_closures(indptr, hi, flags, e, directed):
+def edge_closures(indptr, hi, flags, e, directed, out, base):
     """Triangles u < v < w closed by the oriented edge ``e`` (u → v = ``hi[e]``), or with
     ``directed`` their directed 3-cycles (``flags[e]``: arc flags of entry e).
 
     ``indptr, hi`` is an oriented CSR (rows sorted, duplicate-free, every entry above its row,
     as built by ``gpu_ivm.static._oriented_csr``). Walks out(u) after v ∩ out(v); summed over
-    all edges this is the count, each triangle seen once, by its edge u → v.
+    all edges this is the count, each triangle seen once, by its edge u → v. With a non-empty
+    ``out`` (undirected only) the closing vertices w are also written to ``out[base:]``.
     """
     a = e + 1
     # end of u's row: the first row pointer above e (exists: indptr[n] = m > e)
@@ -83,27 +93,30 @@ def edge_closures(indptr, hi, flags, e, directed):
             elif x > y:
                 b += 1
             else:
+                if out.shape[0]:
+                    out[base + c] = x
                 c += _closure(flags, a, b, f_uv, directed)
                 a += 1
                 b += 1
     elif la < lb:
-        c = _walk_and_gallop(hi, flags, a, a_end, b, b_end, f_uv, directed, False)
+        c = _walk_and_gallop(hi, flags, a, a_end, b, b_end, f_uv, directed, False, out, base)
     else:
-        c = _walk_and_gallop(hi, flags, b, b_end, a, a_end, f_uv, directed, True)
+        c = _walk_and_gallop(hi, flags, b, b_end, a, a_end, f_uv, directed, True, out, base)
     return c
 
 
 @nb.njit(cache=True)
 def edge_triangles(indptr, hi, e):
     """Triangles u < v < w closed by the oriented edge ``e`` (see :func:`edge_closures`)."""
-    return edge_closures(indptr, hi, hi, e, False)
+    return edge_closures(indptr, hi, hi, e, False, hi[:0], 0)
 
 
 @nb.njit(cache=True)
-def _walk_and_gallop(hi, flags, a, a_end, b, b_end, f_uv, directed, swapped):
+def _walk_and_gallop(hi, flags, a, a_end, b, b_end, f_uv, directed, swapped, out, base):
     """Σ closures over hi[a:a_end] ∩ hi[b:b_end] (both sorted, duplicate-free): walk the first
     range (the shorter) and gallop in the second; the targets increase, so each search resumes
-    where the last one stopped. ``swapped``: the first range is out(v), the second out(u)."""
+    where the last one stopped. ``swapped``: the first range is out(v), the second out(u).
+    Common entries are written to ``out[base:]`` when ``out`` is not empty."""
     c = 0
     while a < a_end:
         x = hi[a]
@@ -111,6 +124,8 @@ def _walk_and_gallop(hi, flags, a, a_end, b, b_end, f_uv, directed, swapped):
         if b == b_end:
             break
         if hi[b] == x:
+            if out.shape[0]:
+                out[base + c] = x
             c += _closure(flags, b, a, f_uv, directed) if swapped else _closure(
                 flags, a, b, f_uv, directed)
             b += 1
@@ -138,7 +153,7 @@ def _count_edges_kernel(io, m, directed):
     e = cuda.grid(1)
     stride = cuda.gridsize(1)
     while e < m:
-        acc += edge_closures(indptr, hi, flags, e, directed)
+        acc += edge_closures(indptr, hi, flags, e, directed, hi[:0], 0)
         e += stride
     sh[t] = acc
     cuda.syncthreads()
@@ -220,6 +235,39 @@ def _relation_kernel(io, m):
 
 
 @cuda.jit
+def _edge_counts_kernel(io, m):
+    """counts[e] = triangles closed by oriented edge e (the listing's first pass).
+    Launch config: 1-D grid-stride, one thread per oriented edge."""
+    indptr, hi, counts = io
+    e = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while e < m:
+        counts[e] = edge_closures(indptr, hi, hi, e, False, hi[:0], 0)
+        e += stride
+
+
+@cuda.jit
+def _edge_list_kernel(io, m):
+    """Write the triangles of each oriented edge e = u → v at its offset: ``(u, v, w)`` rows
+    ``offs[e] .. offs[e + 1]`` (the listing's second pass; same walk as the first).
+    Launch config: 1-D grid-stride, one thread per oriented edge."""
+    indptr, hi, offs, ou, ov, ow = io
+    e = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while e < m:
+        b = offs[e]
+        k = offs[e + 1] - b
+        if k:
+            edge_closures(indptr, hi, hi, e, False, ow, b)
+            u = lower_bound(indptr, 0, indptr.shape[0], e + 1) - 1
+            v = hi[e]
+            for j in range(b, b + k):
+                ou[j] = u
+                ov[j] = v
+        e += stride
+
+
+@cuda.jit
 def _abs_kernel(io, n):
     """out[i] = |vals[i]| as float64. Launch config: 1-D grid-stride, one thread per value."""
     vals, out = io
@@ -297,3 +345,27 @@ def relation_sum(rk, rm, s_ptr, sk, sv, t_ptr, tk, tv) -> tuple[int, float]:
         tuple(_device_input(a) for a in (rk, rm, s_ptr, sk)) + (sv, sa)
         + tuple(_device_input(a) for a in (t_ptr, tk)) + (tv, ta, total, total_abs), m)
     return scalar(total, 0), float(total_abs[0])
+
+
+def list_oriented_edges(indptr, hi):
+    """Every triangle of an oriented CSR once, as rank triples ``(u, v, w)`` with u < v < w
+    by rank (u → v its lowest edge): the device twin of the CPU's ``list_oriented``.
+
+    Two passes of the per-edge walk (:func:`edge_closures`): count per edge, exclusive scan
+    (its total is the one scalar read back, to allocate the output), then each edge writes
+    its triangles at its offset. Device int64 arrays in and out.
+    """
+    check_1d("indptr", indptr)
+    check_1d("hi", hi)
+    m = hi.shape[0]
+    if m == 0:
+        z = zeros(0)
+        return z, z, z
+    counts = empty(m)
+    _edge_counts_kernel[grid(m)]((indptr, hi, counts), m)
+    offs = exclusive_scan(counts)
+    total = scalar(offs, m)
+    ou, ov, ow = empty(total), empty(total), empty(total)
+    if total:
+        _edge_list_kernel[grid(m)]((indptr, hi, offs, ou, ov, ow), m)
+    return ou, ov, ow

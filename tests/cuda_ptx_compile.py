@@ -77,6 +77,8 @@ def cases(repo: str) -> dict:
         q._pair_sums_kernel: ((i, i), (u,), (u,), st, st, st, n, n, n),
         t._count_edges_kernel: ((i, i, i, i), n, True),
         t._abs_kernel: ((i, np.zeros(4)), n),
+        t._edge_counts_kernel: ((i, i, i), n),
+        t._edge_list_kernel: ((i,) * 6, n),
         t._relation_kernel: ((i,) * 5 + (np.zeros(4),) + (i,) * 3 + (np.zeros(4), i,
                                                                    np.zeros(4)), n),
         h._lookup_kernel: ((i,) * 4, n),

@@ -41,7 +41,11 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
         "gpu_ivm_eps_half", "gpu_ivm_eps_half_delta", "gpu_ivm_eps_0_delta",
         "gpu_ivm_eps_1_delta", "gpu_ivm_factorized", "recount", "recount_scipy",
         "recount_networkit", "duckdb_recount", "duckdb_delta"}
-    assert {r["scenario"] for r in systems} == {"replay", "scaling", "windows", "snap_static"}
+    # the SNAP scenarios need ../shared/data (present in CI; a clone elsewhere has none)
+    from conftest import DATA
+
+    snap = {"windows", "snap_static"} if DATA.is_dir() else set()
+    assert {r["scenario"] for r in systems} == {"replay", "scaling"} | snap
     queries = [r for r in results if r["scenario"] == "queries"]
     assert {(r["epsilon"], r["maintain"]) for r in queries} == {
         (e, m) for e in ("0", "1/2", "1")

@@ -115,10 +115,15 @@ def test_random_streams_every_batch(eps, families):
         check_state(fq, rels, n)
 
 
-@pytest.mark.parametrize("eps", ["1/3", "1/2"])
-def test_skewed_stream_moves_values(eps):
+@pytest.mark.parametrize("eps,fuse_chunk", [("1/3", None), ("1/2", None), ("1/2", 7)])
+def test_skewed_stream_moves_values(eps, fuse_chunk, monkeypatch):
     """Hubs that grow and shrink cross both thresholds: minor rebalancing runs (and is
-    checked) many times while every result stays exact."""
+    checked) many times while every result stays exact. ``fuse_chunk``: the fused pass is
+    cut into chunks of a few triangle terms."""
+    if fuse_chunk is not None:
+        import gpu_ivm.queries.maintain as maintain
+
+        monkeypatch.setattr(maintain, "FUSE_CHUNK", fuse_chunk)
     rng = np.random.default_rng(7)
     n = 100
     rels = [dict() for _ in range(3)]

@@ -232,12 +232,10 @@ class FreeQueries:
             rel.set_heavy_lists()
         listing = None
         if self.graph_undirected and data[0][0].shape[0]:
-            from ..static import list_triangles_ids
+            from ..static import list_triangles_xp
 
-            keys = to_host(xp, data[0][0])  # the static listing runs on the host
-            listing = list_triangles_ids(keys >> 32, keys & 0xFFFFFFFF, self.cap)
-            if xp is not np:
-                listing = tuple(xp.asarray(t) for t in listing)
+            keys = data[0][0]  # listed where the state lives (on a device: by the device)
+            listing = list_triangles_xp(keys >> 32, keys & 0xFFFFFFFF, self.cap, self.kernels)
         products = self._product_views() if self.product_build else []
         for k in range(3):
             keys, vals = data[k]
@@ -471,18 +469,14 @@ class FreeQueries:
         _, _, _, length = self._plan(k, _ALL_TRIANGLES, xp.ascontiguousarray(xs, dtype=np.int64),
                                      xp.ascontiguousarray(ys, dtype=np.int64), fxs, fys)
         ends = xp.cumsum(length)
-        if int(ends[-1]) <= FUSE_CHUNK:
-            ends = None  # one chunk: no cut points to search
-        else:
-            ends = to_host(xp, ends)  # the cut points are found on the host
+        total, m = int(ends[-1]), xs.shape[0]
+        stops = [m]
+        if total > FUSE_CHUNK:  # cut where the running total passes each multiple of the chunk
+            marks = xp.arange(1, -(-total // FUSE_CHUNK), dtype=np.int64) * FUSE_CHUNK
+            cuts = to_host(xp, xp.searchsorted(ends, marks, side="right"))  # a few ints
+            stops = sorted({int(c) for c in cuts.tolist() if 0 < c < m} | {m})
         start = 0
-        while start < xs.shape[0]:
-            if ends is None:
-                stop = xs.shape[0]
-            else:
-                base = ends[start - 1] if start else 0
-                stop = int(np.searchsorted(ends, base + FUSE_CHUNK, side="right"))
-                stop = max(stop, start + 1)
+        for stop in stops:
             sl = slice(start, stop)
             idx, z, w = self.expand(k, _ALL_TRIANGLES, xs[sl], ys[sl], ms[sl], fxs[sl], fys[sl])
             start = stop
