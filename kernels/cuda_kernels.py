@@ -12,8 +12,10 @@ part       module                                    CPU counterpart
 ``query``  :mod:`gpu_ivm.kernels.cuda_query`         :mod:`gpu_ivm.kernels.query_kernels`
 ``hash``   :mod:`gpu_ivm.kernels.cuda_hash`          :mod:`gpu_ivm.kernels.hashmap`
 ``static`` :mod:`gpu_ivm.kernels.static_kernels`     itself (run on the host), except for
-           and :mod:`gpu_ivm.kernels.cuda_static`    ``count_oriented_edges`` (device count
-                                                     of an oriented CSR; no CPU twin)
+           and :mod:`gpu_ivm.kernels.cuda_static`    ``count_oriented_edges``,
+                                                     ``list_oriented_edges`` and
+                                                     ``relation_sum`` (device kernels; no
+                                                     CPU twins)
 =========  ========================================  =========================================
 
 Importing this module imports ``numba.cuda``; :mod:`gpu_ivm.backend` imports it lazily, only
@@ -78,9 +80,11 @@ def kernel_set(xp=None) -> SimpleNamespace:
     for code that reads them from the CPU modules. ``view`` has no ``build_view_rows`` (the
     CPU's row-wise view rebuild): views are rebuilt by ``gpu_ivm.views.product_entries``
     (expand, sort, reduce) from these kernels (see docs/gpu.md).
-    ``static`` has the CPU module's public names (run on the host: orientation helpers, the
-    directed and relation counts) plus :func:`~gpu_ivm.kernels.cuda_static.count_oriented_edges`,
-    the undirected count of an oriented CSR on the device. ``xp`` is the array module the
+    ``static`` has the CPU module's public names (host functions, unused by the engines on this
+    backend) plus the device static kernels of :mod:`~gpu_ivm.kernels.cuda_static`: the count
+    of an oriented CSR (triangles, or directed 3-cycles with arc flags), its triangle listing
+    and the three-relation sum. ``hash`` is the pair-id table's lookup and insert (the CPU
+    layout of :mod:`~gpu_ivm.kernels.hashmap`). ``xp`` is the array module the
     engine's state lives in (CuPy on hardware, NumPy under the simulator); kernel outputs are
     allocated with it.
     """
