@@ -216,14 +216,18 @@ class ZStore:
         self.grow_ids(int(keys[-1] >> 32) + 1)
         old = xp.empty(n, np.int64)
         is_new = xp.empty(n, np.bool_)
-        n_new = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old, is_new)
-        self.size += int(xp.count_nonzero(old + deltas) - xp.count_nonzero(old))
+        n_new, size_change = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys,
+                                                   deltas, old, is_new)
+        self.size += size_change
         if n_new:
             new = select_known(xp, is_new, n_new)  # the kernel counted them: no host read
             self._append_run(keys[new], deltas[new])
             self._settle()
-        firsts = self.sk.sorted_unique_firsts(keys)
-        bad = firsts[self.tomb[firsts] > self.live[firsts] + COMPACT_SLACK]
+        # first keys whose tombstones now outnumber their live tuples (one selection)
+        fx = keys >> 32
+        first = xp.ones(n, np.bool_)
+        first[1:] = fx[1:] != fx[:-1]
+        bad = fx[first & (self.tomb[fx] > self.live[fx] + COMPACT_SLACK)]
         if bad.shape[0]:
             self.sk.compact_keys(self.nt(), self.tomb, bad)
         return old

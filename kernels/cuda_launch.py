@@ -153,6 +153,13 @@ def scalar(a, i: int) -> int:
     return int(a[i])
 
 
+def host_ints(a) -> list[int]:
+    """Read a small device array back to the host as ints (one copy for all its elements)."""
+    if isinstance(a, np.ndarray):
+        return a.tolist()
+    return (a.get() if hasattr(a, "get") else a.copy_to_host()).tolist()
+
+
 def check_1d(name: str, a, dtype=np.int64) -> None:
     """Reject arrays the kernels cannot take: not 1-D, or of another dtype."""
     if a.ndim != 1:

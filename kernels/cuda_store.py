@@ -21,6 +21,7 @@ from .cuda_launch import (
     empty,
     exclusive_scan,
     grid,
+    host_ints,
     result,
     scalar,
     zeros,
@@ -38,13 +39,15 @@ def _apply_kernel(st, io, n, counter):
     Launch config: 1-D grid-stride, one thread per update key. ``keys_in`` is unique, so the
     writes to ``vals[p]`` never collide; ``live[x]``/``tomb[x]`` are shared by keys with the
     same first key, hence ``atomic.add``. Each thread adds its count of new keys to
-    ``counter[0]`` once (one atomic per thread, not per key).
+    ``counter[0]`` and its change of the number of nonzero keys to ``counter[1]`` once (two
+    atomics per thread, not per key).
     """
     keys_in, deltas, old_out, is_new, live, tomb = io
     vals = st[1]
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     mine = 0
+    grown = 0
     while i < n:
         key = keys_in[i]
         d = deltas[i]
@@ -59,20 +62,25 @@ def _apply_kernel(st, io, n, counter):
             if old == 0 and new != 0:
                 cuda.atomic.add(live, x, 1)
                 cuda.atomic.add(tomb, x, -1)
+                grown += 1
             elif old != 0 and new == 0:
                 cuda.atomic.add(live, x, -1)
                 cuda.atomic.add(tomb, x, 1)
+                grown -= 1
         else:
             old_out[i] = 0
             if d != 0:
                 is_new[i] = True
                 cuda.atomic.add(live, x, 1)
                 mine += 1
+                grown += 1
             else:
                 is_new[i] = False
         i += stride
     if mine:
         cuda.atomic.add(counter, 0, mine)
+    if grown:
+        cuda.atomic.add(counter, 1, grown)
 
 
 @cuda.jit
@@ -256,19 +264,21 @@ def _scatter_firsts_kernel(io, n):
 # ----------------------------------------------------------------------------- launchers
 
 
-def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new) -> int:
+def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new) -> tuple[int, int]:
     """Add ``deltas`` to stored keys in place; flag keys stored nowhere (see the CPU kernel).
 
-    ``keys_in`` sorted and unique. Returns the number of new keys with a nonzero delta: the
-    one scalar read back to the host (the caller sizes the new run with it).
+    ``keys_in`` sorted and unique. Returns ``(n_new, size_change)``: the number of new keys
+    with a nonzero delta (the caller sizes the new run with it) and the change in the number
+    of nonzero keys, read back together (one 16-byte copy).
     """
     check_1d("keys_in", keys_in)
     n = keys_in.shape[0]
     if n == 0:
-        return 0
-    counter = zeros(1)
+        return 0, 0
+    counter = zeros(2)
     _apply_kernel[grid(n)](st, (keys_in, deltas, old_out, is_new, live, tomb), n, counter)
-    return scalar(counter, 0)
+    n_new, size_change = host_ints(counter)
+    return n_new, size_change
 
 
 def probe_many(st, keys_in, out) -> None:

@@ -50,13 +50,15 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
     """Add ``deltas`` to existing keys in place; flag the keys that are not stored anywhere.
 
     ``keys_in`` is sorted and unique. ``live[x]`` / ``tomb[x]`` count live tuples / tombstones
-    of first key ``x``. Returns the number of new keys (with a nonzero delta).
+    of first key ``x``. Returns ``(n_new, size_change)``: the number of new keys (with a
+    nonzero delta) and the change in the number of nonzero keys.
     """
     vals = st[1]
     n = keys_in.shape[0]
     pos = np.empty(n, np.int64)
     _locate_sorted(st, keys_in, pos)
     n_new = 0
+    size_change = 0
     for i in range(n):
         key = keys_in[i]
         d = deltas[i]
@@ -71,9 +73,11 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
             if old == 0 and new != 0:
                 live[x] += 1
                 tomb[x] -= 1
+                size_change += 1
             elif old != 0 and new == 0:
                 live[x] -= 1
                 tomb[x] += 1
+                size_change -= 1
         else:
             old_out[i] = 0
             if d != 0:
@@ -82,7 +86,7 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
                 n_new += 1
             else:
                 is_new[i] = False
-    return n_new
+    return n_new, n_new + size_change
 
 
 @nb.njit(cache=True)

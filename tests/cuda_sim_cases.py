@@ -258,9 +258,18 @@ def test_apply_updates(n: int) -> None:
         o = np.full(keys.shape[0], -9, np.int64)
         new = np.zeros(keys.shape[0], np.bool_)
         r = kern.apply_updates(st, live, tomb, keys, d, o, new)
-        outs.append((int(r), st[1], live, tomb, o, new))
+        outs.append((tuple(int(v) for v in r), st[1], live, tomb, o, new))
     for a, b in zip(*outs):
         assert np.array_equal(a, b)
+    # (new keys, change of the number of nonzero keys) against the values before and after
+    n_new, size_change = outs[0][0]
+    assert n_new == int(((old == 0) & (d != 0) & ~np.isin(keys, ks_all(s))).sum())
+    assert size_change == int(np.count_nonzero(old + d) - np.count_nonzero(old))
+
+
+def ks_all(s: ZStore) -> np.ndarray:
+    """Every stored key of ``s``, tombstones included."""
+    return np.concatenate([s.keys[s.bounds[j]:s.bounds[j + 1]] for j in range(s.nruns)])
 
 
 def _two_runs(rng, n: int):
