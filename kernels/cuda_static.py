@@ -136,6 +136,22 @@ def _walk_and_gallop(hi, flags, a, a_end, b, b_end, f_uv, directed, swapped, out
 # ----------------------------------------------------------------------------- kernel
 
 
+@cuda.jit(device=True)
+def _tree_sum(sh, t, ntid):
+    """Sum ``sh[0:ntid]`` into ``sh[0]`` (a block's values, written and synchronised by the
+    caller): a tree over the next power of two, so any block size works; no warp shuffles
+    (the simulator has none). Every thread of the block must call it (it synchronises)."""
+    s = 1
+    while s < ntid:
+        s *= 2
+    s //= 2
+    while s > 0:  # same trip count in every thread: syncthreads is safe
+        if t < s and t + s < ntid:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+
+
 @cuda.jit
 def _count_edges_kernel(io, m, directed):
     """total[0] += Σ_e edge_closures(e) over the m oriented edges.
@@ -157,15 +173,7 @@ def _count_edges_kernel(io, m, directed):
         e += stride
     sh[t] = acc
     cuda.syncthreads()
-    s = 1
-    while s < ntid:
-        s *= 2
-    s //= 2
-    while s > 0:  # same trip count in every thread: syncthreads is safe
-        if t < s and t + s < ntid:
-            sh[t] += sh[t + s]
-        cuda.syncthreads()
-        s //= 2
+    _tree_sum(sh, t, ntid)
     if t == 0 and sh[0] != 0:
         cuda.atomic.add(total, 0, sh[0])
 
@@ -219,16 +227,8 @@ def _relation_kernel(io, m):
     sh[t] = acc
     sha[t] = acc_abs
     cuda.syncthreads()
-    s = 1
-    while s < ntid:
-        s *= 2
-    s //= 2
-    while s > 0:  # same trip count in every thread: syncthreads is safe
-        if t < s and t + s < ntid:
-            sh[t] += sh[t + s]
-            sha[t] += sha[t + s]
-        cuda.syncthreads()
-        s //= 2
+    _tree_sum(sh, t, ntid)
+    _tree_sum(sha, t, ntid)
     if t == 0 and sha[0] != 0:
         cuda.atomic.add(total, 0, sh[0])
         cuda.atomic.add(total_abs, 0, sha[0])
