@@ -46,8 +46,11 @@ def _plan_kernel(io, nside, pside, use_n, use_p, nst, pst, n):
 
 
 @cuda.jit
-def _emit_kernel(io, side, use_n, use_p, nst, pst, n):
-    """Update i's terms (z, m·N(y,z)·P(z,x)) into out[ptr[i]:ptr[i] + count[i]] by ``_walk``.
+def _walk_kernel(io, side, use_n, use_p, nst, pst, n, emit):
+    """``_walk`` of every update: with ``emit`` update i's terms (z, m·N(y,z)·P(z,x)) go to
+    out[ptr[i]:ptr[i] + count[i]] and count[i] is their number; without (sum mode)
+    count[i] = Σ_z N(y,z)·P(z,x), and ``ms``, ``ptr`` and the outputs are stand-ins that are
+    never read or written (a kernel cannot allocate the CPU kernel's empty dummies).
 
     Launch config: 1-D grid-stride, one thread per update; segments are disjoint (``ptr`` is
     the scan of the plan's upper bounds), so no atomics. Work per thread: the length of the
@@ -61,31 +64,12 @@ def _emit_kernel(io, side, use_n, use_p, nst, pst, n):
         c = choice[i]
         if c < 0:
             count[i] = 0
-        else:
+        elif emit:
             count[i] = _walk(i, xs[i], ys[i], ms[i], c, use_n, use_p, pat, nst, n_fy, n_hl,
                              pst, p_fx, p_hl, True, ptr[i], out_z, out_w)
-        i += stride
-
-
-@cuda.jit
-def _sums_kernel(io, side, use_n, use_p, nst, pst, n):
-    """out[i] = Σ_z N(y,z)·P(z,x) of update i by ``_walk`` in sum mode.
-
-    Launch config: as :func:`_emit_kernel`. ``_walk`` needs output arrays to type-check but
-    never writes them in sum mode; ``out`` stands in for both (a kernel cannot allocate the
-    CPU kernel's empty dummies).
-    """
-    xs, ys, choice, out = io
-    pat, n_fy, n_hl, p_fx, p_hl = side
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    while i < n:
-        c = choice[i]
-        if c < 0:
-            out[i] = 0
         else:
-            out[i] = _walk(i, xs[i], ys[i], 1, c, use_n, use_p, pat, nst, n_fy, n_hl,
-                           pst, p_fx, p_hl, False, 0, out, out)
+            count[i] = _walk(i, xs[i], ys[i], 1, c, use_n, use_p, pat, nst, n_fy, n_hl,
+                             pst, p_fx, p_hl, False, 0, out_z, out_w)
         i += stride
 
 
@@ -148,8 +132,9 @@ def emit(xs, ys, ms, choice, ptr, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx,
     n = xs.shape[0]
     if n == 0:
         return
-    _emit_kernel[grid(n)]((xs, ys, ms, choice, ptr, out_z, out_w, count),
-                          (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n), bool(use_p), nst, pst, n)
+    _walk_kernel[grid(n)]((xs, ys, ms, choice, ptr, out_z, out_w, count),
+                          (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n), bool(use_p), nst, pst, n,
+                          True)
 
 
 def sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, out) -> None:
@@ -158,8 +143,9 @@ def sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, ou
     n = xs.shape[0]
     if n == 0:
         return
-    _sums_kernel[grid(n)]((xs, ys, choice, out), (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n),
-                          bool(use_p), nst, pst, n)
+    _walk_kernel[grid(n)]((xs, ys, xs, choice, xs, out, out, out),
+                          (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n), bool(use_p), nst, pst, n,
+                          False)
 
 
 def compact(ptr, count, out_z, out_w, keep_idx, keep_z, keep_w) -> int:
