@@ -95,13 +95,17 @@ class ViewStore:
         if keys.shape[0] == 0:
             return
         self.sparse.add(keys, vals)
-        firsts = self.sk.sorted_unique_firsts(keys)
-        self._promote_if_large(firsts)
+        self._promote_if_large(keys >> 32)
 
-    def _promote_if_large(self, firsts: np.ndarray) -> None:
+    def _promote_if_large(self, fx: np.ndarray) -> None:
+        """Promote the rows among the sorted first keys ``fx`` (repeats allowed) that grew
+        large enough for a dense row (one selection)."""
+        xp = self.xp
+        first = xp.ones(fx.shape[0], np.bool_)
+        first[1:] = fx[1:] != fx[:-1]
         cap = self.sparse.id_capacity
-        live = self.sparse.live[firsts]
-        big = firsts[(live * DENSE_FRACTION >= cap) & (live >= DENSE_MIN)]
+        live = self.sparse.live[fx]
+        big = fx[first & (live * DENSE_FRACTION >= cap) & (live >= DENSE_MIN)]
         if big.shape[0]:
             self.promote(big)
 
