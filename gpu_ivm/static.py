@@ -351,6 +351,9 @@ def count_triangles_backend(src: Any, dst: Any, backend: Any = None, *,
         If given, ``src``/``dst`` are already dense ids in ``[0, n)`` and are not relabelled
         (as in :func:`count_triangles_dense`); otherwise they are keys of any integer range or
         strings (as in :func:`count_triangles_arrays`).
+    directed : bool, default False
+        Count the directed 3-cycles of the arcs ``src -> dst`` (repeated arcs count once, arcs
+        both ways form 2-cycles that close no 3-cycle by themselves).
 
     Returns
     -------
