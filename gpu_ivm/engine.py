@@ -31,7 +31,7 @@ from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
 from .partition import PartRel, sort_pairs
-from .selection import compress_many, select_many
+from .selection import compress_many, run_starts, select_many
 from .views import ViewStore
 
 INT64_SAFE = 1 << 62
@@ -81,10 +81,7 @@ def memory_budget() -> int:
 
 def group_starts(sorted_firsts: np.ndarray, xp=np) -> np.ndarray:
     """Start index of each run of equal values in a sorted array (of array module ``xp``)."""
-    if sorted_firsts.shape[0] == 0:
-        return xp.zeros(0, np.int64)
-    return xp.flatnonzero(xp.concatenate([xp.ones(1, np.bool_),
-                                          sorted_firsts[1:] != sorted_firsts[:-1]]))
+    return xp.flatnonzero(run_starts(xp, sorted_firsts))
 
 
 class TriangleEngineBase:

@@ -21,6 +21,14 @@ def to_host(xp, a) -> np.ndarray:
     return a if xp is np else xp.asnumpy(a)
 
 
+def run_starts(xp, s):
+    """Boolean mask of the first entry of each run of equal values in the sorted array ``s``
+    (element-wise, no host read)."""
+    first = xp.ones(s.shape[0], np.bool_)
+    first[1:] = s[1:] != s[:-1]
+    return first
+
+
 def select_many(xp, masks: list) -> list:
     """``xp.flatnonzero`` of each boolean mask. On a device the sizes of all the results are
     read in one transfer (instead of one host read per mask) and each mask's indices are
@@ -55,4 +63,5 @@ def compress_many(xp, pairs: list) -> list:
     return [a[i] for (a, _), i in zip(pairs, select_many(xp, [m for _, m in pairs]))]
 
 
-__all__ = ["array_module", "compress_many", "select_known", "select_many", "to_host"]
+__all__ = ["array_module", "compress_many", "run_starts", "select_known", "select_many",
+           "to_host"]

@@ -24,6 +24,7 @@ import numpy as np
 
 from gpu_ivm.errors import InputError, IntegerOverflowError
 from gpu_ivm.kernels import static_kernels as sk
+from gpu_ivm.selection import run_starts
 
 __all__ = [
     "simple_graph",
@@ -218,7 +219,7 @@ def _orient_xp(s, d, n: int, xp, flags=None):
         by_key = xp.argsort(key)
         key, f = key[by_key], f[by_key]
     if key.shape[0]:
-        first = xp.concatenate([xp.ones(1, np.bool_), key[1:] != key[:-1]])
+        first = run_starts(xp, key)
         if flags is not None:  # OR of the flags of each run of equal pairs
             f = _or_runs(xp, f, first)
         key = key[first]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from .kernels import store_kernels as _cpu_store_kernels
-from .selection import select_known
+from .selection import run_starts, select_known
 
 GROWTH = 4  # a run is merged into its elder once it is more than 1/GROWTH of its size
 DIR_MIN = 2048  # runs smaller than this are binary searched
@@ -225,9 +225,7 @@ class ZStore:
             self._settle()
         # first keys whose tombstones now outnumber their live tuples (one selection)
         fx = keys >> 32
-        first = xp.ones(n, np.bool_)
-        first[1:] = fx[1:] != fx[:-1]
-        bad = fx[first & (self.tomb[fx] > self.live[fx] + COMPACT_SLACK)]
+        bad = fx[run_starts(xp, fx) & (self.tomb[fx] > self.live[fx] + COMPACT_SLACK)]
         if bad.shape[0]:
             self.sk.compact_keys(self.nt(), self.tomb, bad)
         return old

@@ -13,6 +13,7 @@ import numpy as np
 from .kernels import delta_kernels as _cpu_delta_kernels
 from .kernels import store_kernels as _cpu_store_kernels
 from .kernels import view_kernels as _cpu_view_kernels
+from .selection import run_starts
 from .store import ZStore
 
 DENSE_FRACTION = 4  # a row is dense when support * DENSE_FRACTION >= id capacity
@@ -100,12 +101,9 @@ class ViewStore:
     def _promote_if_large(self, fx: np.ndarray) -> None:
         """Promote the rows among the sorted first keys ``fx`` (repeats allowed) that grew
         large enough for a dense row (one selection)."""
-        xp = self.xp
-        first = xp.ones(fx.shape[0], np.bool_)
-        first[1:] = fx[1:] != fx[:-1]
         cap = self.sparse.id_capacity
         live = self.sparse.live[fx]
-        big = fx[first & (live * DENSE_FRACTION >= cap) & (live >= DENSE_MIN)]
+        big = fx[run_starts(self.xp, fx) & (live * DENSE_FRACTION >= cap) & (live >= DENSE_MIN)]
         if big.shape[0]:
             self.promote(big)
 

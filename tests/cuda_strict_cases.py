@@ -129,15 +129,20 @@ def test_graph_engine_on_device(eps: str) -> None:
         assert total >= 80
 
 
+def loaded_twins(src, dst, **kw) -> tuple[GraphEngine, GraphEngine]:
+    """A cpu and a device GraphEngine with the same options, both loaded with the edges."""
+    pair = GraphEngine(backend="cpu", **kw), GraphEngine(backend=DEVICE, **kw)
+    for e in pair:
+        e.load({"src": src, "dst": dst})
+    return pair
+
+
 def test_graph_engine_load_and_directed_on_device() -> None:
     rng = np.random.default_rng(14)
     src, dst = rng.integers(0, 30, 150), rng.integers(0, 30, 150)
     for directed in (False, True):
-        cpu = GraphEngine(directed=directed, backend="cpu", adaptive=False, on_conflict="ignore")
-        dev = GraphEngine(directed=directed, backend=DEVICE, adaptive=False,
-                          on_conflict="ignore")
-        cpu.load({"src": src, "dst": dst})
-        dev.load({"src": src, "dst": dst})
+        cpu, dev = loaded_twins(src, dst, directed=directed, adaptive=False,
+                                on_conflict="ignore")
         assert_same_state(cpu, dev)
         for u in signed_batches(rng, 34, 25, 3):
             assert dev.apply(u).triangles == cpu.apply(u).triangles
@@ -190,10 +195,8 @@ def test_static_counts_stay_on_device() -> None:
     base = rng.integers(0, 40, (240, 2))
     for directed in (False, True):
         seen = {frozenset(p) for p in base.tolist()}
-        pair = [GraphEngine(directed=directed, backend=b, on_conflict="ignore")
-                for b in ("cpu", DEVICE)]
+        pair = loaded_twins(base[:, 0], base[:, 1], directed=directed, on_conflict="ignore")
         for e in pair:
-            e.load({"src": base[:, 0], "dst": base[:, 1]})
             e.policy.force = "recompute"
         assert pair[1].count() == pair[0].count() > 0
         new = _fresh_edges(rng, 40, 30, seen)
@@ -248,11 +251,8 @@ def assert_same_results(cpu, dev) -> None:
 def test_graph_free_queries_on_device() -> None:
     rng = np.random.default_rng(21)
     src, dst = rng.integers(0, 24, 80), rng.integers(0, 24, 80)
-    kw = dict(adaptive=False, on_conflict="ignore", maintain=FAMILIES, track_changes=True)
-    cpu = GraphEngine(backend="cpu", **kw)
-    dev = GraphEngine(backend=DEVICE, **kw)
-    cpu.load({"src": src, "dst": dst})
-    dev.load({"src": src, "dst": dst})
+    cpu, dev = loaded_twins(src, dst, adaptive=False, on_conflict="ignore", maintain=FAMILIES,
+                            track_changes=True)
     assert_same_results(cpu, dev)
     for u in signed_batches(rng, 28, 14, 4):
         assert dev.apply(u).triangles == cpu.apply(u).triangles

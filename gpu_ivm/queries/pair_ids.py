@@ -16,7 +16,8 @@ import numpy as np
 
 from ..encoding import MAX_IDS, pack, unpack
 from ..kernels import hashmap
-from ..selection import array_module
+from ..selection import array_module, run_starts
+from ..store import _grow
 
 
 class PairIds:
@@ -61,10 +62,7 @@ class PairIds:
             self.tvals = xp.full(cap, hashmap.EMPTY, np.int64)
             self.hk.insert(self.tkeys, self.tvals, self.keys[: self.n],
                            xp.arange(self.n, dtype=np.int64))
-        if need > self.keys.shape[0]:
-            grown = xp.zeros(max(need, 2 * self.keys.shape[0]), np.int64)
-            grown[: self.n] = self.keys[: self.n]
-            self.keys = grown
+        self.keys = _grow(xp, self.keys, need)
 
     def ids(self, u, v, create: bool):
         """Ids of the pairs ``(u[i], v[i])``; unknown pairs get -1, or new ids if ``create``."""
@@ -75,7 +73,7 @@ class PairIds:
             return found
         # the distinct unknown keys, sorted: packed keys are >= 0, so -1 marks the known ones
         s = xp.sort(xp.where(found < 0, keys, np.int64(-1)))
-        fresh = s[xp.concatenate([s[:1] >= 0, (s[1:] != s[:-1]) & (s[1:] >= 0)])]
+        fresh = s[run_starts(xp, s) & (s >= 0)]
         m = fresh.shape[0]  # the one host read of a call with unknown pairs
         if m == 0:
             return found

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..encoding import MAX_IDS, pack, transpose, unpack
 from ..kernels import delta_kernels as _dk
-from ..selection import array_module, compress_many, select_many
+from ..selection import array_module, compress_many, run_starts, select_many
 from ..store import ZStore
 from .pair_ids import PairIds
 
@@ -41,16 +41,12 @@ def consolidate(keys: np.ndarray, vals: np.ndarray, kernels=None) -> tuple[np.nd
                                  xp.ascontiguousarray(vals[order], dtype=np.int64))
 
 
-def _start_mask(xp, s):
-    return xp.concatenate([xp.ones(1, np.bool_), s[1:] != s[:-1]])
-
-
 def unique_sorted(vals: np.ndarray, xp=np) -> np.ndarray:
     """Sorted distinct values (sort + mask: numpy 2.4's np.unique is slow)."""
     s = xp.sort(vals)
     if s.shape[0] == 0:
         return s
-    return s[_start_mask(xp, s)]
+    return s[run_starts(xp, s)]
 
 
 def unique_sorted_many(xp, arrays: list) -> list:
@@ -59,7 +55,7 @@ def unique_sorted_many(xp, arrays: list) -> list:
         return [unique_sorted(a, xp) for a in arrays]
     ss = [xp.sort(a) for a in arrays]
     full = [s for s in ss if s.shape[0]]
-    picked = iter(compress_many(xp, [(s, _start_mask(xp, s)) for s in full]))
+    picked = iter(compress_many(xp, [(s, run_starts(xp, s)) for s in full]))
     return [next(picked) if s.shape[0] else s for s in ss]
 
 
