@@ -70,12 +70,21 @@ def test_replay_json_lines(replay_dir, capsys):
                           "--check"], capsys)
     assert code == 0, err
     lines = [json.loads(x) for x in out.splitlines()]
-    assert lines[0]["batch"] == "base"
+    assert lines[0]["kind"] == "base" and "batch" not in lines[0]
+    assert lines[0]["file"] == str(base) and lines[0]["path"] == "load"
     rows = lines[1:]
+    assert [r["kind"] for r in rows] == ["batch"] * 6
     assert [r["batch"] for r in rows] == list(range(6))
     assert [r["triangles"] for r in rows] == counts
+    files = sorted(p for p in bdir.iterdir())
+    assert [r["file"] for r in rows] == [str(p) for p in files]
     for r in rows:
-        assert {"updates", "seconds", "file"} <= set(r)
+        assert {"updates", "seconds", "path"} <= set(r)
+        assert isinstance(r["updates"], int) and isinstance(r["triangles"], int)
+    # --check reports on stderr, leaving stdout pure JSON lines: one count compared, the
+    # final one, which the oracle confirms
+    assert err.strip().splitlines()[-1].startswith("check: ok, 1 count compared")
+    assert f"{counts[-1]:,}" in err
 
 
 @pytest.mark.parametrize("eps", ["0", "1/3", "1"])
@@ -279,7 +288,8 @@ def test_replay_emit_changes_with_resume(emit_dir, tmp_path, capsys):
                           capsys)
     assert code == 0, err
     lines = [json.loads(x) for x in text.splitlines()]
-    assert lines[0]["batch"] == "resume" and lines[0]["applied"] == 2
+    assert lines[0]["kind"] == "resume" and lines[0]["applied"] == 2
+    assert "batch" not in lines[0]
     assert [d["batch"] for d in lines[1:]] == [2]
     assert {p: (os.stat(p).st_ino, os.stat(p).st_mtime_ns) for p in kept} == kept
     check_final(out, states[-1], key_type)
@@ -290,7 +300,7 @@ def test_replay_emit_changes_with_resume(emit_dir, tmp_path, capsys):
     (out / "triangles.parquet").unlink()
     code, text, err = run(common + ["--resume", str(snaps)], capsys)
     assert code == 0, err
-    assert [json.loads(x)["batch"] for x in text.splitlines()] == ["resume"]
+    assert [json.loads(x)["kind"] for x in text.splitlines()] == ["resume"]
     assert {p: os.stat(p).st_mtime_ns for p in out.rglob("batch-*.parquet")} == kept
     check_final(out, states[-1], key_type)
     # other --emit options than the snapshot's, or a fresh run over an existing change feed

@@ -339,7 +339,11 @@ def replay_files(tmp_path):
 
 
 def run(argv, capsys):
-    code = main([str(a) for a in argv])
+    """(exit code, stdout, stderr) of the CLI; usage errors (SystemExit) included."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -361,7 +365,7 @@ def test_cli_snapshots_then_resume(replay_files, tmp_path, capsys):
     code, out, err = run(common + ["--resume", snaps, "--snapshot-dir", snaps], capsys)
     assert code == 0, err
     lines = [json.loads(x) for x in out.splitlines()]
-    assert lines[0]["batch"] == "resume" and lines[0]["applied"] == 6
+    assert lines[0]["kind"] == "resume" and lines[0]["applied"] == 6
     assert lines[0]["triangles"] == counts[5]
     assert [(r["batch"], r["triangles"]) for r in lines[1:]] == [(6, counts[6])]
     assert snapshot.find_latest(snaps).name == "snapshot-000007"
@@ -378,7 +382,7 @@ def test_cli_resume_without_snapshot_starts_over(replay_files, tmp_path, capsys)
     code, out, err = run(["replay", "--base", base, "--batches", bdir, "--json",
                           "--resume", empty], capsys)
     assert code == 0 and "no complete snapshot" in err and "starting from the beginning" in err
-    assert json.loads(out.splitlines()[0])["batch"] == "base"
+    assert json.loads(out.splitlines()[0])["kind"] == "base"
     assert json.loads(out.splitlines()[-1])["triangles"] == counts[-1]
 
 

@@ -373,7 +373,9 @@ def test_spark_replay_cli(spark, tmp_path, capsys):
                              "--batches", str(tmp_path / "b"), "--json", "--check", *extra])
         assert args.fn(args) == 0
         lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-        assert lines[0]["batch"] == "base" and [x["batch"] for x in lines[1:]] == [0, 1, 2]
+        assert lines[0]["kind"] == "base" and "batch" not in lines[0]
+        assert [x["kind"] for x in lines[1:]] == ["batch"] * 3
+        assert [x["batch"] for x in lines[1:]] == [0, 1, 2]
         assert all(x["seconds"] > 0 for x in lines[1:])
         outs.append([(x["triangles"], x["updates"]) for x in lines])
     assert outs[0] == outs[1]
