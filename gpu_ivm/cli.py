@@ -228,6 +228,29 @@ def _emitted(args) -> list[str]:
     return [n for n in EMIT_CHOICES.values() if n in asked]
 
 
+def _folder_option(value: str | None, option: str, must_exist: bool = False) -> None:
+    """A folder option names a folder (or a path that does not exist yet), not a file."""
+    if value is None:
+        return
+    p = Path(value)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{value} is a file; {option} takes a folder", option=option)
+    if must_exist and not p.exists():
+        raise InputError(f"{value} does not exist", option=option)
+
+
+def _check_backend(choice: str | None) -> None:
+    """Resolve --backend (or $GPU_IVM_BACKEND) before any work, so a bad name or a missing
+    device fails at once."""
+    from .backend import ENV_VAR, get_backend
+
+    try:
+        get_backend(choice)
+    except InputError:
+        raise InputError(f"${ENV_VAR}={os.environ.get(ENV_VAR)!r} is not a backend; use cpu, "
+                         "cuda or auto") from None
+
+
 def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
     if args.emit and args.out is None:
         parser.error("--emit needs --out DIR (the folder the Parquet files are written to)")
@@ -420,6 +443,10 @@ def cmd_replay(args) -> int:
     if args.snapshot_every < 1:
         raise InputError(f"must be at least 1, got {args.snapshot_every}",
                          option="--snapshot-every")
+    for value, option in ((args.snapshot_dir, "--snapshot-dir"), (args.resume, "--resume"),
+                          (args.out, "--out")):
+        _folder_option(value, option)
+    _check_backend(args.backend)
     files = list_batch_files(args.batches)
     keep_snaps = args.snapshot_dir is not None or args.resume is not None
     sizes = [p.stat().st_size for p in files] if keep_snaps else []
@@ -485,7 +512,8 @@ def cmd_replay(args) -> int:
         try:
             r = eng.apply(path, batch_id=i)
         except InputError as e:
-            raise InputError(f"{path.name}: {e}") from e
+            msg = str(e).replace("pass on_conflict='ignore'", "pass --on-conflict ignore")
+            raise InputError(f"{path.name}: {msg}") from e
         total_updates += r.updates
         total_s += r.seconds
         if args.emit_changes and r.path != "skipped":
@@ -495,8 +523,7 @@ def cmd_replay(args) -> int:
             d.update(batch=i, file=str(path))
             _json_line("batch", **d)
         else:
-            print(f"{path.name}: {r.updates:,} updates, "
-                  f"{'Q' if args.relations else 'triangles'} {r.triangles:,} "
+            print(f"{path.name}: {r.updates:,} updates, {what} {r.triangles:,} "
                   f"({r.delta:+,}) [{r.seconds * 1e3:.1f} ms, {r.path}]", flush=True)
         if (i + 1) % args.snapshot_every == 0 or i + 1 == len(files):
             snap(i + 1)
@@ -648,6 +675,10 @@ def main(argv: list[str] | None = None) -> int:
     except GpuIvmError as e:
         print(f"gpu-ivm: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1
+    except OSError as e:  # a file system failure (disk full, permissions): one line
+        where = f": {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"gpu-ivm: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("gpu-ivm: interrupted", file=sys.stderr)
         return 130
