@@ -129,25 +129,17 @@ def _newest_valid(series: Path, below: int, backend) -> Path | None:
     return None
 
 
-def _load_newest(args, series: Path):
-    """(engine, snapshot folder) of the newest snapshot in ``series``, or (None, None). A
-    damaged newest snapshot is refused, naming the newest valid older one and the option
-    that resumes from it (never a silent fallback)."""
-    from .snapshot import SnapshotError, find_latest, list_snapshots, load
+def _damaged(err, args, series: Path, newest: int):
+    """The error for a damaged newest snapshot: it names the newest valid older one and the
+    option that resumes from it (never a silent fallback)."""
+    from .snapshot import SnapshotError
 
-    snaps = list_snapshots(series)
-    if not snaps:
-        return None, None
-    try:
-        latest = find_latest(series)
-        return load(latest, backend=args.backend), latest
-    except SnapshotError as e:
-        older = _newest_valid(series, snaps[-1][0], args.backend)
-        hint = (f"the newest valid older snapshot is {older}; resume from it with "
-                f"--resume {older}" if older is not None else
-                f"no older snapshot in {series} is valid; start over without --resume "
-                "(and with an empty --snapshot-dir)")
-        raise SnapshotError(f"{e}. The newest snapshot is damaged: {hint}") from None
+    older = _newest_valid(series, newest, args.backend)
+    hint = (f"the newest valid older snapshot is {older}; resume from it with "
+            f"--resume {older}" if older is not None else
+            f"no older snapshot in {series} is valid; start over without --resume "
+            "(and with an empty --snapshot-dir)")
+    return SnapshotError(f"{err}. The newest snapshot is damaged: {hint}")
 
 
 def _config_differences(then: dict, now: dict) -> str:
@@ -158,27 +150,38 @@ def _config_differences(then: dict, now: dict) -> str:
 
 def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
     """(engine, number of batch files it holds, snapshot folder) from the newest snapshot in
-    ``args.resume`` (or the snapshot folder it names), or (None, 0, None) when there is none;
-    the snapshot must come from a replay of the same base (content fingerprint) and batch list
-    with the same engine options (else an error, exit 2)."""
+    ``args.resume`` (or the snapshot folder it names), or (None, 0, None) when there is none.
+    The snapshot must come from a replay of the same base (content fingerprint) and batch list
+    with the same engine options (else an error, exit 2); the options and the base are checked
+    on the manifest before the state is read."""
     from .fingerprint import differences, short
-    from .snapshot import MANIFEST, SnapshotError, load, read_manifest
+    from .snapshot import (
+        MANIFEST,
+        SnapshotError,
+        find_latest,
+        list_snapshots,
+        load,
+        read_manifest,
+    )
 
     series, named = _resume_target(args.resume)
     if named is not None:
-        latest, eng = named, load(named, backend=args.backend)
+        latest = named
+        man = read_manifest(latest)
     else:
-        eng, latest = _load_newest(args, series)
-    if latest is None:
-        print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
-              "beginning", file=sys.stderr)
-        return None, 0, None
-    from .graph_engine import GraphEngine
-    from .relation_engine import RelationEngine
-
+        snaps = list_snapshots(series)
+        if not snaps:
+            print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
+                  "beginning", file=sys.stderr)
+            return None, 0, None
+        try:
+            latest = find_latest(series)
+            man = read_manifest(latest)
+        except SnapshotError as e:
+            raise _damaged(e, args, series, snaps[-1][0]) from None
     man_path = latest / MANIFEST
-    meta = read_manifest(latest).get("metadata", {}).get("cli")
-    if not isinstance(eng, (GraphEngine, RelationEngine)) or not isinstance(meta, dict) \
+    meta = man.get("metadata", {}).get("cli")
+    if man.get("form") not in ("graph", "relations") or not isinstance(meta, dict) \
             or not isinstance(meta.get("files"), list):
         raise SnapshotError("not written by `gpu-ivm replay` (no record of the batch files)",
                             file=man_path)
@@ -198,6 +201,14 @@ def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
                          f"{args.base} differs ({', '.join(differences(rec_fp, base_fp))}); "
                          "resume with the same base, or use another snapshot folder",
                          option="--resume")
+    with announce_if_slow(f"restoring {latest}") as step:
+        try:
+            eng = load(latest, backend=args.backend)
+        except SnapshotError as e:
+            if named is not None:
+                raise
+            raise _damaged(e, args, series, snaps[-1][0]) from None
+        step.done = f"restored {latest}"
     n = int(meta.get("applied", -1))
     if n != len(meta["files"]) or n > len(files):
         raise SnapshotError(f"the snapshot holds {n} batch files but {args.batches} has "

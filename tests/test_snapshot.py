@@ -473,6 +473,13 @@ def test_cli_resume_refuses_another_base(replay_files, tmp_path, capsys):
     assert code == 2 and out == "" and "Traceback" not in err
     assert "snapshot of another base" in err and str(base) in err and str(other) in err
     assert "(option --resume)" in err and "column" not in err
+    # checked on the manifest, before the state is read: a damaged data file is not reached
+    data = snaps / "snapshot-000006" / "E.h.arrow"
+    good = data.read_bytes()
+    data.write_bytes(good[:-5])
+    code, _, err = run(common + ["--base", other, "--resume", snaps], capsys)
+    assert code == 2 and "snapshot of another base" in err and str(data) not in err
+    data.write_bytes(good)
     # the same file edited in place is another base too
     saved = base.read_bytes()
     base.write_bytes(saved.replace(b"\n", b"\n0 38\n", 1))
