@@ -599,7 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help="apply a folder of batch files to a base graph",
                        description="Load a base graph and apply a folder of batch files, one "
                                    "batch per file, printing the count after each.")
-    r.add_argument("--base", required=True,
+    r.add_argument("--base", required=True, metavar="GRAPH",
                    help="the base graph (any edge-list file); with --relations a table with "
                         "rel, src, dst, mult holding R, S and T")
     r.add_argument("--batches", required=True, metavar="DIR",
@@ -653,11 +653,11 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run the embedded default workload",
                        description="Generate an R-MAT graph, apply mixed insert/delete batches "
                                    "and compare the final count with a recount.")
-    d.add_argument("--scale", type=positive_int, default=18,
+    d.add_argument("--scale", type=positive_int, default=18, metavar="S",
                    help="R-MAT scale: 2^scale vertices, 16 edges per vertex (default 18)")
-    d.add_argument("--batch-size", type=positive_int, default=1000,
+    d.add_argument("--batch-size", type=positive_int, default=1000, metavar="N",
                    help="updates per batch (default 1000)")
-    d.add_argument("--batches", type=positive_int, default=30,
+    d.add_argument("--batches", type=positive_int, default=30, metavar="N",
                    help="number of batches (default 30)")
     d.add_argument("--epsilon", default="1/2", type=epsilon_arg,
                    help="IVM^eps exponent in [0, 1] (default 1/2)")

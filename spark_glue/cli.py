@@ -50,7 +50,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "spark-replay", help="replay a folder of batch files through a local Spark session",
         description="Same as replay, through Spark: one driver-resident engine, or k^3 "
                     "HyperCube shard engines on the executors (--shards K).")
-    r.add_argument("--base", required=True, help="the base graph (any edge-list file)")
+    r.add_argument("--base", required=True, metavar="GRAPH",
+                   help="the base graph (any edge-list file)")
     r.add_argument("--batches", required=True, metavar="DIR",
                    help="folder of batch files (Parquet, CSV or Arrow IPC with src, dst, sign), "
                         "applied in natural file-name order: digit runs compare as numbers, so "
