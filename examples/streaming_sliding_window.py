@@ -12,6 +12,8 @@
    ``OUT/results/counts/*.parquet`` and the vertices whose count changed
    (``batch_id, vertex, old, new``) to ``OUT/results/vertex_changes/*.parquet``.
    ``--shards K`` keeps both on K³ HyperCube shards on the executors instead.
+   Each micro-batch prints a progress line on stderr (batch id, triangles in the window,
+   seconds).
 3. Writes the final per-vertex counts (``vertex, triangles``; vertices in no triangle left
    out) to ``OUT/vertex_counts.parquet`` and prints the top vertices.
 
@@ -63,6 +65,30 @@ def write_batches(data: pathlib.Path, folder: pathlib.Path, *, days: float, step
     return n
 
 
+def with_progress(sink, engine, *, stream=None):
+    """The ``foreachBatch`` function: ``sink(df, batch_id)``, then one line on stderr with the
+    batch id and the engine's count.
+
+    >>> import io
+    >>> from gpu_ivm.spark_glue import DriverEngine
+    >>> eng = DriverEngine(None, base={"src": [1, 2], "dst": [2, 3]})
+    >>> err = io.StringIO()
+    >>> run = with_progress(lambda b, i: eng.apply(b, batch_id=i), eng, stream=err)
+    >>> run({"src": [3], "dst": [1], "sign": [1]}, 0)
+    >>> err.getvalue().split(" [")[0]
+    'micro-batch 0: 1 triangles in the window'
+    """
+    out = stream if stream is not None else sys.stderr
+
+    def run(df, batch_id: int) -> None:
+        t = time.perf_counter()
+        sink(df, batch_id)
+        print(f"micro-batch {batch_id}: {engine.count():,} triangles in the window "
+              f"[{time.perf_counter() - t:.2f} s]", file=out, flush=True)
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA), help="SNAP temporal edge list")
@@ -92,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     batches = out / "batches"
     if not batches.exists():
         t = time.perf_counter()
+        print(f"reading {args.data} and writing the window's batch files ...",
+              file=sys.stderr, flush=True)
         n = write_batches(pathlib.Path(args.data), batches, days=args.days,
                           step_days=args.step_days, limit=args.limit_batches)
         print(f"wrote {n} batch files to {batches} [{time.perf_counter() - t:.1f} s]")
@@ -106,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     t = time.perf_counter()
     q = (spark.readStream.schema("src bigint, dst bigint, sign bigint")
          .option("maxFilesPerTrigger", 1).parquet(str(batches))
-         .writeStream.foreachBatch(sink)
+         .writeStream.foreachBatch(with_progress(sink, engine))
          .option("checkpointLocation", str(out / "checkpoint"))
          .trigger(availableNow=True).start())
     q.awaitTermination()

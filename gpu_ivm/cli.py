@@ -3,14 +3,19 @@
 Subcommands
 -----------
 count GRAPH          triangles of an edge-list file, as one JSON object
-replay               load a base graph and apply a folder of batch files in name order;
-                     --snapshot-dir/--snapshot-every keep snapshots, --resume continues;
+replay               load a base graph and apply a folder of batch files in natural name
+                     order (batch-2 before batch-10); --snapshot-dir/--snapshot-every keep
+                     snapshots, --resume continues;
                      --emit/--out write per-vertex/per-edge counts or the triangles as Parquet,
                      --emit-changes also each batch's changes; --relations: R, S, T form
 demo                 the embedded default workload (R-MAT graph + mixed batches)
 spark-replay         replay through a local Spark session (one engine or K^3 HyperCube shards)
 
-Exit codes: 0 success, 2 bad input (message on stderr), 1 anything else.
+``gpu-ivm`` without arguments prints the help on stderr and exits 2 (argparse's convention for
+a missing subcommand); ``gpu-ivm --version`` prints the version.
+
+Exit codes: 0 success, 2 bad input or usage (message on stderr), 1 anything else (also a
+failed ``--check``), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -26,6 +31,12 @@ import time
 from pathlib import Path
 
 from .errors import GpuIvmError, InputError
+from .progress import announce_if_slow
+
+DESCRIPTION = ("Exact incremental triangle counts (IVM^eps): count an edge list, or replay "
+               "batches of inserts and deletes on a base graph.")
+EPILOG = ("Run 'gpu-ivm SUBCOMMAND --help' for a subcommand's options. Exit codes: 0 success, "
+          "2 bad input or usage, 1 other errors or a failed --check.")
 
 
 def _progress(iterable, total: int, desc: str, enabled: bool):
@@ -42,26 +53,32 @@ def cmd_count(args) -> int:
     from .static import graph_stats
 
     t0 = time.perf_counter()
-    el = read_edges(args.graph)
+    with announce_if_slow(f"reading {args.graph}") as step:
+        el = read_edges(args.graph)
+        step.done = f"read {el.src.shape[0]:,} edge rows"
     stats = graph_stats((el.src, el.dst)) if not args.directed else None
     if args.directed:
         from .static import count_triangles_arrays, simple_graph
 
         s, d, n = simple_graph(el.src, el.dst, directed=True)
+        cycles = count_triangles_arrays(s, d, directed=True)
         stats = {"vertices": n, "edges": int(s.shape[0]),
                  "self_loops": int((el.src == el.dst).sum()),
-                 "directed_3_cycles": count_triangles_arrays(s, d, directed=True)}
+                 "triangles": cycles, "directed_3_cycles": cycles}
     stats["seconds"] = round(time.perf_counter() - t0, 6)
     stats["file"] = str(args.graph)
-    print(json.dumps(stats))
+    print(json.dumps({"kind": "count", "directed": bool(args.directed), **stats}))
     return 0
 
 
-def _replay_meta(args, files, sizes: list[int], n_applied: int, engine_cfg: dict) -> dict:
-    """What the CLI records in a snapshot's manifest: the run's inputs and the batch files
-    applied so far (index = position in the sorted file list)."""
+def _replay_meta(args, files, sizes: list[int], n_applied: int, engine_cfg: dict,
+                 base_fp: dict) -> dict:
+    """What the CLI records in a snapshot's manifest: the run's inputs (with a content
+    fingerprint of the base) and the batch files applied so far (index = position in the
+    sorted file list)."""
     return {"cli": {
         "base": str(args.base),
+        "base_fingerprint": base_fp,
         "batches": str(args.batches),
         "config": engine_cfg,
         "applied": n_applied,
@@ -87,33 +104,111 @@ def _engine_cfg(args, maintain: list[str]) -> dict:
     return cfg
 
 
-def _resume(args, files, sizes: list[int], cfg: dict):
+def _resume_target(resume: str) -> tuple[Path, Path | None]:
+    """(snapshot series folder, the snapshot folder itself when ``--resume`` names one)."""
+    from .snapshot import MANIFEST, NUMBERED
+
+    r = Path(resume)
+    if r.is_dir() and (NUMBERED.match(r.name) or (r / MANIFEST).exists()):
+        return r.parent, r
+    return r, None
+
+
+def _newest_valid(series: Path, below: int, backend) -> Path | None:
+    """The newest snapshot of ``series`` numbered below ``below`` that restores cleanly."""
+    from .snapshot import SnapshotError, list_snapshots, load
+
+    for n, p in reversed(list_snapshots(series)):
+        if n >= below:
+            continue
+        try:
+            load(p, backend=backend)
+        except SnapshotError:
+            continue
+        return p
+    return None
+
+
+def _damaged(err, args, series: Path, newest: int):
+    """The error for a damaged newest snapshot: it names the newest valid older one and the
+    option that resumes from it (never a silent fallback)."""
+    from .snapshot import SnapshotError
+
+    older = _newest_valid(series, newest, args.backend)
+    hint = (f"the newest valid older snapshot is {older}; resume from it with "
+            f"--resume {older}" if older is not None else
+            f"no older snapshot in {series} is valid; start over without --resume "
+            "(and with an empty --snapshot-dir)")
+    return SnapshotError(f"{err}. The newest snapshot is damaged: {hint}")
+
+
+def _config_differences(then: dict, now: dict) -> str:
+    keys = sorted(set(then) | set(now))
+    return "; ".join(f"{k}: {then.get(k)!r} in the snapshot, {now.get(k)!r} now"
+                     for k in keys if then.get(k) != now.get(k))
+
+
+def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
     """(engine, number of batch files it holds, snapshot folder) from the newest snapshot in
-    ``args.resume``, or (None, 0, None) when there is none; the snapshot must come from a
-    replay of the same batch list with the same engine options (else an error, exit 2)."""
-    from .snapshot import MANIFEST, SnapshotError, find_latest, load, read_manifest
+    ``args.resume`` (or the snapshot folder it names), or (None, 0, None) when there is none.
+    The snapshot must come from a replay of the same base (content fingerprint) and batch list
+    with the same engine options (else an error, exit 2); the options and the base are checked
+    on the manifest before the state is read."""
+    from .fingerprint import differences, short
+    from .snapshot import (
+        MANIFEST,
+        SnapshotError,
+        find_latest,
+        list_snapshots,
+        load,
+        read_manifest,
+    )
 
-    latest = find_latest(args.resume)
-    if latest is None:
-        print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
-              "beginning", file=sys.stderr)
-        return None, 0, None
-    from .graph_engine import GraphEngine
-    from .relation_engine import RelationEngine
-
-    eng = load(latest, backend=args.backend)
+    series, named = _resume_target(args.resume)
+    if named is not None:
+        latest = named
+        man = read_manifest(latest)
+    else:
+        snaps = list_snapshots(series)
+        if not snaps:
+            print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
+                  "beginning", file=sys.stderr)
+            return None, 0, None
+        try:
+            latest = find_latest(series)
+            man = read_manifest(latest)
+        except SnapshotError as e:
+            raise _damaged(e, args, series, snaps[-1][0]) from None
     man_path = latest / MANIFEST
-    meta = read_manifest(latest).get("metadata", {}).get("cli")
-    if not isinstance(eng, (GraphEngine, RelationEngine)) or not isinstance(meta, dict) \
+    meta = man.get("metadata", {}).get("cli")
+    if man.get("form") not in ("graph", "relations") or not isinstance(meta, dict) \
             or not isinstance(meta.get("files"), list):
         raise SnapshotError("not written by `gpu-ivm replay` (no record of the batch files)",
                             file=man_path)
     eng_meta = meta.get("config", {})
     if eng_meta != cfg:
-        raise InputError(f"{latest.name} was taken with {eng_meta}, but this run asks for "
-                         f"{cfg}; pass the same --epsilon/--directed/--on-conflict/"
-                         "--relations/--emit/--emit-changes",
-                         column="resume")
+        raise InputError(f"{latest} was taken with other engine options ("
+                         f"{_config_differences(eng_meta, cfg)}); pass the same --epsilon/"
+                         "--directed/--on-conflict/--relations/--emit/--emit-changes",
+                         option="--resume")
+    rec_fp = meta.get("base_fingerprint")
+    if not isinstance(rec_fp, dict):
+        print(f"gpu-ivm: note: {latest} records no fingerprint of its base (written by an "
+              "older gpu-ivm); the base is not checked", file=sys.stderr)
+    elif differences(rec_fp, base_fp):
+        raise InputError(f"{latest} is a snapshot of another base: it was taken with --base "
+                         f"{meta.get('base')} ({short(rec_fp)}), this run's --base "
+                         f"{args.base} differs ({', '.join(differences(rec_fp, base_fp))}); "
+                         "resume with the same base, or use another snapshot folder",
+                         option="--resume")
+    with announce_if_slow(f"restoring {latest}") as step:
+        try:
+            eng = load(latest, backend=args.backend)
+        except SnapshotError as e:
+            if named is not None:
+                raise
+            raise _damaged(e, args, series, snaps[-1][0]) from None
+        step.done = f"restored {latest}"
     n = int(meta.get("applied", -1))
     if n != len(meta["files"]) or n > len(files):
         raise SnapshotError(f"the snapshot holds {n} batch files but {args.batches} has "
@@ -123,7 +218,7 @@ def _resume(args, files, sizes: list[int], cfg: dict):
             raise InputError(f"batch file {rec.get('index')} was {rec.get('file')!r} "
                              f"({rec.get('bytes')} bytes) when {latest.name} was taken, now "
                              f"{p.name!r} ({b} bytes): not the same batch list",
-                             column="resume")
+                             option="--resume")
     expect_last = n - 1 if n else None
     if eng.last_batch_id != expect_last:
         raise SnapshotError(f"last batch id {eng.last_batch_id} does not match the "
@@ -142,6 +237,29 @@ def _emitted(args) -> list[str]:
     """The results asked for with --emit, as engine names, in a fixed order."""
     asked = {EMIT_CHOICES[e] for e in args.emit or ()}
     return [n for n in EMIT_CHOICES.values() if n in asked]
+
+
+def _folder_option(value: str | None, option: str, must_exist: bool = False) -> None:
+    """A folder option names a folder (or a path that does not exist yet), not a file."""
+    if value is None:
+        return
+    p = Path(value)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{value} is a file; {option} takes a folder", option=option)
+    if must_exist and not p.exists():
+        raise InputError(f"{value} does not exist", option=option)
+
+
+def _check_backend(choice: str | None) -> None:
+    """Resolve --backend (or $GPU_IVM_BACKEND) before any work, so a bad name or a missing
+    device fails at once."""
+    from .backend import ENV_VAR, get_backend
+
+    try:
+        get_backend(choice)
+    except InputError:
+        raise InputError(f"${ENV_VAR}={os.environ.get(ENV_VAR)!r} is not a backend; use cpu, "
+                         "cuda or auto") from None
 
 
 def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
@@ -218,7 +336,7 @@ def _prepare_out(out: Path, names: list[str], changes: bool, start: int,
                 if (m := _BATCH_FILE.fullmatch(p.name))]
         if held and not resumed:
             raise InputError(f"{d} already holds change files of another run; continue it "
-                             "with --resume, or write to an empty --out folder", column="out")
+                             "with --resume, or write to an empty --out folder", option="--out")
         for i, p in held:
             if i >= start:
                 p.unlink()
@@ -241,26 +359,33 @@ def _write_changes(eng, out: Path, names: list[str], batch: int, rep) -> None:
 
 
 def _new_engine(args, maintain: list[str]):
-    """A fresh engine with the base loaded: (engine, load report)."""
+    """A fresh engine with the base loaded: (engine, load report). A load that takes longer
+    than a few seconds is announced on stderr (gpu_ivm.progress)."""
     kw = {"epsilon": args.epsilon, "backend": args.backend, "maintain": maintain or None,
           "track_changes": bool(args.emit_changes)}
+    what = "relations" if args.relations else "graph"
     try:
-        if args.relations:
-            from .io import read_relation_updates
-            from .relation_engine import RelationEngine
+        with announce_if_slow(f"loading base {what} {args.base}") as step:
+            if args.relations:
+                from .io import read_relation_updates
+                from .relation_engine import RelationEngine
 
-            eng = RelationEngine(**kw)
-            u = read_relation_updates(args.base)
-            parts = {nm: {"src": u.src[u.rel == k], "dst": u.dst[u.rel == k],
-                          "mult": u.mult[u.rel == k]} for k, nm in enumerate("RST")}
-            return eng, eng.load(**parts)
-        from .graph_engine import GraphEngine
+                eng = RelationEngine(**kw)
+                u = read_relation_updates(args.base)
+                parts = {nm: {"src": u.src[u.rel == k], "dst": u.dst[u.rel == k],
+                              "mult": u.mult[u.rel == k]} for k, nm in enumerate("RST")}
+                rep = eng.load(**parts)
+                step.done = f"loaded {eng.size:,} tuples"
+            else:
+                from .graph_engine import GraphEngine
 
-        eng = GraphEngine(directed=args.directed, on_conflict=args.on_conflict or "error", **kw)
-        return eng, eng.load(args.base)
+                eng = GraphEngine(directed=args.directed,
+                                  on_conflict=args.on_conflict or "error", **kw)
+                rep = eng.load(args.base)
+                step.done = f"loaded {eng.num_edges:,} edges"
+        return eng, rep
     except InputError as e:
-        raise InputError(f"base {'relations' if args.relations else 'graph'} {args.base}: "
-                         f"{e}") from e
+        raise InputError(f"base {what} {args.base}: {e}") from e
 
 
 def _recount(eng, args) -> int:
@@ -282,32 +407,83 @@ def _recount(eng, args) -> int:
     return int(relation_triangle_sum(*parts, max(uniq.shape[0], 1)))
 
 
+def _snapshot_series_check(args) -> list[Path]:
+    """A fresh run refuses a --snapshot-dir holding another run's snapshots. Returns the
+    snapshots of the series newer than the one ``--resume`` names explicitly: once that one
+    is restored they are dropped (:func:`_drop_newer`), so the series continues from it."""
+    from .snapshot import NUMBERED, list_snapshots
+
+    snap_dir = args.snapshot_dir
+    held = list_snapshots(snap_dir)
+    if not held:
+        return []
+    if args.resume is None:
+        raise InputError(f"{snap_dir} already holds snapshots of another run; resume from it "
+                         "with --resume, or use an empty folder", option="--snapshot-dir")
+    series, named = _resume_target(args.resume)
+    if os.path.realpath(series) != os.path.realpath(snap_dir):
+        raise InputError(f"{snap_dir} already holds snapshots of another run than the one "
+                         f"resumed from {args.resume}; pass the same folder to --resume and "
+                         "--snapshot-dir, or use an empty folder", option="--snapshot-dir")
+    if named is None or not NUMBERED.match(named.name):
+        return []
+    mine = int(NUMBERED.match(named.name).group(1))
+    return [p for n, p in held if n > mine]
+
+
+def _drop_newer(newer: list[Path], resumed: Path) -> None:
+    import shutil
+
+    for p in newer:
+        trash = p.parent / f"{p.name}.old-{secrets.token_hex(4)}"
+        os.replace(p, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    if newer:
+        print(f"gpu-ivm: note: removed {len(newer)} snapshot(s) newer than {resumed.name} "
+              f"({', '.join(p.name for p in newer)}); the series continues from "
+              f"{resumed.name}", file=sys.stderr)
+
+
+def _json_line(kind: str, **fields) -> None:
+    print(json.dumps({"kind": kind, **fields}), flush=True)
+
+
 def cmd_replay(args) -> int:
     from .io import list_batch_files
 
-    files = list_batch_files(args.batches)
-    sizes = [p.stat().st_size for p in files] if args.snapshot_dir or args.resume else []
     if args.snapshot_every < 1:
-        raise InputError("--snapshot-every must be at least 1", column="snapshot-every")
+        raise InputError(f"must be at least 1, got {args.snapshot_every}",
+                         option="--snapshot-every")
+    for value, option in ((args.snapshot_dir, "--snapshot-dir"), (args.resume, "--resume"),
+                          (args.out, "--out")):
+        _folder_option(value, option)
+    _check_backend(args.backend)
+    files = list_batch_files(args.batches)
+    keep_snaps = args.snapshot_dir is not None or args.resume is not None
+    sizes = [p.stat().st_size for p in files] if keep_snaps else []
     emit = _emitted(args)
     out = Path(args.out) if emit else None
     cfg = _engine_cfg(args, emit)
     what = "Q" if args.relations else "directed 3-cycles" if args.directed else "triangles"
     size_key = "tuples" if args.relations else "edges"
-    snap_dir = args.snapshot_dir
-    if snap_dir is not None:
-        from .snapshot import list_snapshots
+    base_fp = None
+    if keep_snaps:
+        from .fingerprint import fingerprint
 
-        same = args.resume is not None and \
-            os.path.realpath(args.resume) == os.path.realpath(snap_dir)
-        if list_snapshots(snap_dir) and not same:
-            raise InputError(f"{snap_dir} already holds snapshots of another run; resume "
-                             "from it with --resume, or use an empty folder",
-                             column="snapshot-dir")
+        try:
+            with announce_if_slow(f"fingerprinting base {args.base}") as step:
+                base_fp = fingerprint(args.base)
+                step.done = f"fingerprinted {base_fp['bytes']:,} bytes"
+        except InputError as e:
+            raise InputError(f"base {args.base}: {e}") from e
+    snap_dir = args.snapshot_dir
+    newer = _snapshot_series_check(args) if snap_dir is not None else []
     eng, start, resumed_from = None, 0, None
     t_resume = time.perf_counter()
     if args.resume is not None:
-        eng, start, resumed_from = _resume(args, files, sizes, cfg)
+        eng, start, resumed_from = _resume(args, files, sizes, cfg, base_fp)
+    if resumed_from is not None:
+        _drop_newer(newer, resumed_from)
     if out is not None:
         _prepare_out(out, emit, args.emit_changes, start, resumed_from is not None)
 
@@ -315,7 +491,8 @@ def cmd_replay(args) -> int:
         if snap_dir is not None:
             from .snapshot import save_numbered
 
-            save_numbered(eng, snap_dir, n, metadata=_replay_meta(args, files, sizes, n, cfg))
+            save_numbered(eng, snap_dir, n,
+                          metadata=_replay_meta(args, files, sizes, n, cfg, base_fp))
 
     def size(e) -> int:
         return e.size if args.relations else e.num_edges
@@ -324,22 +501,21 @@ def cmd_replay(args) -> int:
         eng, rep = _new_engine(args, emit)
         if args.json:
             d = rep.to_dict()
-            d.update(batch="base", file=str(args.base))
-            print(json.dumps(d), flush=True)
+            d.pop("batch", None)
+            d.update(file=str(args.base), **{size_key: size(eng)})
+            _json_line("base", **d)
         else:
             print(f"base: {size(eng):,} {size_key}, {eng.count():,} {what} "
                   f"[{rep.seconds:.2f} s]", flush=True)
         snap(0)
     else:
         if args.json:
-            print(json.dumps({"batch": "resume", "rows": 0, "updates": 0,
-                              "triangles": eng.count(), "delta": 0,
-                              "seconds": round(time.perf_counter() - t_resume, 6),
-                              "path": "resume", "applied": start, size_key: size(eng),
-                              "file": str(resumed_from)}), flush=True)
+            _json_line("resume", rows=0, updates=0, triangles=eng.count(), delta=0,
+                       seconds=round(time.perf_counter() - t_resume, 6), path="resume",
+                       applied=start, **{size_key: size(eng)}, file=str(resumed_from))
         else:
-            print(f"resumed: {start} of {len(files)} batch files already applied, "
-                  f"{size(eng):,} {size_key}, {eng.count():,} {what}", flush=True)
+            print(f"resumed from {resumed_from}: {start} of {len(files)} batch files already "
+                  f"applied, {size(eng):,} {size_key}, {eng.count():,} {what}", flush=True)
     total_updates = 0
     total_s = 0.0
     todo = list(enumerate(files))[start:]
@@ -347,18 +523,18 @@ def cmd_replay(args) -> int:
         try:
             r = eng.apply(path, batch_id=i)
         except InputError as e:
-            raise InputError(f"{path.name}: {e}") from e
+            msg = str(e).replace("pass on_conflict='ignore'", "pass --on-conflict ignore")
+            raise InputError(f"{path.name}: {msg}") from e
         total_updates += r.updates
         total_s += r.seconds
         if args.emit_changes and r.path != "skipped":
             _write_changes(eng, out, emit, i, r)
         if args.json:
             d = r.to_dict()
-            d.update(batch=i, file=path.name)
-            print(json.dumps(d), flush=True)
+            d.update(batch=i, file=str(path))
+            _json_line("batch", **d)
         else:
-            print(f"{path.name}: {r.updates:,} updates, "
-                  f"{'Q' if args.relations else 'triangles'} {r.triangles:,} "
+            print(f"{path.name}: {r.updates:,} updates, {what} {r.triangles:,} "
                   f"({r.delta:+,}) [{r.seconds * 1e3:.1f} ms, {r.path}]", flush=True)
         if (i + 1) % args.snapshot_every == 0 or i + 1 == len(files):
             snap(i + 1)
@@ -366,9 +542,13 @@ def cmd_replay(args) -> int:
     if args.check:
         expect = _recount(eng, args)
         if expect != eng.count():
-            print(f"check failed: maintained {eng.count()} but recount {expect}",
+            print(f"check failed: maintained {eng.count()} but a static recount of the final "
+                  f"{'relations' if args.relations else 'graph'} gives {expect}",
                   file=sys.stderr)
             return 1
+        print(f"check: ok, 1 count compared (the final {what} count {eng.count():,} equals a "
+              f"static recount of the final {'relations' if args.relations else 'graph'})",
+              file=sys.stderr, flush=True)
     for name in emit:
         target = out / f"{name}.parquet"
         rows = _write_parquet(target, getattr(eng, name)(RESULT_CHUNK))
@@ -389,40 +569,71 @@ def cmd_demo(args) -> int:
     return 0 if res["ok"] else 1
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from . import __version__
+
+    try:
+        return version("gpu_ivm")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpu-ivm", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("count", help="count the triangles of an edge-list file")
+    from .cli_types import BACKENDS, epsilon_arg, positive_int
+
+    p = argparse.ArgumentParser(prog="gpu-ivm", description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}",
+                   help="print the version and exit")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="SUBCOMMAND")
+    c = sub.add_parser("count", help="count the triangles of an edge-list file",
+                       description="Count the triangles of an edge-list file; prints one JSON "
+                                   "object (kind, vertices, edges, self_loops, triangles, "
+                                   "seconds, file).")
     c.add_argument("graph", help="edge list: SNAP text (.txt/.gz), CSV, Parquet or Arrow IPC")
-    c.add_argument("--directed", action="store_true", help="count directed 3-cycles instead")
+    c.add_argument("--directed", action="store_true",
+                   help="count directed 3-cycles instead (reported as triangles and, as "
+                        "before, directed_3_cycles)")
     c.set_defaults(fn=cmd_count)
-    r = sub.add_parser("replay", help="apply a folder of batch files to a base graph")
-    r.add_argument("--base", required=True,
+    r = sub.add_parser("replay", help="apply a folder of batch files to a base graph",
+                       description="Load a base graph and apply a folder of batch files, one "
+                                   "batch per file, printing the count after each.")
+    r.add_argument("--base", required=True, metavar="GRAPH",
                    help="the base graph (any edge-list file); with --relations a table with "
                         "rel, src, dst, mult holding R, S and T")
-    r.add_argument("--batches", required=True,
+    r.add_argument("--batches", required=True, metavar="DIR",
                    help="folder of batch files (Parquet, CSV or Arrow IPC with src, dst, sign; "
-                        "with --relations rel, src, dst, mult)")
+                        "with --relations rel, src, dst, mult), applied in natural file-name "
+                        "order: digit runs compare as numbers, so batch-2 comes before "
+                        "batch-10")
     r.add_argument("--relations", action="store_true",
                    help="the three-relation form: maintain Q = sum R(a,b)*S(b,c)*T(c,a) over "
                         "bag relations instead of the triangles of one graph")
-    r.add_argument("--epsilon", default="1/2", help="IVM^eps exponent, e.g. 1/2 (default)")
+    r.add_argument("--epsilon", default="1/2", type=epsilon_arg,
+                   help="IVM^eps exponent in [0, 1], e.g. 1/2 (default), 1/3, 0.5")
     r.add_argument("--directed", action="store_true", help="maintain directed 3-cycles")
-    r.add_argument("--json", action="store_true", help="one JSON line per batch")
+    r.add_argument("--json", action="store_true",
+                   help="JSON lines on stdout: one for the base (kind base) or the resumed "
+                        "snapshot (kind resume), then one per batch (kind batch)")
     r.add_argument("--on-conflict", choices=["error", "ignore"], default=None,
                    help="inserting a present / deleting an absent edge: fail (default) or skip")
-    r.add_argument("--backend", default=None, help="cpu, cuda or auto (default: $GPU_IVM_BACKEND"
-                                                   " or cpu)")
+    r.add_argument("--backend", default=None, choices=BACKENDS, type=str.lower,
+                   help="cpu, cuda or auto (default: $GPU_IVM_BACKEND or cpu)")
     r.add_argument("--check", action="store_true",
-                   help="recount from scratch at the end and fail on a mismatch")
+                   help="recount the final graph from scratch and fail (exit 1) on a "
+                        "mismatch; prints the result on stderr")
     r.add_argument("--snapshot-dir", default=None, metavar="DIR",
                    help="keep snapshots in DIR (DIR/snapshot-<n>, n = batch files applied; "
-                        "the newest two are kept)")
-    r.add_argument("--snapshot-every", type=int, default=1, metavar="K",
+                        "the newest two are kept); each records a fingerprint of the base and "
+                        "the engine options")
+    r.add_argument("--snapshot-every", type=positive_int, default=1, metavar="K",
                    help="snapshot after every K batch files (default 1) and after the last")
     r.add_argument("--resume", default=None, metavar="DIR",
-                   help="continue from the newest snapshot in DIR, skipping the batch files it "
-                        "holds (no snapshot there: start from the beginning)")
+                   help="continue from the newest snapshot in DIR (or from the snapshot folder "
+                        "DIR/snapshot-<n> itself), skipping the batch files it holds; the base, "
+                        "batch list and options must match the snapshot's. No snapshot in DIR: "
+                        "start from the beginning (noted on stderr)")
     r.add_argument("--emit", nargs="+", action="extend", choices=list(EMIT_CHOICES),
                    metavar="RESULT",
                    help="maintain and, after the last batch, write these results to --out as "
@@ -439,11 +650,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "parquet (NNNNNN = batch number); a fresh run needs a folder without "
                         "change files, --resume keeps those of the batches already applied")
     r.set_defaults(fn=cmd_replay, check_args=lambda a: _check_replay_args(r, a))
-    d = sub.add_parser("demo", help="run the embedded default workload")
-    d.add_argument("--scale", type=int, default=18, help="R-MAT scale (default 18)")
-    d.add_argument("--batch-size", type=int, default=1000)
-    d.add_argument("--batches", type=int, default=30)
-    d.add_argument("--epsilon", default="1/2")
+    d = sub.add_parser("demo", help="run the embedded default workload",
+                       description="Generate an R-MAT graph, apply mixed insert/delete batches "
+                                   "and compare the final count with a recount.")
+    d.add_argument("--scale", type=positive_int, default=18, metavar="S",
+                   help="R-MAT scale: 2^scale vertices, 16 edges per vertex (default 18)")
+    d.add_argument("--batch-size", type=positive_int, default=1000, metavar="N",
+                   help="updates per batch (default 1000)")
+    d.add_argument("--batches", type=positive_int, default=30, metavar="N",
+                   help="number of batches (default 30)")
+    d.add_argument("--epsilon", default="1/2", type=epsilon_arg,
+                   help="IVM^eps exponent in [0, 1] (default 1/2)")
     d.set_defaults(fn=cmd_demo)
     from .spark_glue.cli import add_parser as add_spark_replay
 
@@ -452,7 +669,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv:
+        parser.print_help(sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     check = getattr(args, "check_args", None)
     if check is not None:
         check(args)
@@ -464,6 +686,10 @@ def main(argv: list[str] | None = None) -> int:
     except GpuIvmError as e:
         print(f"gpu-ivm: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1
+    except OSError as e:  # a file system failure (disk full, permissions): one line
+        where = f": {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"gpu-ivm: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("gpu-ivm: interrupted", file=sys.stderr)
         return 130

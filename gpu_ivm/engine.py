@@ -425,12 +425,13 @@ class TriangleEngineBase:
             )
 
     # ------------------------------------------------------------------ persistence
-    def snapshot(self, path, *, metadata: dict | None = None) -> dict:
+    def snapshot(self, path, *, metadata: dict | None = None):
         """Write the whole state to folder ``path`` atomically (see :mod:`gpu_ivm.snapshot`);
-        returns the manifest."""
-        from .snapshot import save
+        returns a :class:`gpu_ivm.snapshot.SnapshotInfo` (path, batch_id, count, files, bytes,
+        created). The full manifest is ``gpu_ivm.snapshot.read_manifest(path)``."""
+        from .snapshot import SnapshotInfo, save
 
-        return save(self, path, metadata=metadata)
+        return SnapshotInfo.of(path, save(self, path, metadata=metadata))
 
     @classmethod
     def restore(cls, path, *, backend=None):

@@ -21,10 +21,22 @@ class InputError(GpuIvmError, ValueError):
         The column at fault, when one is.
     row : int or None
         The 0-based index of the first offending row in the input, when one is.
+    option : str or None
+        The command-line option at fault (e.g. ``"--resume"``), when one is.
+
+    Examples
+    --------
+    >>> str(InputError("no such column", column="sign", row=3))
+    "no such column (column 'sign', row 3)"
+    >>> str(InputError("must be at least 1", option="--snapshot-every"))
+    'must be at least 1 (option --snapshot-every)'
     """
 
-    def __init__(self, message: str, *, column: str | None = None, row: int | None = None):
+    def __init__(self, message: str, *, column: str | None = None, row: int | None = None,
+                 option: str | None = None):
         where = []
+        if option is not None:
+            where.append(f"option {option}")
         if column is not None:
             where.append(f"column {column!r}")
         if row is not None:
@@ -33,6 +45,7 @@ class InputError(GpuIvmError, ValueError):
         super().__init__(full)
         self.column = column
         self.row = row
+        self.option = option
 
 
 class ConflictError(InputError):

@@ -50,6 +50,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -57,6 +58,7 @@ import re
 import secrets
 import shutil
 import time
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -72,6 +74,7 @@ __all__ = [
     "MANIFEST",
     "SLEEP_ENV",
     "SnapshotError",
+    "SnapshotInfo",
     "find_latest",
     "list_snapshots",
     "load",
@@ -100,6 +103,57 @@ class SnapshotError(GpuIvmError, ValueError):
     def __init__(self, message: str, *, file: str | os.PathLike[str] | None = None):
         self.file = None if file is None else str(file)
         super().__init__(f"{self.file}: {message}" if self.file else message)
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """What :meth:`GraphEngine.snapshot` / :meth:`RelationEngine.snapshot` wrote.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The snapshot folder.
+    batch_id : int or None
+        The engine's ``last_batch_id`` (None before the first batch with an id).
+    count : int
+        The maintained count (triangles, directed 3-cycles or Q) at the snapshot.
+    files : int
+        Files written, the manifest included.
+    bytes : int
+        Their total size in bytes.
+    created : float
+        Unix time (seconds) the snapshot was written.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from gpu_ivm import GraphEngine
+    >>> g = GraphEngine()
+    >>> _ = g.load({"src": [1, 2, 3], "dst": [2, 3, 1]})
+    >>> info = g.snapshot(pathlib.Path(tempfile.mkdtemp()) / "s")
+    >>> info.count, info.batch_id, info.files, info.bytes > 0
+    (1, None, 6, True)
+    """
+
+    path: Path
+    batch_id: int | None
+    count: int
+    files: int
+    bytes: int
+    created: float
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str], manifest: dict) -> SnapshotInfo:
+        """The summary of the snapshot at ``path`` with the manifest ``manifest``."""
+        folder = Path(path)
+        files = manifest.get("files", {})
+        size = sum(int(f.get("bytes", 0)) for f in files.values())
+        with contextlib.suppress(OSError):
+            size += (folder / MANIFEST).stat().st_size
+        last = manifest.get("last_batch_id")
+        return cls(path=folder, batch_id=None if last is None else int(last),
+                   count=int(manifest.get("count", 0)), files=len(files) + 1, bytes=size,
+                   created=float(manifest.get("created_unix", 0.0)))
 
 
 # ---------------------------------------------------------------------------- low-level I/O

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ import pytest
 from oracle import GraphOracle, RelationsOracle
 from streams import graph_batches
 
-from gpu_ivm.cli import main
+from gpu_ivm.cli import build_parser, main
 
 
 def run(argv, capsys):
@@ -70,12 +71,23 @@ def test_replay_json_lines(replay_dir, capsys):
                           "--check"], capsys)
     assert code == 0, err
     lines = [json.loads(x) for x in out.splitlines()]
-    assert lines[0]["batch"] == "base"
+    assert lines[0]["kind"] == "base" and "batch" not in lines[0]
+    assert lines[0]["file"] == str(base) and lines[0]["path"] == "load"
     rows = lines[1:]
+    assert [r["kind"] for r in rows] == ["batch"] * 6
     assert [r["batch"] for r in rows] == list(range(6))
     assert [r["triangles"] for r in rows] == counts
+    files = sorted(p for p in bdir.iterdir())
+    assert [r["file"] for r in rows] == [str(p) for p in files]
     for r in rows:
-        assert {"updates", "seconds", "file"} <= set(r)
+        assert {"updates", "seconds", "path"} <= set(r)
+    for r in lines:  # integers stay integers: only the timings are floats
+        nums = {k for k, v in r.items() if isinstance(v, (int, float))}
+        assert nums and all(isinstance(r[k], int) for k in nums if k != "seconds"), r
+    # --check reports on stderr, leaving stdout pure JSON lines: one count compared, the
+    # final one, which the oracle confirms
+    assert err.strip().splitlines()[-1].startswith("check: ok, 1 count compared")
+    assert f"{counts[-1]:,}" in err
 
 
 @pytest.mark.parametrize("eps", ["0", "1/3", "1"])
@@ -279,7 +291,8 @@ def test_replay_emit_changes_with_resume(emit_dir, tmp_path, capsys):
                           capsys)
     assert code == 0, err
     lines = [json.loads(x) for x in text.splitlines()]
-    assert lines[0]["batch"] == "resume" and lines[0]["applied"] == 2
+    assert lines[0]["kind"] == "resume" and lines[0]["applied"] == 2
+    assert "batch" not in lines[0]
     assert [d["batch"] for d in lines[1:]] == [2]
     assert {p: (os.stat(p).st_ino, os.stat(p).st_mtime_ns) for p in kept} == kept
     check_final(out, states[-1], key_type)
@@ -290,7 +303,7 @@ def test_replay_emit_changes_with_resume(emit_dir, tmp_path, capsys):
     (out / "triangles.parquet").unlink()
     code, text, err = run(common + ["--resume", str(snaps)], capsys)
     assert code == 0, err
-    assert [json.loads(x)["batch"] for x in text.splitlines()] == ["resume"]
+    assert [json.loads(x)["kind"] for x in text.splitlines()] == ["resume"]
     assert {p: os.stat(p).st_mtime_ns for p in out.rglob("batch-*.parquet")} == kept
     check_final(out, states[-1], key_type)
     # other --emit options than the snapshot's, or a fresh run over an existing change feed
@@ -394,3 +407,194 @@ def test_replay_emit_argument_errors(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert message in err and "usage: gpu-ivm replay" in err
     assert not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------- first contact (issue 13)
+
+
+def walk_parsers(parser, name="gpu-ivm"):
+    """(name, parser) for the top-level parser and every subcommand's."""
+    yield name, parser
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub, sp in a.choices.items():
+                yield from walk_parsers(sp, f"{name} {sub}")
+
+
+def test_every_option_has_help_and_no_rst_markup():
+    parsers = list(walk_parsers(build_parser()))
+    assert {n for n, _ in parsers} == {"gpu-ivm", "gpu-ivm count", "gpu-ivm replay",
+                                       "gpu-ivm demo", "gpu-ivm spark-replay"}
+    for name, parser in parsers:
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                helps = [c.help for c in a._choices_actions]
+                assert len(helps) == len(a.choices) and all(helps), name
+                continue
+            assert a.help and a.help.strip(), (name, a.option_strings or a.dest)
+        text = parser.format_help()
+        assert "``" not in text, name
+
+
+def test_version_and_no_arguments(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    out, _ = capsys.readouterr()
+    assert e.value.code == 0 and out == f"gpu-ivm {version('gpu_ivm')}\n"
+    code, out, err = run([], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("usage: gpu-ivm") and "--version" in err
+    for sub in ("count", "replay", "demo", "spark-replay"):
+        assert sub in err
+
+
+def run_usage(argv, capsys):
+    """Like run, but a usage error (argparse's SystemExit) gives its exit code too."""
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    (tmp_path / "g.txt").write_text("1 2\n2 3\n3 1\n")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "b1.csv").write_text("src,dst,sign\n1,4,1\n")
+    (tmp_path / "dup").mkdir()
+    (tmp_path / "dup" / "b1.csv").write_text("src,dst,sign\n1,2,1\n")
+    (tmp_path / "empty").mkdir()
+    return tmp_path
+
+
+MALFORMED = [
+    (["count"], "required: graph"),
+    (["count", "T/nope.txt"], "does not exist"),
+    (["count", "T/b"], "directory"),
+    (["replay"], "required: --base, --batches"),
+    (["replay", "--base", "T/g.txt"], "required: --batches"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b/b1.csv"], "not a directory"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/nope"], "does not exist"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/empty"], "holds no batch files"),
+    (["replay", "--base", "T/nope", "--batches", "T/b"], "does not exist"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b", "--epsilon", "2"],
+     "argument --epsilon: '2' is not a fraction in [0, 1]"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b", "--epsilon", "abc"],
+     "argument --epsilon: 'abc'"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b", "--snapshot-every", "-1"],
+     "argument --snapshot-every: '-1' is not a whole number of at least 1"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b", "--snapshot-every", "1.5"],
+     "argument --snapshot-every"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b", "--backend", "gpu"],
+     "argument --backend: invalid choice"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b", "--resume", "T/g.txt"],
+     "(option --resume)"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b", "--snapshot-dir", "T/g.txt"],
+     "(option --snapshot-dir)"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/b", "--emit", "triangles", "--out",
+      "T/g.txt"], "(option --out)"),
+    (["replay", "--base", "T/g.txt", "--batches", "T/dup"], "pass --on-conflict ignore"),
+    (["demo", "--scale", "0"], "argument --scale"),
+    (["demo", "--batch-size", "x"], "argument --batch-size"),
+    (["demo", "--epsilon", "3"], "argument --epsilon"),
+    (["spark-replay", "--base", "T/g.txt", "--batches", "T/b", "--shards", "-1"],
+     "argument --shards"),
+    (["spark-replay", "--base", "T/g.txt", "--batches", "T/b", "--epsilon", "1.5"],
+     "argument --epsilon"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+]
+
+
+@pytest.mark.parametrize("argv, message", MALFORMED)
+def test_malformed_invocations_exit_2_with_one_line(tiny, capsys, argv, message):
+    argv = [a.replace("T/", f"{tiny}/") for a in argv]
+    code, out, err = run_usage(argv, capsys)
+    assert code == 2, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("gpu-ivm") and "error: " in last and message in last, err
+    assert "column 'resume'" not in err and "column 'out'" not in err
+    if "--batches" in argv and "dup" not in argv[argv.index("--batches") + 1]:
+        assert out == ""  # refused before any work
+    assert not (tiny / "g.txt").is_dir()
+
+
+def test_count_directed_reports_triangles(tmp_path, capsys):
+    rng = np.random.default_rng(8)
+    edges = {(int(a), int(b)) for a, b in rng.integers(0, 14, (90, 2)) if a != b}
+    f = tmp_path / "d.txt"
+    f.write_text("".join(f"{a}\t{b}\n" for a, b in sorted(edges)))
+    # brute force: ordered triples a -> b -> c -> a of distinct vertices, each cycle 3 times
+    nodes = sorted({v for e in edges for v in e})
+    cycles = sum((a, b) in edges and (b, c) in edges and (c, a) in edges
+                 for a in nodes for b in nodes for c in nodes if len({a, b, c}) == 3) // 3
+    assert cycles > 0
+    code, out, _ = run(["count", "--directed", str(f)], capsys)
+    d = json.loads(out)
+    assert code == 0 and d["kind"] == "count" and d["directed"] is True
+    assert d["triangles"] == d["directed_3_cycles"] == cycles
+    assert d["edges"] == len(edges) and d["file"] == str(f)
+    code, out, _ = run(["count", str(f)], capsys)
+    G = nx.Graph(list(edges))
+    d = json.loads(out)
+    assert d["kind"] == "count" and d["directed"] is False and "directed_3_cycles" not in d
+    assert d["triangles"] == sum(nx.triangles(G).values()) // 3
+
+
+def test_slow_base_load_announced_on_stderr(replay_dir, capsys, monkeypatch):
+    """With GPU_IVM_PROGRESS_AFTER=0 every base load counts as slow: stderr names it and the
+    edges loaded (the distinct non-loop pairs of the file); stdout stays pure JSON."""
+    base, bdir, counts = replay_dir
+    monkeypatch.setenv("GPU_IVM_PROGRESS_AFTER", "0")
+    pairs = {tuple(sorted(map(int, line.split()))) for line in base.read_text().splitlines()
+             if not line.startswith("#")}
+    n_edges = len({p for p in pairs if p[0] != p[1]})
+    code, out, err = run(["replay", "--base", str(base), "--batches", str(bdir), "--json"],
+                         capsys)
+    assert code == 0, err
+    assert f"gpu-ivm: loading base graph {base} ..." in err
+    assert f"gpu-ivm: loaded {n_edges:,} edges in " in err
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert [x["kind"] for x in lines] == ["base"] + ["batch"] * len(counts)
+    assert lines[0]["edges"] == n_edges
+    monkeypatch.setenv("GPU_IVM_PROGRESS_AFTER", "600")
+    code, out, err = run(["replay", "--base", str(base), "--batches", str(bdir)], capsys)
+    assert code == 0 and "loading base" not in err
+
+
+def test_check_text_mode_reports_on_stderr(replay_dir, capsys):
+    base, bdir, counts = replay_dir
+    code, out, err = run(["replay", "--base", str(base), "--batches", str(bdir), "--check"],
+                         capsys)
+    assert code == 0
+    assert f"check: ok, 1 count compared (the final triangles count {counts[-1]:,} " in err
+    assert "check" not in out
+
+
+def test_input_error_names_options_and_columns():
+    from gpu_ivm.errors import InputError
+
+    assert str(InputError("bad", option="--resume")) == "bad (option --resume)"
+    assert str(InputError("bad", column="sign", row=2)) == "bad (column 'sign', row 2)"
+    e = InputError("bad", option="--out")
+    assert e.option == "--out" and e.column is None
+
+
+def test_sliding_window_example_reports_each_micro_batch():
+    """examples/streaming_sliding_window.py prints one stderr line per micro-batch (its
+    docstring example, run here: a DriverEngine without Spark, count checked by hand)."""
+    import doctest
+    import importlib.util
+    from pathlib import Path
+
+    pytest.importorskip("pyspark")
+    path = Path(__file__).resolve().parents[1] / "examples" / "streaming_sliding_window.py"
+    spec = importlib.util.spec_from_file_location("streaming_sliding_window", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    res = doctest.testmod(mod)
+    assert res.attempted >= 4 and res.failed == 0

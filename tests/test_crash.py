@@ -80,9 +80,8 @@ def run_until_killed(argv, env, snaps: Path, kill_after: int, mode: str, delay: 
         for raw in p.stdout:
             d = json.loads(raw)
             lines.append(d)
-            b = d["batch"]
-            if b in ("base", "resume"):
-                b = -1 if b == "base" else d["applied"] - 1
+            kind = d["kind"]
+            b = -1 if kind == "base" else d["applied"] - 1 if kind == "resume" else d["batch"]
             if b >= kill_after:
                 if mode == "mid-write":
                     t_end = time.monotonic() + 5
@@ -123,9 +122,9 @@ def test_sigkill_and_resume_matches_uninterrupted(workload, tmp_path, every, see
         lines, killed, left, err = run_until_killed(argv, env, snaps, kill_after, mode, delay)
         assert "Traceback" not in err
         for d in lines:  # every count any run reports is the uninterrupted run's
-            if isinstance(d["batch"], int):
+            if d["kind"] == "batch":
                 assert d["triangles"] == ref[d["batch"]], d
-            elif d["batch"] == "resume" and d["applied"]:
+            elif d["kind"] == "resume" and d["applied"]:
                 assert d["triangles"] == ref[d["applied"] - 1]
         kills += killed
         mid_write += bool(left)

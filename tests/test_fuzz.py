@@ -350,7 +350,7 @@ def test_cli_hostile_files_exit_2(name, where, snap):
         assert name in err.getvalue() and "Traceback" not in err.getvalue()
         lines = [json.loads(x) for x in out.getvalue().splitlines()]
         if where == "batch":  # the base and the good batch before were applied and reported
-            assert [x["batch"] for x in lines] == ["base", 0]
+            assert [x["kind"] for x in lines] == ["base", "batch"] and lines[1]["batch"] == 0
             if snap:  # and the snapshot series stops at the last good batch
                 from gpu_ivm.snapshot import find_latest
 

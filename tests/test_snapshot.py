@@ -339,7 +339,11 @@ def replay_files(tmp_path):
 
 
 def run(argv, capsys):
-    code = main([str(a) for a in argv])
+    """(exit code, stdout, stderr) of the CLI; usage errors (SystemExit) included."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -361,7 +365,7 @@ def test_cli_snapshots_then_resume(replay_files, tmp_path, capsys):
     code, out, err = run(common + ["--resume", snaps, "--snapshot-dir", snaps], capsys)
     assert code == 0, err
     lines = [json.loads(x) for x in out.splitlines()]
-    assert lines[0]["batch"] == "resume" and lines[0]["applied"] == 6
+    assert lines[0]["kind"] == "resume" and lines[0]["applied"] == 6
     assert lines[0]["triangles"] == counts[5]
     assert [(r["batch"], r["triangles"]) for r in lines[1:]] == [(6, counts[6])]
     assert snapshot.find_latest(snaps).name == "snapshot-000007"
@@ -378,7 +382,7 @@ def test_cli_resume_without_snapshot_starts_over(replay_files, tmp_path, capsys)
     code, out, err = run(["replay", "--base", base, "--batches", bdir, "--json",
                           "--resume", empty], capsys)
     assert code == 0 and "no complete snapshot" in err and "starting from the beginning" in err
-    assert json.loads(out.splitlines()[0])["batch"] == "base"
+    assert json.loads(out.splitlines()[0])["kind"] == "base"
     assert json.loads(out.splitlines()[-1])["triangles"] == counts[-1]
 
 
@@ -406,3 +410,146 @@ def test_cli_resume_errors_exit_2(replay_files, tmp_path, capsys):
     assert code == 2 and str(f) in err and out == "" and "Traceback" not in err
     code, _, err = run(common + ["--snapshot-every", "0"], capsys)
     assert code == 2 and "--snapshot-every" in err
+
+
+# ------------------------------------------------------------------ first contact (issue 13)
+def test_engine_snapshot_returns_info(tmp_path):
+    import time
+
+    g = GraphEngine(epsilon="1/3")
+    g.load({"src": [1, 2, 3, 3], "dst": [2, 3, 1, 4]})
+    g.apply({"src": [4], "dst": [1], "sign": [1]}, batch_id=7)
+    t0 = time.time()
+    info = g.snapshot(tmp_path / "s")
+    on_disk = [p for p in (tmp_path / "s").iterdir() if p.is_file()]
+    assert info.path == tmp_path / "s"
+    assert info.batch_id == 7 and info.count == 2  # triangles 1-2-3 and 1-3-4
+    assert info.files == len(on_disk)
+    assert info.bytes == sum(p.stat().st_size for p in on_disk)
+    assert t0 - 1 <= info.created <= time.time() + 1
+    with pytest.raises(AttributeError):
+        info.count = 3  # frozen
+
+
+def test_fingerprint_file_and_folder(tmp_path):
+    import hashlib
+
+    from gpu_ivm.fingerprint import differences, fingerprint
+
+    data = bytes(range(256)) * 9000  # > 2 chunks
+    f = tmp_path / "a.bin"
+    f.write_bytes(data)
+    fp = fingerprint(f)
+    assert fp == {"kind": "file", "bytes": len(data),
+                  "blake2b": hashlib.blake2b(data, digest_size=32).hexdigest()}
+    d = tmp_path / "dir"
+    d.mkdir()
+    (d / "x.csv").write_text("src,dst\n1,2\n")
+    (d / "y.csv").write_text("src,dst\n2,3\n")
+    one = fingerprint(d)
+    assert one["kind"] == "folder" and one["files"] == 2 and one["bytes"] == 24
+    copy = tmp_path / "copy"
+    shutil.copytree(d, copy)
+    assert fingerprint(copy) == one  # the content, not the path
+    (d / "y.csv").rename(d / "z.csv")
+    assert differences(one, fingerprint(d)) and fingerprint(d)["bytes"] == 24
+    (d / "z.csv").rename(d / "y.csv")
+    assert fingerprint(d) == one
+    (d / "y.csv").write_text("src,dst\n2,4\n")
+    assert [x.startswith("content") for x in differences(one, fingerprint(d))] == [True]
+    with pytest.raises(InputError, match="does not exist"):
+        fingerprint(tmp_path / "nope")
+
+
+def test_cli_resume_refuses_another_base(replay_files, tmp_path, capsys):
+    base, bdir, counts = replay_files
+    snaps = tmp_path / "snaps"
+    common = ["replay", "--batches", bdir, "--json"]
+    assert run(common + ["--base", base, "--snapshot-dir", snaps], capsys)[0] == 0
+    shutil.rmtree(snaps / "snapshot-000007")
+    other = tmp_path / "other.txt"
+    other.write_text(base.read_text() + "0 39\n")
+    code, out, err = run(common + ["--base", other, "--resume", snaps], capsys)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert "snapshot of another base" in err and str(base) in err and str(other) in err
+    assert "(option --resume)" in err and "column" not in err
+    # checked on the manifest, before the state is read: a damaged data file is not reached
+    data = snaps / "snapshot-000006" / "E.h.arrow"
+    good = data.read_bytes()
+    data.write_bytes(good[:-5])
+    code, _, err = run(common + ["--base", other, "--resume", snaps], capsys)
+    assert code == 2 and "snapshot of another base" in err and str(data) not in err
+    data.write_bytes(good)
+    # the same file edited in place is another base too
+    saved = base.read_bytes()
+    base.write_bytes(saved.replace(b"\n", b"\n0 38\n", 1))
+    code, _, err = run(common + ["--base", base, "--resume", snaps], capsys)
+    assert code == 2 and "content (blake2b" in err
+    base.write_bytes(saved)
+    # the same content under another name resumes (the fingerprint is of the bytes)
+    same = tmp_path / "same.txt"
+    same.write_bytes(saved)
+    code, out, err = run(common + ["--base", same, "--resume", snaps], capsys)
+    assert code == 0, err
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert lines[0]["kind"] == "resume" and lines[0]["applied"] == 6
+    assert [(x["batch"], x["triangles"]) for x in lines[1:]] == [(6, counts[6])]
+
+
+def test_cli_resume_names_the_differing_options(replay_files, tmp_path, capsys):
+    base, bdir, _ = replay_files
+    snaps = tmp_path / "snaps"
+    common = ["replay", "--base", base, "--batches", bdir]
+    assert run(common + ["--snapshot-dir", snaps], capsys)[0] == 0
+    code, _, err = run(common + ["--resume", snaps, "--epsilon", "1/3"], capsys)
+    assert code == 2
+    assert "epsilon: '1/2' in the snapshot, '1/3' now" in err and "directed" not in \
+        err.split("(epsilon")[1].split(")")[0]
+    code, _, err = run(common + ["--resume", snaps, "--directed"], capsys)
+    assert code == 2 and "directed: False in the snapshot, True now" in err
+
+
+def test_cli_damaged_newest_snapshot_names_the_older_one(replay_files, tmp_path, capsys):
+    """A damaged newest snapshot is refused (exit 2); the message names the newest valid
+    older snapshot and the exact --resume option; running with it continues the series from
+    there and ends with the oracle's counts."""
+    base, bdir, counts = replay_files
+    snaps = tmp_path / "snaps"
+    common = ["replay", "--base", base, "--batches", bdir, "--json"]
+    assert run(common + ["--snapshot-dir", snaps, "--snapshot-every", "2"], capsys)[0] == 0
+    assert [n for n, _ in snapshot.list_snapshots(snaps)] == [6, 7]
+    # the newest (7) is damaged; a run killed after batch 4 (snapshot 6 taken after 6 files)
+    f = snaps / "snapshot-000007" / "E.h.arrow"
+    f.write_bytes(f.read_bytes()[:-7])
+    code, out, err = run(common + ["--resume", snaps, "--snapshot-dir", snaps], capsys)
+    older = snaps / "snapshot-000006"
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert str(f) in err and f"--resume {older}" in err
+    fragment = err.split("resume from it with ")[1].split()[:2]
+    assert fragment == ["--resume", str(older)]
+    code, out, err = run(common + fragment + ["--snapshot-dir", snaps], capsys)
+    assert code == 0, err
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert lines[0]["kind"] == "resume" and lines[0]["applied"] == 6
+    assert lines[0]["triangles"] == counts[5] and lines[0]["file"] == str(older)
+    assert [(x["batch"], x["triangles"]) for x in lines[1:]] == [(6, counts[6])]
+    assert "removed 1 snapshot(s) newer than snapshot-000006" in err
+    latest = snapshot.find_latest(snaps)
+    assert latest.name == "snapshot-000007" and snapshot.load(latest).count() == counts[6]
+    # no valid snapshot at all: refused, saying so
+    for _, p in snapshot.list_snapshots(snaps):
+        (p / "manifest.json").write_text("{")
+    code, _, err = run(common + ["--resume", snaps], capsys)
+    assert code == 2 and "no older snapshot" in err and "Traceback" not in err
+
+
+def test_cli_resume_of_another_series_folder_refused(replay_files, tmp_path, capsys):
+    base, bdir, _ = replay_files
+    a, b = tmp_path / "a", tmp_path / "b"
+    common = ["replay", "--base", base, "--batches", bdir]
+    assert run(common + ["--snapshot-dir", a], capsys)[0] == 0
+    assert run(common + ["--snapshot-dir", b], capsys)[0] == 0
+    code, _, err = run(common + ["--resume", a / "snapshot-000006", "--snapshot-dir", b],
+                       capsys)
+    assert code == 2 and "(option --snapshot-dir)" in err
+    assert [n for n, _ in snapshot.list_snapshots(b)] == [6, 7]  # untouched

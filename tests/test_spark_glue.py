@@ -372,9 +372,40 @@ def test_spark_replay_cli(spark, tmp_path, capsys):
         args = p.parse_args(["spark-replay", "--base", str(tmp_path / "base.txt"),
                              "--batches", str(tmp_path / "b"), "--json", "--check", *extra])
         assert args.fn(args) == 0
-        lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-        assert lines[0]["batch"] == "base" and [x["batch"] for x in lines[1:]] == [0, 1, 2]
+        out, err = capsys.readouterr()
+        lines = [json.loads(x) for x in out.splitlines()]
+        # --check compared the base and the three batches with a plain engine: on stderr,
+        # with one progress line per micro-batch giving the count the JSON line gives
+        assert "check: ok, 4 counts compared" in err
+        progress = [x for x in err.splitlines() if x.startswith("gpu-ivm: micro-batch ")]
+        assert [x.split(": ")[2].split()[0].replace(",", "") for x in progress] == \
+            [str(x["triangles"]) for x in lines[1:]]
+        assert lines[0]["kind"] == "base" and "batch" not in lines[0]
+        assert [x["kind"] for x in lines[1:]] == ["batch"] * 3
+        assert [x["batch"] for x in lines[1:]] == [0, 1, 2]
         assert all(x["seconds"] > 0 for x in lines[1:])
+        for x in lines:  # integers stay integers: only the timings are floats
+            assert all(isinstance(v, int) for k, v in x.items()
+                       if isinstance(v, (int, float)) and "seconds" not in k), x
         outs.append([(x["triangles"], x["updates"]) for x in lines])
     assert outs[0] == outs[1]
+    # a --state folder records its base: re-opening it with another base is refused
+    from gpu_ivm.spark_glue.cli import RUN_RECORD
+
+    from gpu_ivm.cli import main
+
+    state = tmp_path / "state"
+    argv = ["spark-replay", "--base", str(tmp_path / "base.txt"), "--batches",
+            str(tmp_path / "b"), "--json", "--state", str(state)]
+    assert main(argv) == 0
+    assert (state / RUN_RECORD).is_file()
+    assert [json.loads(x)["triangles"] for x in capsys.readouterr().out.splitlines()] == \
+        [t for t, _ in outs[0]]
+    other = tmp_path / "other.txt"
+    other.write_text((tmp_path / "base.txt").read_text() + "0 999\n")
+    assert main(argv[:2] + [str(other)] + argv[3:]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "(option --state)" in err and str(other) in err
+    assert main(argv + ["--directed"]) == 2
+    assert "directed: False recorded, True now" in capsys.readouterr().err
     shutil.rmtree(tmp_path / "b")
