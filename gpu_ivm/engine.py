@@ -30,11 +30,11 @@ import numpy as np
 from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
+from .overflow import VALUE_LIMIT, isqrt_ceil, max_abs, refuses, sum_squares
 from .partition import PartRel, sort_pairs
 from .selection import compress_many, run_starts, select_many
 from .views import ViewStore
 
-INT64_SAFE = 1 << 62
 CALIBRATE_MIN = 4096  # stored tuples from which the adaptive policy measures a recount
 PAR_EMIT_MIN = 1 << 15  # view deltas per batch from which all threads emit them
 
@@ -210,8 +210,6 @@ class TriangleEngineBase:
         ih, il = select_many(xp, [hm, ~hm])
         self._apply_part_deltas(k, keys[ih], deltas[ih], keys[il], deltas[il])
         K.heavy[clear] = False
-        if new.shape[0]:
-            K.max_abs = max(K.max_abs, int(self.xp.abs(new).max()))
         return dq
 
     def _move(self, k: int, to_heavy: np.ndarray, to_light: np.ndarray) -> None:
@@ -289,7 +287,6 @@ class TriangleEngineBase:
             K.h.add(keys[hm], deltas[hm])
         if (~hm).any():
             K.l.add(keys[~hm], deltas[~hm])
-        K.max_abs = max(K.max_abs, int(self.xp.abs(deltas).max()) + K.max_abs)
 
     def _freshen(self) -> None:
         """Bring a state left stale by the recompute path up to date: N = 2|D| + 1, strict
@@ -403,26 +400,48 @@ class TriangleEngineBase:
             self.views[k] = ViewStore.product(K.h, nx.l, rows, cap, self.k)
 
     # ------------------------------------------------------------------ overflow guard
-    def _check_overflow(self, batch_max, batch_rows: int) -> None:
+    def _check_overflow(self, updates: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict:
         """Refuse, before any change, a batch whose values could leave int64.
 
-        ``batch_max``: per relation (or one for all), the largest |multiplicity| the batch adds.
-        Bound: |Q| <= Π M_k · |D|^1.5, batch deltas <= Π M_k · B · |D|, views <= M² · |D|, where
-        M_k bounds |multiplicity| in relation k after the batch.
+        ``updates``: relation index -> (consolidated nonzero deltas, the current multiplicities
+        of their tuples), host int64 arrays. Bound (see :mod:`gpu_ivm.overflow`): every value
+        of the batch is at most ``Π_k max(1, ‖K_k‖₂ + ‖δ_k‖₂)`` times the number of product
+        terms it sums; a batch is refused when that product reaches 2**59 (int64 with a factor
+        16 to spare) or a multiplicity could reach 2**62. Returns what
+        :meth:`_commit_norms` records once the batch is applied.
         """
-        if isinstance(batch_max, int):
-            batch_max = [batch_max] * len(self.rels)
-        ms = [r.max_abs + b for r, b in zip(self.rels, batch_max)]
-        if len(ms) == 1:
-            ms = ms * 3
-        m3 = ms[0] * ms[1] * ms[2]
-        d = self.size + batch_rows + 1
-        bound = m3 * (int(d**1.5) + 1 + batch_rows * d)
-        if bound >= INT64_SAFE or max(ms) >= INT64_SAFE:
+        xs = []
+        pending = {}
+        for k, K in enumerate(self.rels):
+            sq = K.sq_norm
+            x = isqrt_ceil(sq)
+            if k in updates:
+                d, old = updates[k]
+                if max_abs(np, d) + max_abs(np, old) >= VALUE_LIMIT:
+                    raise IntegerOverflowError(
+                        f"this batch could overflow int64: a multiplicity of {K.name} could reach "
+                        f"2**62 (largest update {max_abs(np, d)}); nothing was changed")
+                new = old + d
+                x += isqrt_ceil(sum_squares(np, d))
+                pending[k] = (sq - sum_squares(np, old) + sum_squares(np, new),
+                              max(K.max_abs, max_abs(np, new)))
+            xs.append(x)
+        if len(xs) == 1:
+            xs = xs * 3
+        if refuses(xs):
+            norms = ", ".join(f"{K.name}: {x}" for K, x in zip(self.rels, xs))
             raise IntegerOverflowError(
-                "this batch could overflow int64: multiplicities up to "
-                f"{max(ms)} with |D| = {self.size} bound the count by {bound}; nothing was changed"
-            )
+                "this batch could overflow int64: the triangle bound Π(‖K‖₂ + ‖δ‖₂) over the "
+                f"relations ({norms}) reaches 2**59, the guard's limit (int64 with a factor 16 "
+                "to spare); nothing was changed")
+        return pending
+
+    def _commit_norms(self, pending: dict) -> None:
+        """Record the sums of squares and largest multiplicities a checked batch left."""
+        for k, (sq, mx) in pending.items():
+            K = self.rels[k]
+            K.sq_norm = sq
+            K.max_abs = mx
 
     # ------------------------------------------------------------------ persistence
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:
@@ -440,16 +459,29 @@ class TriangleEngineBase:
         return load(path, backend=backend, expect=cls)
 
     # ------------------------------------------------------------------ invariants
-    def check_invariants(self) -> None:
-        """Check every structural invariant of the IVM^ε state; raise InvariantError if one fails.
+    def check_invariants(self) -> list[str]:
+        """Check the IVM^ε state against its definitions; raise InvariantError if one fails.
 
-        A state left stale by the recompute path is first brought up to date.
+        Read-only: nothing of the engine changes (a stale state is checked as it is, not
+        brought up to date). Checked on host copies with plain NumPy, independent of the
+        backend's kernels:
 
-        Partition conditions (domain partition, heavy >= ⌈θ/2⌉, light < ⌈3θ/2⌉), the size
-        invariant ⌊N/4⌋ <= |D| < N, consistency of the stores (degrees, transposed copy, no
-        live zeros), and every view equal to its definition recomputed from the parts. Checked
-        on host copies of the state, with NumPy (independent of the backend's kernels).
+        * the stores: no stored zero, sizes and degree arrays match the tuples, tombstone
+          counts, the domain partition (heavy keys' tuples in K_h, light keys' in K_l);
+        * the count: Q equals Σ R(a,b)·S(b,c)·T(c,a) (graph form: tr(E³)) recomputed from
+          the stored tuples;
+        * when the state is up to date: the size invariant ⌊N/4⌋ <= |D| < N, thresholds for N,
+          heavy degrees >= ⌈θ/2⌉, light degrees < ⌈3θ/2⌉, K_ht the transpose of K_h, and every
+          view equal to its definition K_h·Next_l;
+        * with ``maintain=``: the free-query state (its copy of the relations, its count, every
+          view of paper 001 against its definition, and the per-vertex counts, per-edge counts
+          and triangle listing as read, against a recount from the stored tuples).
+
+        Returns the parts not checked: empty for an up-to-date state; after a batch took the
+        recompute path (``stale``), a note naming the derived parts (partitions, thresholds,
+        N, K_ht, views) that the next delta-path batch rebuilds from the stored tuples.
         """
+        from .invariants import check_free_queries, triangles_reference
 
         def fail(msg: str) -> None:
             raise InvariantError(msg)
@@ -460,16 +492,17 @@ class TriangleEngineBase:
             ks, vs = st.items()
             return host(ks), host(vs)
 
-        self._freshen()
-
+        fresh = not self.stale
         d = self.size
-        if not (self.N // 4 <= d < self.N):
+        if fresh and not (self.N // 4 <= d < self.N):
             fail(f"size invariant: |D| = {d}, N = {self.N}")
         for K in self.rels:
             th = K.th
-            if th.n != self.N:
+            if fresh and th.n != self.N:
                 fail(f"{K.name}: thresholds for N = {th.n}, state N = {self.N}")
             for part, st in (("h", K.h), ("l", K.l), ("ht", K.ht)):
+                if part == "ht" and not fresh:
+                    continue
                 ks, vs = items(st)
                 live, heavy = host(st.live), host(K.heavy)
                 if (vs == 0).any():
@@ -485,6 +518,8 @@ class TriangleEngineBase:
                     fail(f"{K.name}_h holds a tuple of a light key")
                 if part == "l" and heavy[ks >> 32].any():
                     fail(f"{K.name}_l holds a tuple of a heavy key")
+            if not fresh:
+                continue
             hk, hv = items(K.h)
             tk, tv = items(K.ht)
             t2k, t2v = sort_pairs(transpose(hk), hv)
@@ -500,12 +535,35 @@ class TriangleEngineBase:
                 fail(f"{K.name}: light key with degree >= ⌈3θ/2⌉ = {th.up}")
             if th.all_heavy and len(K.l):
                 fail(f"{K.name}: ε = 0 but the light part is not empty")
-        for k, K in enumerate(self.rels):
-            nx, _ = self._wiring(k)
-            ek, ev = _join_reference(*items(K.h), *items(nx.l))
-            gk, gv = items(self.views[k])
-            if not (np.array_equal(ek, gk) and np.array_equal(ev, gv)):
-                fail(f"view {k} ({K.name}_h·{nx.name}_l) differs from its definition")
+        if fresh:
+            for k, K in enumerate(self.rels):
+                nx, _ = self._wiring(k)
+                ek, ev = _join_reference(*items(K.h), *items(nx.l))
+                gk, gv = items(self.views[k])
+                if not (np.array_equal(ek, gk) and np.array_equal(ev, gv)):
+                    fail(f"view {k} ({K.name}_h·{nx.name}_l) differs from its definition")
+        stored = []
+        for K in self.rels:
+            ks, vs = (np.concatenate(x) for x in zip(items(K.h), items(K.l)))
+            order = np.argsort(ks, kind="stable")
+            stored.append((ks[order], vs[order]))
+        rels3 = [stored[k % len(stored)] for k in range(3)]
+        q = int(triangles_reference(*rels3)[3].sum())
+        if q != self.Q:
+            fail(f"the maintained count Q = {self.Q}, recounted from the stored tuples: {q}")
+        notes = []
+        if getattr(self, "fq", None) is not None:
+            if getattr(self, "fq_fed", False):
+                check_free_queries(self, rels3, fail)
+            elif self.size:
+                notes.append("the free-query state was not built yet (a restore builds it "
+                             "after this check): not checked")
+        if not fresh:
+            notes.append("stale after a recompute-path batch: partitions, thresholds, N, the "
+                         "transposed heavy parts and the views are rebuilt from the stored "
+                         "tuples by the next delta-path batch; checked the stored tuples and "
+                         "the count only")
+        return notes
 
     # ------------------------------------------------------------------ timing helper
     def _report(self, t0: float, **kw) -> BatchReport:

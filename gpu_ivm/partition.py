@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from .encoding import transpose
+from .overflow import sum_squares
 from .rational import Thresholds
 from .store import ZStore
 
@@ -36,6 +37,39 @@ class PartRel:
         self.xp = self.h.xp
         self.heavy = self.xp.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
+        self._sq: int | None = 0  # Σ multiplicity² (None: recount from the parts)
+
+    # the parts: replacing one (rebuild, restore) forgets the cached sum of squares
+    @property
+    def h(self) -> ZStore:
+        return self._h
+
+    @h.setter
+    def h(self, store: ZStore) -> None:
+        self._h = store
+        self._sq = None
+
+    @property
+    def l(self) -> ZStore:  # noqa: E743
+        return self._l
+
+    @l.setter
+    def l(self, store: ZStore) -> None:  # noqa: E743
+        self._l = store
+        self._sq = None
+
+    @property
+    def sq_norm(self) -> int:
+        """‖K‖₂² = Σ multiplicity² over the tuples, exact (kept up to date by the engines'
+        overflow guard; recounted from the parts after they were replaced)."""
+        if self._sq is None:
+            self._sq = (sum_squares(self.xp, self.h.items(sort=False)[1])
+                        + sum_squares(self.xp, self.l.items(sort=False)[1]))
+        return self._sq
+
+    @sq_norm.setter
+    def sq_norm(self, value: int) -> None:
+        self._sq = int(value)
 
     def __len__(self) -> int:
         return len(self.h) + len(self.l)
@@ -95,3 +129,4 @@ class PartRel:
         tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
         self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels)
         self.max_abs = int(xp.abs(vals).max()) if vals.shape[0] else 0
+        self._sq = sum_squares(xp, vals)
