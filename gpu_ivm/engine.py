@@ -89,6 +89,7 @@ class TriangleEngineBase:
 
     names: tuple[str, ...] = ()
     symmetric = False
+    unit_multiplicities = False  # the graph form: every stored multiplicity is 1
 
     def __init__(self, epsilons: list[Fraction], backend: str | Backend | None = None):
         self.backend = get_backend(backend)
@@ -383,65 +384,106 @@ class TriangleEngineBase:
         cap = self.rels[0].id_capacity
         bound = 0
         plan = []
+        sizes = []
         for k, K in enumerate(self.rels):
             nx, _ = self._wiring(k)
             rows = xp.flatnonzero(K.h.live[:cap] > 0) if len(nx.l) else xp.zeros(0, np.int64)
             paths = int(xp.dot(K.ht.live[:cap], nx.l.live[:cap])) if rows.shape[0] else 0
             bound += min(paths, rows.shape[0] * cap)
+            sizes.append((min(paths, rows.shape[0] * cap), k, int(rows.shape[0]), paths))
             plan.append((K, nx, rows))
         need = 16 * bound
         budget = memory_budget()
         if need > budget:
-            raise ResourceLimitError(
-                f"the materialized views may need up to {need / 2**30:.1f} GiB, more than the "
-                f"memory budget of {budget / 2**30:.1f} GiB (set GPU_IVM_MEMORY_LIMIT, in bytes, "
-                "to change it); a larger epsilon keeps fewer heavy keys and smaller views")
+            raise ResourceLimitError(self._view_budget_message(need, budget, max(sizes)))
         for k, (K, nx, rows) in enumerate(plan):
             self.views[k] = ViewStore.product(K.h, nx.l, rows, cap, self.k)
 
+    def _view_budget_message(self, need: int, budget: int, largest: tuple) -> str:
+        """Why the views do not fit: the largest view, what makes it big, which ε to change."""
+        entries, k, rows, paths = largest
+        K = self.rels[k]
+        nx, _ = self._wiring(k)
+        name = f"V_{K.name}{nx.name}" if len(self.rels) > 1 else "V"
+        single = len(self.rels) == 1
+
+        def eps(R) -> str:
+            return f"ε = {R.eps}" if single else f"ε_{R.name} = {R.eps}"
+
+        why = (f"{name} = {K.name}_h·{nx.name}_l, with up to {entries:,} entries: "
+               f"{len(K.h):,} heavy tuples of {K.name} ({rows:,} heavy keys, {eps(K)}: "
+               f"degree >= {K.th.strict:,}) meet {len(nx.l):,} light tuples of {nx.name} "
+               f"({eps(nx)}: degree < {nx.th.up:,}) along {paths:,} paths")
+        if single:
+            fix = ("ε = 1/2 bounds every light degree by ⌈3/2·N^(1/2)⌉, so the view has at "
+                   "most that many entries per heavy tuple")
+        else:
+            fix = (f"the view shrinks when {K.name} has fewer heavy keys (raise "
+                   f"ε_{K.name}) or {nx.name} fewer light tuples (lower ε_{nx.name}); "
+                   f"ε_{K.name} = ε_{nx.name} = 1/2 bounds each light degree of {nx.name} by "
+                   "⌈3/2·N^(1/2)⌉, so the view has at most that many entries per heavy tuple "
+                   f"of {K.name}")
+        if K.eps == 0 and nx.eps == 1:
+            why += (f" (ε_{K.name} = 0 makes every key of {K.name} heavy and ε_{nx.name} = 1 "
+                    f"every key of {nx.name} light: the view is the whole product "
+                    f"{K.name}·{nx.name}, quadratic in the worst case)")
+        return (f"the materialized views may need up to {need / 2**30:.1f} GiB, more than the "
+                f"memory budget of {budget / 2**30:.1f} GiB (GPU_IVM_MEMORY_LIMIT, in bytes, "
+                f"sets it; default 80% of the available memory). The largest is {why}. To fix: "
+                f"{fix}.")
+
     # ------------------------------------------------------------------ overflow guard
-    def _check_overflow(self, updates: dict[int, tuple[np.ndarray, np.ndarray]]) -> dict:
+    def _check_overflow(self, updates: dict[int, np.ndarray]) -> dict:
         """Refuse, before any change, a batch whose values could leave int64.
 
-        ``updates``: relation index -> (consolidated nonzero deltas, the current multiplicities
-        of their tuples), host int64 arrays. Bound (see :mod:`gpu_ivm.overflow`): every value
-        of the batch is at most ``Π_k max(1, ‖K_k‖₂ + ‖δ_k‖₂)`` times the number of product
-        terms it sums; a batch is refused when that product reaches 2**59 (int64 with a factor
-        16 to spare) or a multiplicity could reach 2**62. Returns what
+        ``updates``: relation index -> the batch's consolidated nonzero deltas (host int64).
+        Bound (see :mod:`gpu_ivm.overflow`): every value of the batch is at most
+        ``Π_k max(1, ‖K_k‖₂ + ‖δ_k‖₂)`` times the number of product terms it sums; a batch is
+        refused when that product reaches 2**59 (int64 with a factor 16 to spare) or a
+        multiplicity could reach 2**62.
+
+        ‖K_k‖₂² is known as an upper bound carried from batch to batch (‖K + δ‖₂ <= ‖K‖₂ +
+        ‖δ‖₂: no read of the stored values per batch); when a batch would be refused on those
+        bounds, they are first recounted exactly from the stores (one pass) and the batch is
+        judged on the exact norms, so drift never refuses a batch. The graph form's
+        multiplicities are 1: there ‖E‖₂² = |E| is always exact. Returns what
         :meth:`_commit_norms` records once the batch is applied.
         """
-        xs = []
-        pending = {}
-        for k, K in enumerate(self.rels):
-            sq = K.sq_norm
-            x = isqrt_ceil(sq)
-            if k in updates:
-                d, old = updates[k]
-                if max_abs(np, d) + max_abs(np, old) >= VALUE_LIMIT:
-                    raise IntegerOverflowError(
-                        f"this batch could overflow int64: a multiplicity of {K.name} could reach "
-                        f"2**62 (largest update {max_abs(np, d)}); nothing was changed")
-                new = old + d
-                x += isqrt_ceil(sum_squares(np, d))
-                pending[k] = (sq - sum_squares(np, old) + sum_squares(np, new),
-                              max(K.max_abs, max_abs(np, new)))
-            xs.append(x)
-        if len(xs) == 1:
-            xs = xs * 3
-        if refuses(xs):
+
+        def bounds():
+            xs, pending = [], {}
+            for k, K in enumerate(self.rels):
+                x = isqrt_ceil(len(K) if self.unit_multiplicities else K.sq_bound)
+                if k in updates:
+                    d = updates[k]
+                    x += isqrt_ceil(sum_squares(np, d))
+                    pending[k] = (x * x, K.max_abs + max_abs(np, d))
+                xs.append(x)
+            return (xs * 3 if len(xs) == 1 else xs), pending
+
+        def too_big(xs, pending) -> bool:
+            return refuses(xs) or any(m >= VALUE_LIMIT for _, m in pending.values())
+
+        xs, pending = bounds()
+        if too_big(xs, pending) and not self.unit_multiplicities:
+            if any([K.refresh_norms() for K in self.rels]):  # exact norms, then judge again
+                xs, pending = bounds()
+        if too_big(xs, pending):
             norms = ", ".join(f"{K.name}: {x}" for K, x in zip(self.rels, xs))
+            largest = max((m for _, m in pending.values()), default=0)
             raise IntegerOverflowError(
                 "this batch could overflow int64: the triangle bound Π(‖K‖₂ + ‖δ‖₂) over the "
                 f"relations ({norms}) reaches 2**59, the guard's limit (int64 with a factor 16 "
-                "to spare); nothing was changed")
+                f"to spare), or a multiplicity could reach 2**62 (up to {largest}); nothing "
+                "was changed")
         return pending
 
     def _commit_norms(self, pending: dict) -> None:
-        """Record the sums of squares and largest multiplicities a checked batch left."""
+        """Record the norm bounds a checked batch left (see :meth:`_check_overflow`)."""
+        if self.unit_multiplicities:
+            return
         for k, (sq, mx) in pending.items():
-            K = self.rels[k]
-            K.sq_norm = sq
-            K.max_abs = mx
+            self.rels[k].set_bounds(sq, mx)
 
     # ------------------------------------------------------------------ persistence
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:

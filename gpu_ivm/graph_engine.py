@@ -39,8 +39,9 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     directed : bool
         Count directed 3-cycles of a directed graph instead of undirected triangles.
     epsilon : str, Fraction, int or float
-        The IVM^ε exponent in [0, 1] (default ``"1/2"``, the optimal trade-off); 1 and 0 give
-        classical first-order IVM.
+        The IVM^ε exponent in [0, 1] (default ``"1/2"``: O(√N) amortized time per update, the
+        best worst-case bound (optimal under the OMv conjecture); not always the fastest ε on a
+        given graph, see docs/benchmarks.md); 1 and 0 give classical first-order IVM.
     backend : str, optional
         ``"cpu"``, ``"cuda"`` or ``"auto"``; default from ``GPU_IVM_BACKEND`` or ``"cpu"``.
     on_conflict : {"error", "ignore"}
@@ -69,6 +70,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     """
 
     names = ("E",)
+    unit_multiplicities = True
 
     def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "1/2",
                  backend: str | Backend | None = None, on_conflict: str = "error",
@@ -290,9 +292,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             o = np.argsort(gkey, kind="stable")
             gkey, net = gkey[o], net[o]
         hkeys, hvals = self._directed_delta(gkey, net)
-        # set semantics: a delete's edge is present (1), an insert's absent (0)
-        hold = (hvals < 0).astype(np.int64)
-        norms = self._check_overflow({0: (hvals, hold)})
+        norms = self._check_overflow({0: hvals})
         self.encoder.commit(new[used - n0] if used.shape[0] else new[:0])
         self._grow_ids(max(len(self.encoder), 1))
         # the validated batch goes to the backend's memory once
@@ -300,6 +300,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         q_before = self.Q
         stats0 = dict(self._stats)
         phases = [(0, dkeys, dvals)] if dkeys.shape[0] else []
+        # set semantics: a delete's edge is present (1), an insert's absent (0)
         path = self._run_phases(phases, lambda k: self._q_delta,
                                 old=[(dvals < 0).astype(np.int64)])
         self._commit_norms(norms)

@@ -17,8 +17,11 @@ a batch when ``SAFETY · Π_k max(1, X_k) >= 2**63`` with ``SAFETY = 16``, i.e. 
 batch with Π_k max(1, X_k) < 2**59. The bound is tight for the count: R, S, T with one triangle
 of multiplicities m_R, m_S, m_T (and nothing else) give Q = Π m_k = Π ‖K_k‖₂.
 
-‖K_k‖₂² (the sum of squared multiplicities of relation k) is kept exactly per relation; a batch
-updates it by Σ(new² − old²) over its consolidated updates, so deletes shrink the bound again.
+‖K_k‖₂² (the sum of squared multiplicities of relation k) is carried as an upper bound from
+batch to batch (‖K + δ‖₂ <= ‖K‖₂ + ‖δ‖₂, so a batch reads no stored value); it is exact after a
+rebuild, and whenever the bounds would refuse a batch they are first recounted exactly from the
+stored tuples (one pass), so a batch is only ever refused on exact norms: deletes, and updates
+that cancel, never make the guard stricter.
 
 >>> sum_squares(np, np.array([3, -4, 1 << 40]))
 1208925819614629174706201

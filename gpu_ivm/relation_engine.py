@@ -150,7 +150,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             a = ids[offs[k]:offs[k + 1]]
             b = ids[offs[3 + k]:offs[4 + k]]
             consolidated.append(self._consolidate(pack(a, b), parts[k][2]))
-        self._check_overflow({k: (v, np.zeros_like(v)) for k, (_, v) in enumerate(consolidated)})
+        self._check_overflow({k: v for k, (_, v) in enumerate(consolidated)})
         if self.fq is not None and any(v.shape[0] and int(v.min()) < 0 for _, v in consolidated):
             raise InputError("maintaining vertex_counts, edge_counts or triangles needs "
                              "positive multiplicities (paper 001, footnote 2)", column="mult")
@@ -162,17 +162,6 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         warm_up()
         return self._report(t0, batch=-1, rows=rows, updates=self.size, triangles=self.Q,
                             delta=self.Q, path="load")
-
-    def _current(self, k: int, keys: np.ndarray, n0: int) -> np.ndarray:
-        """Host copy of the current multiplicities in relation k of sorted packed ``keys``
-        (ids >= ``n0`` are new: absent)."""
-        old = np.zeros(keys.shape[0], np.int64)
-        known = ((keys >> 32) < n0) & ((keys & 0xFFFFFFFF) < n0)
-        if known.any():
-            be = self.backend
-            got = self.rels[k].get(be.to_device(keys[known]), assume_sorted=True)
-            old[known] = be.to_host(got)
-        return old
 
     @staticmethod
     def _consolidate(keys: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -252,9 +241,8 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             keys, deltas = self._consolidate(pack(a[sel], b[sel]), u.mult[sel])
             if keys.shape[0]:
                 phases.append((k, keys, deltas))
+        norms = self._check_overflow({k: d for k, _, d in phases})
         n0 = len(self.encoder)
-        olds = [self._current(k, keys, n0) for k, keys, _ in phases]
-        norms = self._check_overflow({k: (d, old) for (k, _, d), old in zip(phases, olds)})
         self._queries_check(phases, lambda i: new[i - n0] if i >= n0 else
                             self.encoder.decode(np.array([i]))[0])
         self.encoder.commit(new)
@@ -263,7 +251,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         phases = [(k, be.to_device(keys), be.to_device(d)) for k, keys, d in phases]
         q_before = self.Q
         stats0 = dict(self._stats)
-        path = self._run_phases(phases, self._q_delta_for, old=[be.to_device(o) for o in olds])
+        path = self._run_phases(phases, self._q_delta_for)
         self._commit_norms(norms)
         self._queries_apply(phases)
         rep = self._report(
