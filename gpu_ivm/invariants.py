@@ -91,12 +91,14 @@ def same(got_cols, got_vals, want_cols, want_vals) -> bool:
             and all(np.array_equal(g, w) for g, w in zip(got_cols, want_cols)))
 
 
-def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None]) -> None:
+def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None],
+                       tri: tuple[np.ndarray, ...] | None = None) -> None:
     """The free-query state of ``eng`` (``eng.fq``) against its definitions, from the engine's
     stored relations ``rels`` (R, S, T as host (keys, multiplicities)): its copies of the
     relations, Δ0, every view of paper 001 (a product of relation parts, by the current
     heavy/light flags, summed over the variables not in its key), and the results as the
-    engine reads them (per-vertex Δ1, per-edge Δ2, the triangle listing Δ3, and the lookups)."""
+    engine reads them (per-vertex Δ1, per-edge Δ2, the triangle listing Δ3, and the lookups).
+    ``tri``: :func:`triangles_reference` of ``rels`` if already computed."""
     from .queries import results as rs
     from .queries import specs as sp
 
@@ -114,7 +116,8 @@ def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None]) -> Non
         order = np.argsort(tk, kind="stable")
         if not (np.array_equal(bk, tk[order]) and np.array_equal(bv, tv[order])):
             fail(f"free-query relation {k}: backward index is not the transpose")
-    tri = triangles_reference(*rels)
+    if tri is None:
+        tri = triangles_reference(*rels)
     if fq.count != int(tri[3].sum()) or fq.count != eng.Q:
         fail(f"free-query count {fq.count}, recount {int(tri[3].sum())}, engine Q {eng.Q}")
     flags = [[host(fq.rels[k].flags[p]) for p in (0, 1)] for k in range(3)]
