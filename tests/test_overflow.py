@@ -143,7 +143,8 @@ def test_guard_is_sound_and_accepts_what_it_documents(data, dom, mag, eps, force
     2**63): every applied batch gives the big-int count, every refused one changes nothing and
     exceeds the documented bound, every real overflow is refused."""
     def rows(m: int, rel=None):
-        return st.tuples(rel or st.sampled_from("RST"), st.integers(0, dom), st.integers(0, dom),
+        which = st.sampled_from("RST") if rel is None else rel
+        return st.tuples(which, st.integers(0, dom), st.integers(0, dom),
                          st.integers(-(1 << m), 1 << m))
 
     base = [r for nm in "RST"
