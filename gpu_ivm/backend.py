@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -54,11 +55,12 @@ class Backend:
     kernels: SimpleNamespace = field(default_factory=SimpleNamespace, repr=False)
     device: str = "host"
 
-    def to_device(self, a: np.ndarray):
-        """Copy a host array to the backend's memory (no copy with NumPy)."""
+    def to_device(self, a: np.ndarray) -> Any:
+        """Copy a host array to the backend's memory (no copy with NumPy); returns an array
+        of ``xp`` (a NumPy or CuPy array)."""
         return self.xp.asarray(a)
 
-    def to_host(self, a) -> np.ndarray:
+    def to_host(self, a: Any) -> np.ndarray:
         """Copy a backend array to a NumPy array (no copy with NumPy)."""
         if self.xp is np:
             return np.asarray(a)

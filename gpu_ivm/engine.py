@@ -30,11 +30,11 @@ import numpy as np
 from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
+from .overflow import VALUE_LIMIT, isqrt_ceil, max_abs, refuses, sum_squares
 from .partition import PartRel, sort_pairs
 from .selection import compress_many, run_starts, select_many
 from .views import ViewStore
 
-INT64_SAFE = 1 << 62
 CALIBRATE_MIN = 4096  # stored tuples from which the adaptive policy measures a recount
 PAR_EMIT_MIN = 1 << 15  # view deltas per batch from which all threads emit them
 
@@ -89,6 +89,7 @@ class TriangleEngineBase:
 
     names: tuple[str, ...] = ()
     symmetric = False
+    unit_multiplicities = False  # the graph form: every stored multiplicity is 1
 
     def __init__(self, epsilons: list[Fraction], backend: str | Backend | None = None):
         self.backend = get_backend(backend)
@@ -210,8 +211,6 @@ class TriangleEngineBase:
         ih, il = select_many(xp, [hm, ~hm])
         self._apply_part_deltas(k, keys[ih], deltas[ih], keys[il], deltas[il])
         K.heavy[clear] = False
-        if new.shape[0]:
-            K.max_abs = max(K.max_abs, int(self.xp.abs(new).max()))
         return dq
 
     def _move(self, k: int, to_heavy: np.ndarray, to_light: np.ndarray) -> None:
@@ -289,7 +288,6 @@ class TriangleEngineBase:
             K.h.add(keys[hm], deltas[hm])
         if (~hm).any():
             K.l.add(keys[~hm], deltas[~hm])
-        K.max_abs = max(K.max_abs, int(self.xp.abs(deltas).max()) + K.max_abs)
 
     def _freshen(self) -> None:
         """Bring a state left stale by the recompute path up to date: N = 2|D| + 1, strict
@@ -386,43 +384,106 @@ class TriangleEngineBase:
         cap = self.rels[0].id_capacity
         bound = 0
         plan = []
+        sizes = []
         for k, K in enumerate(self.rels):
             nx, _ = self._wiring(k)
             rows = xp.flatnonzero(K.h.live[:cap] > 0) if len(nx.l) else xp.zeros(0, np.int64)
             paths = int(xp.dot(K.ht.live[:cap], nx.l.live[:cap])) if rows.shape[0] else 0
             bound += min(paths, rows.shape[0] * cap)
+            sizes.append((min(paths, rows.shape[0] * cap), k, int(rows.shape[0]), paths))
             plan.append((K, nx, rows))
         need = 16 * bound
         budget = memory_budget()
         if need > budget:
-            raise ResourceLimitError(
-                f"the materialized views may need up to {need / 2**30:.1f} GiB, more than the "
-                f"memory budget of {budget / 2**30:.1f} GiB (set GPU_IVM_MEMORY_LIMIT, in bytes, "
-                "to change it); a larger epsilon keeps fewer heavy keys and smaller views")
+            raise ResourceLimitError(self._view_budget_message(need, budget, max(sizes)))
         for k, (K, nx, rows) in enumerate(plan):
             self.views[k] = ViewStore.product(K.h, nx.l, rows, cap, self.k)
 
+    def _view_budget_message(self, need: int, budget: int, largest: tuple) -> str:
+        """Why the views do not fit: the largest view, what makes it big, which ε to change."""
+        entries, k, rows, paths = largest
+        K = self.rels[k]
+        nx, _ = self._wiring(k)
+        name = f"V_{K.name}{nx.name}" if len(self.rels) > 1 else "V"
+        single = len(self.rels) == 1
+
+        def eps(R) -> str:
+            return f"ε = {R.eps}" if single else f"ε_{R.name} = {R.eps}"
+
+        why = (f"{name} = {K.name}_h·{nx.name}_l, with up to {entries:,} entries: "
+               f"{len(K.h):,} heavy tuples of {K.name} ({rows:,} heavy keys, {eps(K)}: "
+               f"degree >= {K.th.strict:,}) meet {len(nx.l):,} light tuples of {nx.name} "
+               f"({eps(nx)}: degree < {nx.th.up:,}) along {paths:,} paths")
+        if single:
+            fix = ("ε = 1/2 bounds every light degree by ⌈3/2·N^(1/2)⌉, so the view has at "
+                   "most that many entries per heavy tuple")
+        else:
+            fix = (f"the view shrinks when {K.name} has fewer heavy keys (raise "
+                   f"ε_{K.name}) or {nx.name} fewer light tuples (lower ε_{nx.name}); "
+                   f"ε_{K.name} = ε_{nx.name} = 1/2 bounds each light degree of {nx.name} by "
+                   "⌈3/2·N^(1/2)⌉, so the view has at most that many entries per heavy tuple "
+                   f"of {K.name}")
+        if K.eps == 0 and nx.eps == 1:
+            why += (f" (ε_{K.name} = 0 makes every key of {K.name} heavy and ε_{nx.name} = 1 "
+                    f"every key of {nx.name} light: the view is the whole product "
+                    f"{K.name}·{nx.name}, quadratic in the worst case)")
+        return (f"the materialized views may need up to {need / 2**30:.1f} GiB, more than the "
+                f"memory budget of {budget / 2**30:.1f} GiB (GPU_IVM_MEMORY_LIMIT, in bytes, "
+                f"sets it; default 80% of the available memory). The largest is {why}. To fix: "
+                f"{fix}.")
+
     # ------------------------------------------------------------------ overflow guard
-    def _check_overflow(self, batch_max, batch_rows: int) -> None:
+    def _check_overflow(self, updates: dict[int, np.ndarray]) -> dict:
         """Refuse, before any change, a batch whose values could leave int64.
 
-        ``batch_max``: per relation (or one for all), the largest |multiplicity| the batch adds.
-        Bound: |Q| <= Π M_k · |D|^1.5, batch deltas <= Π M_k · B · |D|, views <= M² · |D|, where
-        M_k bounds |multiplicity| in relation k after the batch.
+        ``updates``: relation index -> the batch's consolidated nonzero deltas (host int64).
+        Bound (see :mod:`gpu_ivm.overflow`): every value of the batch is at most
+        ``Π_k max(1, ‖K_k‖₂ + ‖δ_k‖₂)`` times the number of product terms it sums; a batch is
+        refused when that product reaches 2**59 (int64 with a factor 16 to spare) or a
+        multiplicity could reach 2**62.
+
+        ‖K_k‖₂² is known as an upper bound carried from batch to batch (‖K + δ‖₂ <= ‖K‖₂ +
+        ‖δ‖₂: no read of the stored values per batch); when a batch would be refused on those
+        bounds, they are first recounted exactly from the stores (one pass) and the batch is
+        judged on the exact norms, so drift never refuses a batch. The graph form's
+        multiplicities are 1: there ‖E‖₂² = |E| is always exact. Returns what
+        :meth:`_commit_norms` records once the batch is applied.
         """
-        if isinstance(batch_max, int):
-            batch_max = [batch_max] * len(self.rels)
-        ms = [r.max_abs + b for r, b in zip(self.rels, batch_max)]
-        if len(ms) == 1:
-            ms = ms * 3
-        m3 = ms[0] * ms[1] * ms[2]
-        d = self.size + batch_rows + 1
-        bound = m3 * (int(d**1.5) + 1 + batch_rows * d)
-        if bound >= INT64_SAFE or max(ms) >= INT64_SAFE:
+
+        def bounds():
+            xs, pending = [], {}
+            for k, K in enumerate(self.rels):
+                x = isqrt_ceil(len(K) if self.unit_multiplicities else K.sq_bound)
+                if k in updates:
+                    d = updates[k]
+                    x += isqrt_ceil(sum_squares(np, d))
+                    pending[k] = (x * x, K.max_abs + max_abs(np, d))
+                xs.append(x)
+            return (xs * 3 if len(xs) == 1 else xs), pending
+
+        def too_big(xs, pending) -> bool:
+            return refuses(xs) or any(m >= VALUE_LIMIT for _, m in pending.values())
+
+        xs, pending = bounds()
+        if too_big(xs, pending) and not self.unit_multiplicities:
+            if any([K.refresh_norms() for K in self.rels]):  # exact norms, then judge again
+                xs, pending = bounds()
+        if too_big(xs, pending):
+            norms = ", ".join(f"{K.name}: {x}" for K, x in zip(self.rels, xs))
+            largest = max((m for _, m in pending.values()), default=0)
             raise IntegerOverflowError(
-                "this batch could overflow int64: multiplicities up to "
-                f"{max(ms)} with |D| = {self.size} bound the count by {bound}; nothing was changed"
-            )
+                "this batch could overflow int64: the triangle bound Π(‖K‖₂ + ‖δ‖₂) over the "
+                f"relations ({norms}) reaches 2**59, the guard's limit (int64 with a factor 16 "
+                f"to spare), or a multiplicity could reach 2**62 (up to {largest}); nothing "
+                "was changed")
+        return pending
+
+    def _commit_norms(self, pending: dict) -> None:
+        """Record the norm bounds a checked batch left (see :meth:`_check_overflow`)."""
+        if self.unit_multiplicities:
+            return
+        for k, (sq, mx) in pending.items():
+            self.rels[k].set_bounds(sq, mx)
 
     # ------------------------------------------------------------------ persistence
     def snapshot(self, path, *, metadata: dict | None = None):
@@ -441,16 +502,31 @@ class TriangleEngineBase:
         return load(path, backend=backend, expect=cls)
 
     # ------------------------------------------------------------------ invariants
-    def check_invariants(self) -> None:
-        """Check every structural invariant of the IVM^ε state; raise InvariantError if one fails.
+    def check_invariants(self) -> list[str]:
+        """Check the IVM^ε state against its definitions; raise InvariantError if one fails.
 
-        A state left stale by the recompute path is first brought up to date.
+        Read-only: nothing of the engine changes (a stale state is checked as it is, not
+        brought up to date). Checked on host copies with plain NumPy, independent of the
+        backend's kernels:
 
-        Partition conditions (domain partition, heavy >= ⌈θ/2⌉, light < ⌈3θ/2⌉), the size
-        invariant ⌊N/4⌋ <= |D| < N, consistency of the stores (degrees, transposed copy, no
-        live zeros), and every view equal to its definition recomputed from the parts. Checked
-        on host copies of the state, with NumPy (independent of the backend's kernels).
+        * the stores: no stored zero, sizes and degree arrays match the tuples, tombstone
+          counts, the domain partition (heavy keys' tuples in K_h, light keys' in K_l);
+        * the count: Q equals Σ R(a,b)·S(b,c)·T(c,a) (graph form: tr(E³)) recounted from the
+          stored tuples by the static counter (a worst-case-optimal join, not the maintenance
+          kernels; O(|D|^1.5));
+        * when the state is up to date: the size invariant ⌊N/4⌋ <= |D| < N, thresholds for N,
+          heavy degrees >= ⌈θ/2⌉, light degrees < ⌈3θ/2⌉, K_ht the transpose of K_h, and every
+          view equal to its definition K_h·Next_l;
+        * with ``maintain=``: the free-query state (its copy of the relations, its count, every
+          view of paper 001 against its definition, and the per-vertex counts, per-edge counts
+          and triangle listing as read, against a recount from the stored tuples by plain
+          NumPy joins, which cost Σ_b in-degree·out-degree: quadratic in the worst case).
+
+        Returns the parts not checked: empty for an up-to-date state; after a batch took the
+        recompute path (``stale``), a note naming the derived parts (partitions, thresholds,
+        N, K_ht, views) that the next delta-path batch rebuilds from the stored tuples.
         """
+        from .invariants import check_free_queries, triangles_reference
 
         def fail(msg: str) -> None:
             raise InvariantError(msg)
@@ -461,16 +537,17 @@ class TriangleEngineBase:
             ks, vs = st.items()
             return host(ks), host(vs)
 
-        self._freshen()
-
+        fresh = not self.stale
         d = self.size
-        if not (self.N // 4 <= d < self.N):
+        if fresh and not (self.N // 4 <= d < self.N):
             fail(f"size invariant: |D| = {d}, N = {self.N}")
         for K in self.rels:
             th = K.th
-            if th.n != self.N:
+            if fresh and th.n != self.N:
                 fail(f"{K.name}: thresholds for N = {th.n}, state N = {self.N}")
             for part, st in (("h", K.h), ("l", K.l), ("ht", K.ht)):
+                if part == "ht" and not fresh:
+                    continue
                 ks, vs = items(st)
                 live, heavy = host(st.live), host(K.heavy)
                 if (vs == 0).any():
@@ -486,6 +563,8 @@ class TriangleEngineBase:
                     fail(f"{K.name}_h holds a tuple of a light key")
                 if part == "l" and heavy[ks >> 32].any():
                     fail(f"{K.name}_l holds a tuple of a heavy key")
+            if not fresh:
+                continue
             hk, hv = items(K.h)
             tk, tv = items(K.ht)
             t2k, t2v = sort_pairs(transpose(hk), hv)
@@ -501,12 +580,39 @@ class TriangleEngineBase:
                 fail(f"{K.name}: light key with degree >= ⌈3θ/2⌉ = {th.up}")
             if th.all_heavy and len(K.l):
                 fail(f"{K.name}: ε = 0 but the light part is not empty")
-        for k, K in enumerate(self.rels):
-            nx, _ = self._wiring(k)
-            ek, ev = _join_reference(*items(K.h), *items(nx.l))
-            gk, gv = items(self.views[k])
-            if not (np.array_equal(ek, gk) and np.array_equal(ev, gv)):
-                fail(f"view {k} ({K.name}_h·{nx.name}_l) differs from its definition")
+        if fresh:
+            for k, K in enumerate(self.rels):
+                nx, _ = self._wiring(k)
+                ek, ev = _join_reference(*items(K.h), *items(nx.l))
+                gk, gv = items(self.views[k])
+                if not (np.array_equal(ek, gk) and np.array_equal(ev, gv)):
+                    fail(f"view {k} ({K.name}_h·{nx.name}_l) differs from its definition")
+        stored = []
+        for K in self.rels:
+            ks, vs = (np.concatenate(x) for x in zip(items(K.h), items(K.l)))
+            order = np.argsort(ks, kind="stable")
+            stored.append((ks[order], vs[order]))
+        rels3 = [stored[k % len(stored)] for k in range(3)]
+        q = int(self._count_from_stores())
+        if q != self.Q:
+            fail(f"the maintained count Q = {self.Q}, recounted from the stored tuples: {q}")
+        notes = []
+        if getattr(self, "fq", None) is not None:
+            if getattr(self, "fq_fed", False):
+                tri = triangles_reference(*rels3)
+                if int(tri[3].sum()) != self.Q:
+                    fail(f"the maintained count Q = {self.Q}, the triangles of the stored "
+                         f"tuples sum to {int(tri[3].sum())}")
+                check_free_queries(self, rels3, fail, tri)
+            elif self.size:
+                notes.append("the free-query state was not built yet (a restore builds it "
+                             "after this check): not checked")
+        if not fresh:
+            notes.append("stale after a recompute-path batch: partitions, thresholds, N, the "
+                         "transposed heavy parts and the views are rebuilt from the stored "
+                         "tuples by the next delta-path batch; checked the stored tuples and "
+                         "the count only")
+        return notes
 
     # ------------------------------------------------------------------ timing helper
     def _report(self, t0: float, **kw) -> BatchReport:

@@ -15,15 +15,18 @@ a batch-local wedge kernel; then Δ is stored with view maintenance heavy part f
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from . import io
+from .backend import Backend
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import ConflictError, InputError
 from .queries.api import FreeQueryResults
-from .rational import parse_epsilon
+from .rational import EpsilonLike, parse_epsilon
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
@@ -36,8 +39,9 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     directed : bool
         Count directed 3-cycles of a directed graph instead of undirected triangles.
     epsilon : str, Fraction, int or float
-        The IVM^ε exponent in [0, 1] (default ``"1/2"``, the optimal trade-off); 1 and 0 give
-        classical first-order IVM.
+        The IVM^ε exponent in [0, 1] (default ``"1/2"``: O(√N) amortized time per update, the
+        best worst-case bound (optimal under the OMv conjecture); not always the fastest ε on a
+        given graph, see docs/benchmarks.md); 1 and 0 give classical first-order IVM.
     backend : str, optional
         ``"cpu"``, ``"cuda"`` or ``"auto"``; default from ``GPU_IVM_BACKEND`` or ``"cpu"``.
     on_conflict : {"error", "ignore"}
@@ -66,9 +70,11 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     """
 
     names = ("E",)
+    unit_multiplicities = True
 
-    def __init__(self, *, directed: bool = False, epsilon="1/2", backend=None,
-                 on_conflict: str = "error", adaptive: bool = True, maintain=None,
+    def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "1/2",
+                 backend: str | Backend | None = None, on_conflict: str = "error",
+                 adaptive: bool = True, maintain: str | Iterable[str] | None = None,
                  track_changes: bool = False):
         if on_conflict not in ("error", "ignore"):
             raise InputError(f"on_conflict must be 'error' or 'ignore', got {on_conflict!r}",
@@ -80,6 +86,28 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         self.symmetric = not self.directed
         self.policy = AdaptivePolicy(enabled=adaptive)
         self._init_queries(maintain, [self.epsilon] * 3, track_changes)
+
+    # ------------------------------------------------------------------ summary
+    def __len__(self) -> int:
+        """The number of stored edges (:attr:`num_edges`: undirected edges once each)."""
+        return self.num_edges
+
+    def __bool__(self) -> bool:
+        return True  # an engine is truthy even while it holds no edge
+
+    def __repr__(self) -> str:
+        """Form, ε, edges, triangles and backend, from maintained counters (no recount).
+
+        >>> g = GraphEngine()
+        >>> _ = g.load({"src": [1, 2, 3], "dst": [2, 3, 1]})
+        >>> g
+        GraphEngine(undirected, epsilon=1/2, edges=3, triangles=1, backend='cpu')
+        """
+        extra = f", maintain={list(self.maintain[1:])}" if self.fq is not None else ""
+        return (f"GraphEngine({'directed' if self.directed else 'undirected'}, "
+                f"epsilon={self.epsilon}, edges={self.num_edges}, "
+                f"{'cycles' if self.directed else 'triangles'}={self.count()}, "
+                f"backend={self.backend.name!r}{extra})")
 
     # ------------------------------------------------------------------ results
     @property
@@ -110,7 +138,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         return self.encoder.decode(a), self.encoder.decode(b)
 
     # ------------------------------------------------------------------ loading
-    def load(self, edges) -> BatchReport:
+    def load(self, edges: Any) -> BatchReport:
         """Load the base graph (preprocessing: strict partition, views, static count).
 
         ``edges`` is anything :func:`gpu_ivm.io.read_edges` reads (a file, arrays, a table).
@@ -195,7 +223,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         return sum_products(vals, w) // self._per_count
 
     # ------------------------------------------------------------------ batches
-    def apply(self, updates, *, batch_id: int | None = None) -> BatchReport:
+    def apply(self, updates: Any, *, batch_id: int | None = None) -> BatchReport:
         """Apply one batch of edge inserts (sign +1) and deletes (sign -1) atomically.
 
         ``updates`` has columns ``src``, ``dst``, ``sign`` (anything
@@ -263,17 +291,19 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             gkey = pack(ga, gb)
             o = np.argsort(gkey, kind="stable")
             gkey, net = gkey[o], net[o]
-        self._check_overflow(1, int(gkey.shape[0]) * 2)
+        hkeys, hvals = self._directed_delta(gkey, net)
+        norms = self._check_overflow({0: hvals})
         self.encoder.commit(new[used - n0] if used.shape[0] else new[:0])
         self._grow_ids(max(len(self.encoder), 1))
         # the validated batch goes to the backend's memory once
-        dkeys, dvals = map(self.backend.to_device, self._directed_delta(gkey, net))
+        dkeys, dvals = map(self.backend.to_device, (hkeys, hvals))
         q_before = self.Q
         stats0 = dict(self._stats)
         phases = [(0, dkeys, dvals)] if dkeys.shape[0] else []
         # set semantics: a delete's edge is present (1), an insert's absent (0)
         path = self._run_phases(phases, lambda k: self._q_delta,
                                 old=[(dvals < 0).astype(np.int64)])
+        self._commit_norms(norms)
         # always called: a batch without net changes must still reset last_changes()
         self._queries_apply([(k, dkeys, dvals) for k in range(3)] if dkeys.shape[0] else [])
         rep = self._report(

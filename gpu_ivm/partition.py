@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from .encoding import transpose
+from .overflow import max_abs, sum_squares
 from .rational import Thresholds
 from .store import ZStore
 
@@ -36,6 +37,52 @@ class PartRel:
         self.xp = self.h.xp
         self.heavy = self.xp.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
+        # upper bound of Σ multiplicity² (None: recount from the parts); exact when _sq_exact
+        self._sq: int | None = 0
+        self._sq_exact = True
+
+    # the parts: replacing one (rebuild, restore) forgets the cached sum of squares
+    @property
+    def h(self) -> ZStore:
+        return self._h
+
+    @h.setter
+    def h(self, store: ZStore) -> None:
+        self._h = store
+        self._sq = None  # a replaced part (rebuild, restore): recount the norms when needed
+
+    @property
+    def l(self) -> ZStore:  # noqa: E743
+        return self._l
+
+    @l.setter
+    def l(self, store: ZStore) -> None:  # noqa: E743
+        self._l = store
+        self._sq = None
+
+    @property
+    def sq_bound(self) -> int:
+        """An upper bound of ‖K‖₂² = Σ multiplicity² (exact after :meth:`refresh_norms`)."""
+        if self._sq is None:
+            self.refresh_norms()
+        return self._sq
+
+    def set_bounds(self, sq: int, mx: int) -> None:
+        """Record upper bounds of Σ multiplicity² and max |multiplicity| after a batch."""
+        self._sq = int(sq)
+        self._sq_exact = False
+        self.max_abs = int(mx)
+
+    def refresh_norms(self) -> bool:
+        """Recount Σ multiplicity² and max |multiplicity| exactly from the parts (one pass);
+        False when they were exact already."""
+        if self._sq is not None and self._sq_exact:
+            return False
+        vals = [self.h.items(sort=False)[1], self.l.items(sort=False)[1]]
+        self._sq = sum(sum_squares(self.xp, v) for v in vals)
+        self.max_abs = max(max_abs(self.xp, v) for v in vals)
+        self._sq_exact = True
+        return True
 
     def __len__(self) -> int:
         return len(self.h) + len(self.l)
@@ -94,4 +141,6 @@ class PartRel:
         self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap, self.kernels)
         tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
         self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels)
-        self.max_abs = int(xp.abs(vals).max()) if vals.shape[0] else 0
+        self.max_abs = max_abs(xp, vals)
+        self._sq = sum_squares(xp, vals)
+        self._sq_exact = True

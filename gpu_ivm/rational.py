@@ -12,6 +12,9 @@ from numbers import Rational
 
 from .errors import InputError
 
+EpsilonLike = str | Fraction | int | float
+"""What ``epsilon=`` accepts: ``"1/2"``, ``Fraction(1, 2)``, ``0``, ``1``, ``0.5`` (in [0, 1])."""
+
 
 def parse_epsilon(value: object) -> Fraction:
     """Return ε as an exact :class:`~fractions.Fraction` in [0, 1].

@@ -11,16 +11,19 @@ captures every cross term of the batch exactly.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from . import io
+from .backend import Backend
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
-from .errors import InputError
+from .errors import InputError, IntegerOverflowError
+from .overflow import VALUE_LIMIT, max_abs
 from .queries.api import FreeQueryResults
-from .rational import parse_epsilon
+from .rational import EpsilonLike, parse_epsilon
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
@@ -72,8 +75,9 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
 
     names = REL_NAMES
 
-    def __init__(self, *, epsilon="1/2", backend=None, adaptive: bool = True, maintain=None,
-                 track_changes: bool = False):
+    def __init__(self, *, epsilon: EpsilonLike | Mapping[str, EpsilonLike] = "1/2",
+                 backend: str | Backend | None = None, adaptive: bool = True,
+                 maintain: str | Iterable[str] | None = None, track_changes: bool = False):
         self.epsilons = _epsilons(epsilon)
         super().__init__(self.epsilons, backend)
         self.policy = AdaptivePolicy(enabled=adaptive)
@@ -82,6 +86,29 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
     def count(self) -> int:
         """The current value of Q."""
         return self.Q
+
+    def __len__(self) -> int:
+        """The number of stored tuples over R, S and T (tuples with a nonzero multiplicity)."""
+        return self.size
+
+    def __bool__(self) -> bool:
+        return True  # an engine is truthy even while it holds no tuple
+
+    def __repr__(self) -> str:
+        """ε per relation, stored tuples per relation, Q and backend, from maintained counters.
+
+        >>> e = RelationEngine(epsilon={"R": 0, "S": "1/2", "T": 1})
+        >>> _ = e.load(R={"src": [1], "dst": [2]}, S={"src": [2], "dst": [3]},
+        ...            T={"src": [3], "dst": [1], "mult": [2]})
+        >>> e
+        RelationEngine(epsilon={'R': '0', 'S': '1/2', 'T': '1'}, tuples={'R': 1, 'S': 1, 'T': 1},
+                       count=2, backend='cpu')
+        """
+        eps = {K.name: str(K.eps) for K in self.rels}
+        sizes = {K.name: len(K) for K in self.rels}
+        extra = f", maintain={list(self.maintain[1:])}" if self.fq is not None else ""
+        return (f"RelationEngine(epsilon={eps}, tuples={sizes}, count={self.Q}, "
+                f"backend={self.backend.name!r}{extra})")
 
     @property
     def num_keys(self) -> int:
@@ -97,7 +124,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         return self.encoder.decode(a), self.encoder.decode(b), vals
 
     # ------------------------------------------------------------------ loading
-    def load(self, R=None, S=None, T=None) -> BatchReport:
+    def load(self, R: Any = None, S: Any = None, T: Any = None) -> BatchReport:
         """Load the initial relations (each anything :func:`gpu_ivm.io.read_relation` reads,
         with columns ``src``, ``dst`` and optional ``mult``); the engine must be empty."""
         t0 = time.perf_counter()
@@ -123,8 +150,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             a = ids[offs[k]:offs[k + 1]]
             b = ids[offs[3 + k]:offs[4 + k]]
             consolidated.append(self._consolidate(pack(a, b), parts[k][2]))
-        self._check_overflow([int(np.abs(v).max()) if v.shape[0] else 0
-                              for _, v in consolidated], rows)
+        self._check_overflow({k: v for k, (_, v) in enumerate(consolidated)})
         if self.fq is not None and any(v.shape[0] and int(v.min()) < 0 for _, v in consolidated):
             raise InputError("maintaining vertex_counts, edge_counts or triangles needs "
                              "positive multiplicities (paper 001, footnote 2)", column="mult")
@@ -144,7 +170,13 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         starts = group_starts(skeys)
         if skeys.shape[0] == 0:
             return skeys, mult[:0].astype(np.int64)
-        sums = np.add.reduceat(np.asarray(mult, np.int64)[order], starts)
+        mult = np.asarray(mult, np.int64)[order]
+        if max_abs(np, mult) * mult.shape[0] >= VALUE_LIMIT:  # a row sum could wrap around
+            reach = np.add.reduceat(np.abs(mult).astype(np.float64), starts)
+            if (reach >= float(VALUE_LIMIT)).any():
+                raise IntegerOverflowError("this batch could overflow int64: rows of one tuple "
+                                           "add up to 2**62 or more; nothing was changed")
+        sums = np.add.reduceat(mult, starts)
         uk = skeys[starts]
         nz = sums != 0
         return uk[nz], sums[nz]
@@ -185,7 +217,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         return sum_products(vals, self._path_weights(0, a, b, False))
 
     # ------------------------------------------------------------------ batches
-    def apply(self, updates, *, batch_id: int | None = None) -> BatchReport:
+    def apply(self, updates: Any, *, batch_id: int | None = None) -> BatchReport:
         """Apply one batch (columns ``rel``, ``src``, ``dst``, ``mult``) atomically.
 
         Rows for the same tuple are summed; zero sums are dropped. Validation happens before any
@@ -209,10 +241,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             keys, deltas = self._consolidate(pack(a[sel], b[sel]), u.mult[sel])
             if keys.shape[0]:
                 phases.append((k, keys, deltas))
-        maxm = [0, 0, 0]
-        for k, _, d in phases:
-            maxm[k] = int(np.abs(d).max())
-        self._check_overflow(maxm, rows)
+        norms = self._check_overflow({k: d for k, _, d in phases})
         n0 = len(self.encoder)
         self._queries_check(phases, lambda i: new[i - n0] if i >= n0 else
                             self.encoder.decode(np.array([i]))[0])
@@ -223,6 +252,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         q_before = self.Q
         stats0 = dict(self._stats)
         path = self._run_phases(phases, self._q_delta_for)
+        self._commit_norms(norms)
         self._queries_apply(phases)
         rep = self._report(
             t0, batch=self.batches_applied, rows=rows,

@@ -18,13 +18,16 @@ is counted on the device, one thread per oriented edge intersecting two sorted o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpu_ivm.errors import InputError, IntegerOverflowError
 from gpu_ivm.kernels import static_kernels as sk
 from gpu_ivm.selection import run_starts
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "simple_graph",
@@ -534,7 +537,7 @@ def _key_column(keys: np.ndarray):
     return pa.array(keys, pa.int64())
 
 
-def list_triangles(source: Any):
+def list_triangles(source: Any) -> pa.Table:
     """Every triangle of the undirected simple graph once, as an Arrow table ``a, b, c`` with
     a < b < c (by key).
 
@@ -549,24 +552,26 @@ def list_triangles(source: Any):
                      "c": _key_column(keys[c])})
 
 
-def vertex_triangle_counts(source: Any):
-    """Triangles through each vertex of the undirected simple graph (what
-    ``networkx.triangles`` returns), recomputed from scratch: an Arrow table ``vertex,
-    triangles`` of the vertices in at least one triangle, by key.
+def vertex_triangle_counts(source: Any) -> pa.Table:
+    """Triangles through each vertex of the undirected simple graph, recomputed from scratch:
+    an Arrow table ``vertex, triangles`` with one row for every vertex of the graph (every key
+    that appears in ``src`` or ``dst``, self-loop-only vertices included), 0 for a vertex in no
+    triangle, sorted by key. This is what ``networkx.triangles`` returns for the graph built
+    from the same edge list. (The engines' maintained ``vertex_counts()`` lists only vertices
+    in at least one triangle.)
 
-    >>> vertex_triangle_counts(([1, 2, 3, 3], [2, 3, 1, 4])).to_pylist()[0]
-    {'vertex': 1, 'triangles': 1}
+    >>> vertex_triangle_counts(([1, 2, 3, 3], [2, 3, 1, 4])).to_pydict()
+    {'vertex': [1, 2, 3, 4], 'triangles': [1, 1, 1, 0]}
     """
     import pyarrow as pa
 
     s, d, keys = _keyed_ids(source)
     a, b, c = list_triangles_ids(s, d, keys.shape[0])
     counts = np.bincount(np.concatenate([a, b, c]), minlength=keys.shape[0])
-    nz = np.flatnonzero(counts)
-    return pa.table({"vertex": _key_column(keys[nz]), "triangles": pa.array(counts[nz])})
+    return pa.table({"vertex": _key_column(keys), "triangles": pa.array(counts, pa.int64())})
 
 
-def edge_triangle_counts(source: Any):
+def edge_triangle_counts(source: Any) -> pa.Table:
     """Triangles containing each edge of the undirected simple graph (edge support),
     recomputed from scratch: an Arrow table ``src, dst, triangles`` (src < dst by key) of the
     edges in at least one triangle.

@@ -134,3 +134,25 @@ def test_timed_out_and_unavailable_peers_are_reported(monkeypatch):
     rec = drive.run_system(ctx, "missing_peer", wl)
     assert rec["status"] == "unavailable" and rec["detail"] == "not installed (test)"
     assert np.isfinite(wl.expected[len(wl.batches) - 1])
+
+
+def test_state_memory_counts_every_stored_tuple():
+    """bench.state_memory: the state of a loaded engine holds at least its packed keys and
+    multiplicities (16 bytes per stored directed tuple, in h/l plus the transposed heavy part),
+    and maintaining results only adds; --factorized reports the views or the budget refusal."""
+    import numpy as np
+
+    from bench.state_memory import factorized, state_bytes
+    from gpu_ivm import GraphEngine
+
+    rng = np.random.default_rng(2)
+    s, d = rng.integers(0, 200, 2000), rng.integers(0, 200, 2000)
+    plain, full = GraphEngine(), GraphEngine(maintain=["vertex_counts", "edge_counts",
+                                                       "triangles"])
+    for g in (plain, full):
+        g.load({"src": s, "dst": d})
+    assert state_bytes(plain) >= 16 * 2 * plain.num_edges
+    assert state_bytes(full) > state_bytes(plain)
+    row = factorized(6)
+    assert row["tuples_per_relation"] > 0
+    assert "view_entries" in row or "V_ST" in row["refused"]

@@ -98,7 +98,9 @@ def test_adaptive_paths_agree(force):
         assert rep.path == want
         assert eng.count() == oracle.count()
         if i % 2:
+            stale = eng.stale
             eng.check_invariants()
+            assert eng.stale == stale == (want == "recompute")  # the check changes nothing
             assert eng.recount() == oracle.count()
 
 

@@ -208,3 +208,32 @@ def test_batch_cross_terms_non_self_join():
     e.load(T={"src": ["c"], "dst": ["a"]})
     rep = e.apply(rows("RS", ["a", "b"], ["b", "c"], [1, 1]))
     assert rep.delta == 1 and e.count() == 1
+
+
+def test_view_budget_error_names_the_view_and_the_epsilons(monkeypatch):
+    """The README's per-relation ε (R, S: 0, T: 1) makes V_ST = S_h·T_l the whole product
+    S·T; past the memory budget the error says so and which ε to change. Oracle: the number
+    of paths b→c→a of S·T counted with NumPy."""
+    from gpu_ivm import ResourceLimitError
+    from gpu_ivm.workloads import rmat_edges
+
+    s, d = rmat_edges(10, 8, seed=3)
+    rel = {"src": s, "dst": d}
+    deg_in = np.bincount(d, minlength=1 << 10)
+    deg_out = np.bincount(s, minlength=1 << 10)
+    paths = int(deg_in @ deg_out)  # Σ_c S(·, c) in-degree × T(c, ·) out-degree
+    monkeypatch.setenv("GPU_IVM_MEMORY_LIMIT", str(16 * paths - 1))
+    e = RelationEngine(epsilon={"R": 0, "S": 0, "T": 1})
+    with pytest.raises(ResourceLimitError) as ei:
+        e.load(R=rel, S=rel, T=rel)
+    msg = str(ei.value)
+    assert "V_ST = S_h·T_l" in msg and f"{paths:,} paths" in msg
+    assert "raise ε_S" in msg and "lower ε_T" in msg
+    assert "ε_S = 0 makes every key of S heavy" in msg and "ε_T = 1 every key of T light" in msg
+    monkeypatch.setenv("GPU_IVM_MEMORY_LIMIT", str(16 * paths))
+    e = RelationEngine(epsilon={"R": 0, "S": 0, "T": 1})
+    e.load(R=rel, S=rel, T=rel)  # exactly enough: it loads
+    import scipy.sparse as sps
+
+    a = sps.csr_matrix((np.ones(s.shape[0], np.int64), (s, d)), shape=(1 << 10, 1 << 10))
+    assert len(e.views[1]) == (a @ a).nnz  # V_ST is the whole product S·T

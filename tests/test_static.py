@@ -420,7 +420,8 @@ def test_static_per_vertex_per_edge_and_listing_match_networkx(strings):
     G.add_edges_from((key(a), key(b)) for a, b in zip(s, d) if a != b)
     tri = nx.triangles(G)
     vc = gpu_ivm.vertex_triangle_counts((src, dst)).to_pydict()
-    assert dict(zip(vc["vertex"], vc["triangles"])) == {v: c for v, c in tri.items() if c}
+    assert dict(zip(vc["vertex"], vc["triangles"])) == tri  # every vertex, zeros included
+    assert vc["vertex"] == sorted(vc["vertex"])
     ec = gpu_ivm.edge_triangle_counts((src, dst)).to_pydict()
     want = {}
     for u, v in G.edges():
@@ -470,3 +471,25 @@ def test_relation_sum_backend_equals_dense_trace() -> None:
     want = int(np.trace(mats[0] @ mats[1] @ mats[2]))
     assert want != 0
     assert relation_triangle_sum_backend(rels, n, "cpu") == want
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_vertex_triangle_counts_lists_every_vertex_like_networkx(seed):
+    """Sparse random graphs (many vertices in no triangle, isolated edges, a self-loop-only
+    vertex) against networkx.triangles on the graph built from the same edge list."""
+    import networkx as nx
+
+    import gpu_ivm
+
+    rng = np.random.default_rng(seed)
+    n = 60
+    s, d = rng.integers(0, n, 70), rng.integers(0, n, 70)
+    s = np.r_[s, 1000, 2000]  # a vertex with only a self-loop, a vertex with one edge
+    d = np.r_[d, 1000, 2001]
+    G = nx.Graph()
+    G.add_edges_from(zip(s.tolist(), d.tolist()))
+    want = nx.triangles(G)
+    got = gpu_ivm.vertex_triangle_counts((s, d)).to_pydict()
+    assert dict(zip(got["vertex"], got["triangles"])) == want
+    assert len(got["vertex"]) == G.number_of_nodes()
+    assert 0 in got["triangles"] and want[1000] == 0

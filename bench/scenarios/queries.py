@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import gpu_ivm
 from bench.context import RunContext
@@ -91,6 +92,9 @@ def _one(ctx: RunContext, st, eps: str, maintain: str, cap_s: float) -> dict:
         else:
             cols = ref.column_names
             mine = pa.Table.from_batches(got).sort_by([(c, "ascending") for c in cols[:-1]])
+            # the static per-vertex table lists every vertex (0 included), the engine's only
+            # vertices in a triangle
+            ref = ref.filter(pc.greater(ref["triangles"], 0))
             want = ref.sort_by([(c, "ascending") for c in cols[:-1]])
             rec["ok"] = mine.select(cols).equals(want.select(cols))
         rec["enum_rows"] = rows

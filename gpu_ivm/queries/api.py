@@ -16,6 +16,7 @@ downloaded with ``backend.to_host`` right before ids are decoded and Arrow array
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +59,8 @@ class FreeQueryResults:
 
     fq: FreeQueries | None = None
     maintain: tuple[str, ...] = ("count",)
+    # False until the free-query state was given tuples (load, a batch, a restore's rebuild)
+    fq_fed = False
 
     # ------------------------------------------------------------------ wiring
     def _init_queries(self, maintain, epsilons, track_changes: bool) -> None:
@@ -84,6 +87,7 @@ class FreeQueryResults:
                                  "positive multiplicities (paper 001, footnote 2)",
                                  column="mult")
         self.fq.build(rels, max(len(self.encoder), 1))
+        self.fq_fed = True
         self._changes_cache = None
 
     def _queries_rebuild(self) -> None:
@@ -119,6 +123,7 @@ class FreeQueryResults:
         if self.fq is None:
             return
         self.fq.apply(phases, max(len(self.encoder), 1))
+        self.fq_fed = True
         self._changes_cache = None
 
     def _need(self, name: str) -> FreeQueries:
@@ -212,8 +217,12 @@ class FreeQueryResults:
 
     # ------------------------------------------------------------------ results
     def vertex_counts(self, chunk_size: int = DEFAULT_CHUNK) -> Iterator[pa.RecordBatch]:
-        """Per-vertex triangle counts Δ1 as Arrow record batches (``vertex``, ``triangles``);
-        vertices with count 0 are left out. In the relation form ``vertex`` is the A value."""
+        """Per-vertex triangle counts Δ1 as Arrow record batches (``vertex``, ``triangles``),
+        sorted by internal id: one row per vertex in at least one triangle (nonzero count).
+        Vertices in no triangle — with or without edges — are left out (``vertex_count(v)``
+        gives 0 for them; :func:`gpu_ivm.vertex_triangle_counts` lists every vertex, as
+        ``networkx.triangles`` does). In the relation form ``vertex`` is the A value and a row
+        is a value with Δ1 ≠ 0."""
         fq = self._need("vertex_counts")
         chunk_size = self._check_chunk(chunk_size)
         ids, m = self._host(*rs.vertex_counts(fq))
@@ -275,7 +284,7 @@ class FreeQueryResults:
         return pa.Table.from_batches(list(gen(1 << 30)))
 
     # ------------------------------------------------------------------ lookups
-    def vertex_count(self, v):
+    def vertex_count(self, v: Any) -> int | np.ndarray:
         """Triangles through vertex ``v`` (Δ1); an array of keys gives an array of counts.
         Unknown vertices count 0."""
         fq = self._need("vertex_counts")
@@ -288,7 +297,7 @@ class FreeQueryResults:
             out //= 2
         return int(out[0]) if scalar else out
 
-    def edge_count(self, u, v):
+    def edge_count(self, u: Any, v: Any) -> int | np.ndarray:
         """Triangles containing edge (u, v) (Δ2(u, v)); arrays give an array. Absent edges
         count 0."""
         fq = self._need("edge_counts")
@@ -303,7 +312,7 @@ class FreeQueryResults:
         out[ok] = self._host(rs.edge_lookup(fq, a[ok], b[ok]))
         return int(out[0]) if scalar else out
 
-    def triangles_of(self, v) -> pa.Table:
+    def triangles_of(self, v: Any) -> pa.Table:
         """The triangles through vertex ``v`` (or any of an array of vertices) as an Arrow
         table; in the relation form, the Δ3 tuples whose A value is ``v``."""
         fq = self._need("triangles")
