@@ -21,18 +21,40 @@ class InputError(GpuIvmError, ValueError):
         The column at fault, when one is.
     row : int or None
         The 0-based index of the first offending row in the input, when one is.
+    line : int or None
+        The 1-based line of a text or CSV file that holds that row, when there is one.
+    detail : str
+        The message without the column/row/line suffix.
     """
 
-    def __init__(self, message: str, *, column: str | None = None, row: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        column: str | None = None,
+        row: int | None = None,
+        line: int | None = None,
+    ):
         where = []
         if column is not None:
             where.append(f"column {column!r}")
         if row is not None:
             where.append(f"row {row}")
+        if line is not None:
+            where.append(f"line {line} (1-based)")
         full = f"{message} ({', '.join(where)})" if where else message
         super().__init__(full)
+        self.detail = message
         self.column = column
         self.row = row
+        self.line = line
+
+
+class InputNote(UserWarning):
+    """A note about an input that was read, e.g. columns that were ignored.
+
+    Emitted with :func:`warnings.warn`; the command line prints it as ``gpu-ivm: note: ...``.
+    """
 
 
 class ConflictError(InputError):
