@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from .cli_input import add_input_options, input_options, show_input_notes
 from .errors import GpuIvmError, InputError
 
 
@@ -42,7 +43,7 @@ def cmd_count(args) -> int:
     from .static import graph_stats
 
     t0 = time.perf_counter()
-    el = read_edges(args.graph)
+    el = read_edges(args.graph, **input_options(args))
     stats = graph_stats((el.src, el.dst)) if not args.directed else None
     if args.directed:
         from .static import count_triangles_arrays, simple_graph
@@ -250,14 +251,14 @@ def _new_engine(args, maintain: list[str]):
             from .relation_engine import RelationEngine
 
             eng = RelationEngine(**kw)
-            u = read_relation_updates(args.base)
+            u = read_relation_updates(args.base, **input_options(args))
             parts = {nm: {"src": u.src[u.rel == k], "dst": u.dst[u.rel == k],
                           "mult": u.mult[u.rel == k]} for k, nm in enumerate("RST")}
             return eng, eng.load(**parts)
         from .graph_engine import GraphEngine
 
         eng = GraphEngine(directed=args.directed, on_conflict=args.on_conflict or "error", **kw)
-        return eng, eng.load(args.base)
+        return eng, eng.load(args.base, **input_options(args))
     except InputError as e:
         raise InputError(f"base {'relations' if args.relations else 'graph'} {args.base}: "
                          f"{e}") from e
@@ -345,7 +346,7 @@ def cmd_replay(args) -> int:
     todo = list(enumerate(files))[start:]
     for i, path in _progress(todo, len(todo), "replay", not args.json):
         try:
-            r = eng.apply(path, batch_id=i)
+            r = eng.apply(path, batch_id=i, **input_options(args, sign=not args.relations))
         except InputError as e:
             raise InputError(f"{path.name}: {e}") from e
         total_updates += r.updates
@@ -395,6 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("count", help="count the triangles of an edge-list file")
     c.add_argument("graph", help="edge list: SNAP text (.txt/.gz), CSV, Parquet or Arrow IPC")
     c.add_argument("--directed", action="store_true", help="count directed 3-cycles instead")
+    add_input_options(c)
     c.set_defaults(fn=cmd_count)
     r = sub.add_parser("replay", help="apply a folder of batch files to a base graph")
     r.add_argument("--base", required=True,
@@ -438,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "with old and new values, to DIR/changes/<result>/batch-<NNNNNN>."
                         "parquet (NNNNNN = batch number); a fresh run needs a folder without "
                         "change files, --resume keeps those of the batches already applied")
+    add_input_options(r)
     r.set_defaults(fn=cmd_replay, check_args=lambda a: _check_replay_args(r, a))
     d = sub.add_parser("demo", help="run the embedded default workload")
     d.add_argument("--scale", type=int, default=18, help="R-MAT scale (default 18)")
@@ -457,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
     if check is not None:
         check(args)
     try:
-        return args.fn(args)
+        with show_input_notes():
+            return args.fn(args)
     except InputError as e:
         print(f"gpu-ivm: error: {e}", file=sys.stderr)
         return 2

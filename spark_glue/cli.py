@@ -58,12 +58,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="spark.sql.execution.arrow.maxRecordsPerBatch (Spark default 10000)")
     r.add_argument("--check", action="store_true",
                    help="also run a plain engine on the driver and fail on any difference")
+    from gpu_ivm.cli_input import add_input_options
+
+    add_input_options(r)
     r.set_defaults(fn=cmd_spark_replay)
     return r
 
 
 def cmd_spark_replay(args: argparse.Namespace) -> int:
     """Run ``spark-replay``; returns the exit code."""
+    from gpu_ivm.cli_input import input_options
     from gpu_ivm.errors import InputError
     from gpu_ivm.graph_engine import GraphEngine
     from gpu_ivm.io import list_batch_files, read_edges, read_graph_updates
@@ -72,7 +76,7 @@ def cmd_spark_replay(args: argparse.Namespace) -> int:
     from .session import local_session
 
     files = list_batch_files(args.batches)
-    el = read_edges(args.base)
+    el = read_edges(args.base, **input_options(args))
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -128,7 +132,7 @@ def cmd_spark_replay(args: argparse.Namespace) -> int:
         total_updates, total_s = 0, 0.0
         for i, path in enumerate(files):
             try:
-                u = read_graph_updates(path)
+                u = read_graph_updates(path, **input_options(args, sign=True))
             except InputError as e:
                 raise InputError(f"{path.name}: {e}") from e
             t0 = time.perf_counter()
