@@ -169,7 +169,7 @@ def read_delimited(
     data = rows[1:] if hdr else rows
     ncols = len(rows[0])
 
-    if ncols < layout.required:
+    if names is None and ncols < layout.required:
         raise InputError(
             f"{where}: data row has {ncols} field(s), fewer than the {layout.required} "
             f"required fields ({layout.describe()})",
