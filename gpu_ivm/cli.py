@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from .cli_input import add_input_options, input_options, show_input_notes
+from .cli_input import add_input_options, in_file, input_options, show_input_notes
 from .errors import GpuIvmError, InputError
 
 
@@ -348,7 +348,7 @@ def cmd_replay(args) -> int:
         try:
             r = eng.apply(path, batch_id=i, **input_options(args, sign=not args.relations))
         except InputError as e:
-            raise InputError(f"{path.name}: {e}") from e
+            raise InputError(in_file(path.name, e)) from e
         total_updates += r.updates
         total_s += r.seconds
         if args.emit_changes and r.path != "skipped":

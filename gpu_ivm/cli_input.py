@@ -62,6 +62,16 @@ def input_options(args: argparse.Namespace, *, sign: bool = False) -> dict[str, 
     return out
 
 
+def in_file(name: str, error: Exception) -> str:
+    """``"<name>: <error>"``, without naming the file twice when the reader already did.
+
+    >>> in_file("b.csv", ValueError("b.csv: bad"))
+    'b.csv: bad'
+    """
+    text = str(error)
+    return text if text.startswith(f"{name}:") else f"{name}: {text}"
+
+
 @contextlib.contextmanager
 def show_input_notes() -> Iterator[None]:
     """Print every :class:`~gpu_ivm.errors.InputNote` as ``gpu-ivm: note: ...`` on stderr."""

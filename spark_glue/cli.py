@@ -67,7 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_spark_replay(args: argparse.Namespace) -> int:
     """Run ``spark-replay``; returns the exit code."""
-    from gpu_ivm.cli_input import input_options
+    from gpu_ivm.cli_input import in_file, input_options
     from gpu_ivm.errors import InputError
     from gpu_ivm.graph_engine import GraphEngine
     from gpu_ivm.io import list_batch_files, read_edges, read_graph_updates
@@ -134,7 +134,7 @@ def cmd_spark_replay(args: argparse.Namespace) -> int:
             try:
                 u = read_graph_updates(path, **input_options(args, sign=True))
             except InputError as e:
-                raise InputError(f"{path.name}: {e}") from e
+                raise InputError(in_file(path.name, e)) from e
             t0 = time.perf_counter()
             df = create_frame(spark, updates_table(u))
             try:
@@ -145,7 +145,7 @@ def cmd_spark_replay(args: argparse.Namespace) -> int:
                     r = eng.apply(collect_arrow(ingest(df)), batch_id=i)
                     extra = {"engine_seconds": r.seconds}
             except InputError as e:
-                raise InputError(f"{path.name}: {e}") from e
+                raise InputError(in_file(path.name, e)) from e
             seconds = time.perf_counter() - t0
             d = r.to_dict()
             d.update(batch=i, file=path.name, seconds=seconds, **extra)

@@ -175,7 +175,7 @@ def _oracle(path: Path, case: Case, fmt: str, codec: str | None) -> list[list[st
         return [[_text(v) for v in table.column(i).to_pylist()] for i in range(table.num_columns)]
     with pa.input_stream(str(path), compression=codec) as f:
         raw = f.read().decode()
-    kw = {"sep": ","} if fmt == "csv" else {"sep": r"\s+", "comment": "#", "engine": "python"}
+    kw = {"sep": ","} if fmt == "csv" else {"sep": "[ \t]+", "comment": "#", "engine": "python"}
     if not case.columns[0]:
         return [[] for _ in case.columns]
     frame = pd.read_csv(io.StringIO(raw), header=0 if case.header else None, dtype=str,

@@ -24,12 +24,12 @@ from gpu_ivm.errors import InputError
 from .header import has_header, is_int
 from .layout import Gathered, Layout, choose, label, note_ignored
 from .sources import gather_table
-from .text import data_rows, is_blank, is_regular, normalise
+from .text import data_rows, is_blank, is_regular, normalise, split_fields
 
 PEEK_BYTES = 1 << 16
 """How much of a text or CSV file is looked at before it is parsed (more when the comment
 lines at its top fill that)."""
-_SAMPLE_ROWS = 1000
+_SAMPLE_ROWS = 256
 _COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
 _MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\x28\xb5\x2f\xfd", "zstd"))
 
@@ -111,12 +111,11 @@ def _first_rows(head: bytes, complete: bool, kind: str) -> tuple[int, list[list[
         if s and (kind == "csv" or s[:1] not in (b"#", b"%")):
             break
         skip += 1
-    body = lines[skip : skip + 4 * _SAMPLE_ROWS]
+    body = b"\n".join(lines[skip : skip + 2 * _SAMPLE_ROWS]).decode("utf-8", "replace")
     if kind == "csv":
-        text = [b.decode("utf-8", "replace") for b in body if b]
-        rows = [r for r in csv.reader(text) if r][:_SAMPLE_ROWS]
+        rows = [r for r in csv.reader(body.split("\n")) if r][:_SAMPLE_ROWS]
     else:
-        split = (b.decode("utf-8", "replace").split() for b in body)
+        split = (split_fields(line) for line in body.split("\n"))
         rows = [r for r in split if r and not r[0].startswith(("#", "%"))][:_SAMPLE_ROWS]
     return skip, rows
 

@@ -81,6 +81,11 @@ def normalise(data: bytes) -> bytes:
     return _drop_comment_lines(_collapse_whitespace(data))
 
 
+def split_fields(line: str) -> list[str]:
+    """The fields of a text line as the parser sees them: split at spaces and tabs only."""
+    return [f for f in line.rstrip("\r\n").replace("\t", " ").split(" ") if f]
+
+
 def data_rows(stream: pa.NativeFile, kind: str) -> Iterator[tuple[int, list[str]]]:
     """Yield ``(1-based line, fields)`` for every data row (the header row included).
 
@@ -96,6 +101,6 @@ def data_rows(stream: pa.NativeFile, kind: str) -> Iterator[tuple[int, list[str]
             start = reader.line_num + 1
         return
     for lineno, line in enumerate(text, 1):
-        fields = line.split()
-        if fields and not fields[0].startswith(("#", "%")):
-            yield lineno, fields
+        row = split_fields(line)
+        if row and not row[0].startswith(("#", "%")):
+            yield lineno, row
