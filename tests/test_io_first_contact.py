@@ -288,3 +288,50 @@ def test_cli_notes_and_column_flags(tmp_path: Path) -> None:
     out = subprocess.run(run, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["triangles"] == nx_triangles([1, 2, 3], [2, 3, 1])
     assert "gpu-ivm: note: w.txt: ignored extra column(s) at position 0" in out.stderr
+
+
+# --------------------------------------------------------------------------------------
+# Beyond the first block: what the fast path cannot see must still be read right
+# --------------------------------------------------------------------------------------
+
+N_BIG = 20_000  # about 200 KB: past the first block the readers look at before parsing
+
+
+def big_text(tail: str) -> str:
+    return "# big\n" + "".join(f"{i} {i + 1}\n" for i in range(N_BIG)) + tail
+
+
+@pytest.mark.parametrize(("tail", "want_tail"), [
+    ("# a late comment\n5 6\n", [(5, 6)]),
+    ("7  8 \n\t9\t10\n", [(7, 8), (9, 10)]),
+    ("\n\n11 12\n", [(11, 12)]),
+])
+def test_late_irregular_lines(tmp_path: Path, tail: str, want_tail: list) -> None:
+    path = tmp_path / "big.txt.gz"
+    path.write_bytes(gzip.compress(big_text(tail).encode()))
+    edges = read_edges(path)
+    want = [(i, i + 1) for i in range(N_BIG)] + want_tail
+    assert list(zip(edges.src.tolist(), edges.dst.tolist())) == want
+
+
+def test_late_bad_token_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "big.txt"
+    path.write_text(big_text("1 2\n\n3 x\n"))
+    with pytest.raises(InputError, match="ids='str'") as excinfo:
+        read_edges(path)
+    lines = path.read_text().splitlines()
+    assert lines[excinfo.value.line - 1] == "3 x"
+    assert excinfo.value.row == N_BIG + 1
+    late_time = tmp_path / "t.txt"
+    late_time.write_text("".join(f"{i} {i + 1} {i}\n" for i in range(N_BIG)) + "1 2 noon\n")
+    with pytest.raises(InputError, match="not an integer") as excinfo:
+        read_edges(late_time)
+    assert excinfo.value.column == "time" and excinfo.value.line == N_BIG + 1
+
+
+def test_late_field_count_error_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "big.csv"
+    path.write_text("src,dst\n" + "".join(f"{i},{i + 1}\n" for i in range(N_BIG)) + "1,2,3\n")
+    with pytest.raises(InputError, match="fields") as excinfo:
+        read_edges(path)
+    assert excinfo.value.line == N_BIG + 2 and excinfo.value.row == N_BIG
