@@ -36,7 +36,7 @@ class InputError(GpuIvmError, ValueError):
         line: int | None = None,
     ):
         where = []
-        if column is not None:
+        if column is not None and not _names_column(message, column):
             where.append(f"column {column!r}")
         if row is not None:
             where.append(f"row {row}")
@@ -48,6 +48,13 @@ class InputError(GpuIvmError, ValueError):
         self.column = column
         self.row = row
         self.line = line
+
+
+def _names_column(message: str, column: str) -> bool:
+    """True when the message opens by naming the column ("missing column 'x'; ..."), which
+    then is not named a second time in the suffix."""
+    head, _, rest = message.partition(" column ")
+    return " " not in head and rest.startswith(repr(column))
 
 
 class InputNote(UserWarning):

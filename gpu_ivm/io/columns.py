@@ -250,7 +250,7 @@ def _floats_to_int64(v: np.ndarray, name: str) -> np.ndarray:
         if x != np.trunc(x):
             raise InputError(f"non-integral value {x!r} in column {name!r}", column=name, row=i)
         raise InputError(
-            f"int64 overflow: value {x!r} in column {name!r} is outside the int64 range",
+            f"int64 overflow: value {int(x)} in column {name!r} is outside the int64 range",
             column=name,
             row=i,
         )
