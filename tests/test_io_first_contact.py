@@ -336,3 +336,35 @@ def test_late_field_count_error_names_its_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="fields") as excinfo:
         read_edges(path)
     assert excinfo.value.line == N_BIG + 2 and excinfo.value.row == N_BIG
+
+
+def test_cli_replay_natural_order_headerless_batches(tmp_path: Path) -> None:
+    # batch-2 inserts the edge that batch-10 deletes: applied in plain name order, batch-10
+    # would delete an absent edge and fail
+    base = tmp_path / "base.txt"
+    base.write_text("1 2\n2 3\n")
+    batches = tmp_path / "b"
+    batches.mkdir()
+    (batches / "batch-2.csv").write_text("3,1,1\n")
+    (batches / "batch-10.csv").write_text("1,2,-1\n")
+    out = subprocess.run([sys.executable, "-m", "gpu_ivm", "replay", "--base", str(base),
+                          "--batches", str(batches), "--json"],
+                         capture_output=True, text=True, check=True)
+    lines = [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
+    assert [x["triangles"] for x in lines[-2:]] == [
+        nx_triangles([1, 2, 3], [2, 3, 1]), nx_triangles([2, 3], [3, 1])]
+
+
+def test_cli_input_flags_on_every_reader_command() -> None:
+    from gpu_ivm.cli import build_parser
+    from gpu_ivm.cli_input import input_options
+
+    p = build_parser()
+    flags = ["--no-header", "--src-col", "a", "--dst-col", "2", "--sign-col", "3",
+             "--string-ids"]
+    for argv in (["count", "g.txt"], ["replay", "--base", "g", "--batches", "d"],
+                 ["spark-replay", "--base", "g", "--batches", "d"]):
+        args = p.parse_args(argv + flags)
+        assert input_options(args, sign=True) == {
+            "src": "a", "dst": 2, "sign": 3, "header": False, "ids": "str"}
+        assert "sign" not in input_options(args)
