@@ -368,3 +368,11 @@ def test_cli_input_flags_on_every_reader_command() -> None:
         assert input_options(args, sign=True) == {
             "src": "a", "dst": 2, "sign": 3, "header": False, "ids": "str"}
         assert "sign" not in input_options(args)
+
+
+def test_long_comment_header(tmp_path: Path) -> None:
+    path = tmp_path / "c.txt"
+    path.write_text("".join(f"# comment line {i}\n" for i in range(5000)) + "1 2\n2 3\n")
+    edges = read_edges(path)
+    want = pd.read_csv(path, sep=" ", header=None, comment="#")
+    assert edges.src.tolist() == want[0].tolist() and edges.dst.tolist() == want[1].tolist()

@@ -10,8 +10,11 @@ goes through :func:`.text.normalise` and is parsed again with every column as te
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import pathlib
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,10 +29,10 @@ from .layout import Gathered, Layout, choose, label, note_ignored
 from .sources import gather_table
 from .text import data_rows, is_blank, is_regular, normalise, split_fields
 
-PEEK_BYTES = 1 << 16
+PEEK_BYTES = 1 << 14
 """How much of a text or CSV file is looked at before it is parsed (more when the comment
 lines at its top fill that)."""
-_SAMPLE_ROWS = 256
+_SAMPLE_ROWS = 64
 _COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd", ".zstd": "zstd"}
 _MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\x28\xb5\x2f\xfd", "zstd"))
 
@@ -85,6 +88,19 @@ def _read(path: pathlib.Path, codec: str | None, size: int = -1) -> bytes:
             raise _corrupt(path, codec, exc) from exc
 
 
+def _peek(path: pathlib.Path, codec: str | None, size: int) -> bytes:
+    """The first ``size`` bytes of the decompressed file. Python's gzip and bz2 readers
+    decompress only what is asked for (pyarrow's stream decompresses whole blocks)."""
+    opener = {"gzip": gzip.open, "bz2": bz2.open}.get(codec or "")
+    if opener is None:
+        return _read(path, codec, size)
+    try:
+        with opener(path, "rb") as f:
+            return f.read(size)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _corrupt(path, codec, exc) from exc
+
+
 def _corrupt(path: pathlib.Path, codec: str | None, exc: Exception) -> InputError:
     if codec is None:
         return InputError(f"cannot read {str(path)!r}: {exc}")
@@ -98,8 +114,9 @@ def _corrupt(path: pathlib.Path, codec: str | None, exc: Exception) -> InputErro
 # --------------------------------------------------------------------------------------
 
 
-def _first_rows(head: bytes, complete: bool, kind: str) -> tuple[int, list[list[str]]]:
-    """(raw lines before the first data row, fields of the first data rows) of a block."""
+def _first_rows(head: bytes, complete: bool,
+                kind: str) -> tuple[int, list[list[str]], bytes]:
+    """(raw lines before the first data row, fields of the first data rows, their bytes)."""
     if head.startswith(b"\xef\xbb\xbf"):
         head = head[3:]
     lines = head.splitlines()
@@ -111,13 +128,14 @@ def _first_rows(head: bytes, complete: bool, kind: str) -> tuple[int, list[list[
         if s and (kind == "csv" or s[:1] not in (b"#", b"%")):
             break
         skip += 1
-    body = b"\n".join(lines[skip : skip + 2 * _SAMPLE_ROWS]).decode("utf-8", "replace")
+    raw = b"\n".join(lines[skip : skip + 2 * _SAMPLE_ROWS])
+    body = raw.decode("utf-8", "replace")
     if kind == "csv":
         rows = [r for r in csv.reader(body.split("\n")) if r][:_SAMPLE_ROWS]
     else:
         split = (split_fields(line) for line in body.split("\n"))
         rows = [r for r in split if r and not r[0].startswith(("#", "%"))][:_SAMPLE_ROWS]
-    return skip, rows
+    return skip, rows, raw
 
 
 def _options(kind: str, names: list[str], keep: Mapping[int, pa.DataType], skip: int,
@@ -153,10 +171,10 @@ def read_delimited(
     where = path.name
     size = PEEK_BYTES
     while True:
-        head = _read(path, codec, size + 1)
+        head = _peek(path, codec, size + 1)
         complete = len(head) <= size
         head = head[:size]
-        skip, rows = _first_rows(head, complete, kind)
+        skip, rows, sample = _first_rows(head, complete, kind)
         if rows or complete:
             break
         size *= 8
@@ -196,7 +214,6 @@ def read_delimited(
         return False
 
     types = {i: pa.string() if is_text(k, i) else pa.int64() for k, i in chosen.items()}
-    sample = b"\n".join(head.splitlines()[skip:])
     delimiter = "," if kind == "csv" else ("\t" if b"\t" in sample else " ")
     names_f = [f"f{i}" for i in range(ncols)]
     table = None

@@ -12,7 +12,8 @@ Unless the caller says (``header=True``/``False``, ``--header``/``--no-header``)
 * anything else is refused with an :class:`~gpu_ivm.errors.InputError`: a row is never dropped
   or kept on a guess.
 
-The rows below the first are those of the file's first block (up to about 1 MiB).
+The rows below the first that it looks at are the next 64 data rows (those within the first
+16 KiB of the file; :data:`gpu_ivm.io.files.PEEK_BYTES`).
 """
 
 from __future__ import annotations
