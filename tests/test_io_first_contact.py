@@ -157,6 +157,13 @@ def test_integer_ids_stay_integers(tmp_path: Path) -> None:
     edges = read_edges(path)
     assert edges.src.dtype == np.int64
     assert read_edges(path, ids="str").src.tolist() == ["1", "2"]
+    names = tmp_path / "n.txt"
+    names.write_text("alice bob\nbob carol\n")
+    with pytest.raises(InputError, match="not an integer") as excinfo:
+        read_edges(names, header=False, ids="int")
+    assert excinfo.value.line == 1
+    with pytest.raises(InputError, match="ids= must be one of"):
+        read_edges(path, ids="strings")
 
 
 # --------------------------------------------------------------------------------------
