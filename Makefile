@@ -51,8 +51,11 @@ bench: $(VENV)/.installed-bench
 bench-full: $(VENV)/.installed-bench
 	$(BIN)/python -m bench --full
 
-soak: $(VENV)/.installed-base
+# the engine soak, then 10^4 fuzzed input files per reader test (IO_FUZZ_EXAMPLES to change)
+soak: $(VENV)/.installed-test
 	$(BIN)/python -m bench.soak --minutes $(or $(MINUTES),5)
+	GPU_IVM_IO_FUZZ_EXAMPLES=$(or $(IO_FUZZ_EXAMPLES),10000) $(BIN)/python -m pytest -q \
+		tests/test_io_fuzz_files.py
 
 # the GPU run gets its own venv: numba-cuda replaces numba.cuda for every user of numba
 GPU_VENV := .venv-gpu

@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+from .cli_input import add_input_options, in_file, input_options, show_input_notes
 from .errors import GpuIvmError, InputError
 from .progress import announce_if_slow
 
@@ -54,7 +55,7 @@ def cmd_count(args) -> int:
 
     t0 = time.perf_counter()
     with announce_if_slow(f"reading {args.graph}") as step:
-        el = read_edges(args.graph)
+        el = read_edges(args.graph, **input_options(args))
         step.done = f"read {el.src.shape[0]:,} edge rows"
     stats = graph_stats((el.src, el.dst)) if not args.directed else None
     if args.directed:
@@ -371,7 +372,7 @@ def _new_engine(args, maintain: list[str]):
                 from .relation_engine import RelationEngine
 
                 eng = RelationEngine(**kw)
-                u = read_relation_updates(args.base)
+                u = read_relation_updates(args.base, **input_options(args))
                 parts = {nm: {"src": u.src[u.rel == k], "dst": u.dst[u.rel == k],
                               "mult": u.mult[u.rel == k]} for k, nm in enumerate("RST")}
                 rep = eng.load(**parts)
@@ -381,7 +382,7 @@ def _new_engine(args, maintain: list[str]):
 
                 eng = GraphEngine(directed=args.directed,
                                   on_conflict=args.on_conflict or "error", **kw)
-                rep = eng.load(args.base)
+                rep = eng.load(args.base, **input_options(args))
                 step.done = f"loaded {eng.num_edges:,} edges"
         return eng, rep
     except InputError as e:
@@ -521,10 +522,11 @@ def cmd_replay(args) -> int:
     todo = list(enumerate(files))[start:]
     for i, path in _progress(todo, len(todo), "replay", not args.json):
         try:
-            r = eng.apply(path, batch_id=i)
+            r = eng.apply(path, batch_id=i, **input_options(args, sign=not args.relations))
         except InputError as e:
-            msg = str(e).replace("pass on_conflict='ignore'", "pass --on-conflict ignore")
-            raise InputError(f"{path.name}: {msg}") from e
+            msg = in_file(path.name, e).replace("pass on_conflict='ignore'",
+                                                "pass --on-conflict ignore")
+            raise InputError(msg) from e
         total_updates += r.updates
         total_s += r.seconds
         if args.emit_changes and r.path != "skipped":
@@ -595,6 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--directed", action="store_true",
                    help="count directed 3-cycles instead (reported as triangles and, as "
                         "before, directed_3_cycles)")
+    add_input_options(c)
     c.set_defaults(fn=cmd_count)
     r = sub.add_parser("replay", help="apply a folder of batch files to a base graph",
                        description="Load a base graph and apply a folder of batch files, one "
@@ -649,6 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "with old and new values, to DIR/changes/<result>/batch-<NNNNNN>."
                         "parquet (NNNNNN = batch number); a fresh run needs a folder without "
                         "change files, --resume keeps those of the batches already applied")
+    add_input_options(r)
     r.set_defaults(fn=cmd_replay, check_args=lambda a: _check_replay_args(r, a))
     d = sub.add_parser("demo", help="run the embedded default workload",
                        description="Generate an R-MAT graph, apply mixed insert/delete batches "
@@ -679,7 +683,8 @@ def main(argv: list[str] | None = None) -> int:
     if check is not None:
         check(args)
     try:
-        return args.fn(args)
+        with show_input_notes():
+            return args.fn(args)
     except InputError as e:
         print(f"gpu-ivm: error: {e}", file=sys.stderr)
         return 2

@@ -138,16 +138,17 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         return self.encoder.decode(a), self.encoder.decode(b)
 
     # ------------------------------------------------------------------ loading
-    def load(self, edges: Any) -> BatchReport:
+    def load(self, edges: Any, **read_options: Any) -> BatchReport:
         """Load the base graph (preprocessing: strict partition, views, static count).
 
-        ``edges`` is anything :func:`gpu_ivm.io.read_edges` reads (a file, arrays, a table).
+        ``edges`` is anything :func:`gpu_ivm.io.read_edges` reads (a file, arrays, a table);
+        ``read_options`` (``src=``, ``dst=``, ``time=``, ``header=``, ``ids=``) go to it.
         Duplicate edges are merged and self-loops dropped. The engine must be empty.
         """
         t0 = time.perf_counter()
         if self.size or self.batches_applied:
             raise InputError("load() needs an empty engine; apply batches instead")
-        el = io.read_edges(edges)
+        el = io.read_edges(edges, **read_options)
         src, dst = el.src, el.dst
         loops = src == dst
         n_loops = int(np.count_nonzero(loops))
@@ -223,12 +224,15 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         return sum_products(vals, w) // self._per_count
 
     # ------------------------------------------------------------------ batches
-    def apply(self, updates: Any, *, batch_id: int | None = None) -> BatchReport:
+    def apply(self, updates: Any, *, batch_id: int | None = None,
+              **read_options: Any) -> BatchReport:
         """Apply one batch of edge inserts (sign +1) and deletes (sign -1) atomically.
 
         ``updates`` has columns ``src``, ``dst``, ``sign`` (anything
-        :func:`gpu_ivm.io.read_graph_updates` reads). Validation happens before any change: a
-        bad batch raises :class:`~gpu_ivm.errors.InputError` and leaves the engine as it was.
+        :func:`gpu_ivm.io.read_graph_updates` reads; ``read_options`` such as ``src=``,
+        ``dst=``, ``sign=``, ``header=``, ``ids=`` go to it). Validation happens before any
+        change: a bad batch raises :class:`~gpu_ivm.errors.InputError` and leaves the engine
+        as it was.
 
         ``batch_id`` (optional, increasing): the caller's id of this batch, kept as
         ``last_batch_id`` (and in snapshots); a batch whose id is not above it is a replay and
@@ -238,7 +242,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         skipped = self._skip_replayed(batch_id, t0)
         if skipped is not None:
             return skipped
-        u = io.read_graph_updates(updates)
+        u = io.read_graph_updates(updates, **read_options)
         rows = len(u)
         src, dst, sign = u.src, u.dst, u.sign
         loops = src == dst

@@ -124,9 +124,11 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         return self.encoder.decode(a), self.encoder.decode(b), vals
 
     # ------------------------------------------------------------------ loading
-    def load(self, R: Any = None, S: Any = None, T: Any = None) -> BatchReport:
+    def load(self, R: Any = None, S: Any = None, T: Any = None,
+             **read_options: Any) -> BatchReport:
         """Load the initial relations (each anything :func:`gpu_ivm.io.read_relation` reads,
-        with columns ``src``, ``dst`` and optional ``mult``); the engine must be empty."""
+        with columns ``src``, ``dst`` and optional ``mult``; ``read_options`` such as ``src=``,
+        ``mult=``, ``header=``, ``ids=`` go to it); the engine must be empty."""
         t0 = time.perf_counter()
         if self.size or self.batches_applied:
             raise InputError("load() needs an empty engine; apply batches instead")
@@ -135,7 +137,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             if src is None:
                 parts.append((np.zeros(0, np.int64),) * 3)
             else:
-                parts.append(io.read_relation(src))
+                parts.append(io.read_relation(src, **read_options))
         allkeys = [p[0] for p in parts] + [p[1] for p in parts]
         kinds = {("str" if a.dtype == object else "int") for a in allkeys if a.shape[0]}
         if len(kinds) > 1:
@@ -217,8 +219,13 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         return sum_products(vals, self._path_weights(0, a, b, False))
 
     # ------------------------------------------------------------------ batches
-    def apply(self, updates: Any, *, batch_id: int | None = None) -> BatchReport:
+    def apply(self, updates: Any, *, batch_id: int | None = None,
+              **read_options: Any) -> BatchReport:
         """Apply one batch (columns ``rel``, ``src``, ``dst``, ``mult``) atomically.
+
+        ``updates`` is anything :func:`gpu_ivm.io.read_relation_updates` reads;
+        ``read_options`` (``rel=``, ``src=``, ``dst=``, ``mult=``, ``header=``, ``ids=``) go
+        to it.
 
         Rows for the same tuple are summed; zero sums are dropped. Validation happens before any
         change; a bad batch raises :class:`~gpu_ivm.errors.InputError` and changes nothing.
@@ -230,7 +237,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         skipped = self._skip_replayed(batch_id, t0)
         if skipped is not None:
             return skipped
-        u = io.read_relation_updates(updates)
+        u = io.read_relation_updates(updates, **read_options)
         rows = len(u)
         m = rows
         ids, new = self.encoder.plan(np.concatenate([u.src, u.dst]), "src")

@@ -470,18 +470,18 @@ def count_triangles_arrays(src: np.ndarray, dst: np.ndarray, *, directed: bool =
     return _count_directed(s, d, n)
 
 
-def _resolve_source(source: Any) -> tuple[np.ndarray, np.ndarray]:
+def _resolve_source(source: Any, **read_options: Any) -> tuple[np.ndarray, np.ndarray]:
     """Endpoint arrays of ``source``: a ``(src, dst)`` pair of arrays or anything
-    :func:`gpu_ivm.io.read_edges` accepts."""
-    if isinstance(source, tuple) and len(source) == 2:
+    :func:`gpu_ivm.io.read_edges` accepts (``read_options`` go to it)."""
+    if isinstance(source, tuple) and len(source) == 2 and not read_options:
         return np.asarray(source[0]), np.asarray(source[1])
     from gpu_ivm.io import read_edges
 
-    edges = read_edges(source)
+    edges = read_edges(source, **read_options)
     return np.asarray(edges.src), np.asarray(edges.dst)
 
 
-def count_triangles(source: Any, *, directed: bool = False) -> int:
+def count_triangles(source: Any, *, directed: bool = False, **read_options: Any) -> int:
     """Count triangles of a graph read from a file, table or pair of arrays.
 
     Parameters
@@ -493,6 +493,9 @@ def count_triangles(source: Any, *, directed: bool = False) -> int:
     directed : bool, default False
         Count directed 3-cycles instead of undirected triangles (see
         :func:`count_triangles_arrays`).
+    **read_options
+        Column and parsing options of :func:`gpu_ivm.io.read_edges` (``src=``, ``dst=``,
+        ``header=``, ``ids=``); the other functions that take a source accept them too.
 
     Returns
     -------
@@ -505,13 +508,13 @@ def count_triangles(source: Any, *, directed: bool = False) -> int:
     >>> count_triangles((np.array(["a", "b", "c"]), np.array(["b", "c", "a"])))
     1
     """
-    src, dst = _resolve_source(source)
+    src, dst = _resolve_source(source, **read_options)
     return count_triangles_arrays(src, dst, directed=directed)
 
 
-def _keyed_ids(source: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _keyed_ids(source: Any, **read_options: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(src ids, dst ids, user key of each id) of a graph source; ids follow key order."""
-    src, dst = _resolve_source(source)
+    src, dst = _resolve_source(source, **read_options)
     src, dst = np.asarray(src), np.asarray(dst)
     both = np.concatenate([src, dst])
     if both.dtype.kind in "iub":
@@ -537,7 +540,7 @@ def _key_column(keys: np.ndarray):
     return pa.array(keys, pa.int64())
 
 
-def list_triangles(source: Any) -> pa.Table:
+def list_triangles(source: Any, **read_options: Any) -> pa.Table:
     """Every triangle of the undirected simple graph once, as an Arrow table ``a, b, c`` with
     a < b < c (by key).
 
@@ -546,13 +549,13 @@ def list_triangles(source: Any) -> pa.Table:
     """
     import pyarrow as pa
 
-    s, d, keys = _keyed_ids(source)
+    s, d, keys = _keyed_ids(source, **read_options)
     a, b, c = list_triangles_ids(s, d, keys.shape[0])  # ids are in key order: a < b < c
     return pa.table({"a": _key_column(keys[a]), "b": _key_column(keys[b]),
                      "c": _key_column(keys[c])})
 
 
-def vertex_triangle_counts(source: Any) -> pa.Table:
+def vertex_triangle_counts(source: Any, **read_options: Any) -> pa.Table:
     """Triangles through each vertex of the undirected simple graph, recomputed from scratch:
     an Arrow table ``vertex, triangles`` with one row for every vertex of the graph (every key
     that appears in ``src`` or ``dst``, self-loop-only vertices included), 0 for a vertex in no
@@ -565,13 +568,13 @@ def vertex_triangle_counts(source: Any) -> pa.Table:
     """
     import pyarrow as pa
 
-    s, d, keys = _keyed_ids(source)
+    s, d, keys = _keyed_ids(source, **read_options)
     a, b, c = list_triangles_ids(s, d, keys.shape[0])
     counts = np.bincount(np.concatenate([a, b, c]), minlength=keys.shape[0])
     return pa.table({"vertex": _key_column(keys), "triangles": pa.array(counts, pa.int64())})
 
 
-def edge_triangle_counts(source: Any) -> pa.Table:
+def edge_triangle_counts(source: Any, **read_options: Any) -> pa.Table:
     """Triangles containing each edge of the undirected simple graph (edge support),
     recomputed from scratch: an Arrow table ``src, dst, triangles`` (src < dst by key) of the
     edges in at least one triangle.
@@ -581,7 +584,7 @@ def edge_triangle_counts(source: Any) -> pa.Table:
     """
     import pyarrow as pa
 
-    s, d, keys = _keyed_ids(source)
+    s, d, keys = _keyed_ids(source, **read_options)
     a, b, c = list_triangles_ids(s, d, keys.shape[0])
     pairs = np.concatenate([(a << 32) | b, (b << 32) | c, (a << 32) | c])
     pairs = np.sort(pairs)
@@ -595,7 +598,7 @@ def edge_triangle_counts(source: Any) -> pa.Table:
                      "dst": _key_column(keys[uniq & 0xFFFFFFFF]), "triangles": pa.array(cnt)})
 
 
-def graph_stats(source_or_arrays: Any) -> dict:
+def graph_stats(source_or_arrays: Any, **read_options: Any) -> dict:
     """Vertex, edge, self-loop and triangle counts of an undirected graph.
 
     Parameters
@@ -616,7 +619,7 @@ def graph_stats(source_or_arrays: Any) -> dict:
     >>> graph_stats((np.array([1, 2, 3, 1, 9]), np.array([2, 3, 1, 2, 9])))
     {'vertices': 4, 'edges': 3, 'self_loops': 1, 'triangles': 1}
     """
-    src, dst = _resolve_source(source_or_arrays)
+    src, dst = _resolve_source(source_or_arrays, **read_options)
     s_keys, d_keys = _key_arrays(src, dst)
     ids, n = _dense_ids(np.concatenate([s_keys, d_keys]))
     m = s_keys.shape[0]

@@ -77,6 +77,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="also run a plain engine on the driver, compare its count with the "
                         "Spark run's after the base and every batch, and fail (exit 1) on any "
                         "difference; prints the result on stderr")
+    from gpu_ivm.cli_input import add_input_options
+
+    add_input_options(r)
     r.set_defaults(fn=cmd_spark_replay)
     return r
 
@@ -141,6 +144,7 @@ def check_state_record(state: str | pathlib.Path, base: str, config: dict) -> No
 
 def cmd_spark_replay(args: argparse.Namespace) -> int:
     """Run ``spark-replay``; returns the exit code."""
+    from gpu_ivm.cli_input import in_file, input_options
     from gpu_ivm.errors import InputError
     from gpu_ivm.graph_engine import GraphEngine
     from gpu_ivm.io import list_batch_files, read_edges, read_graph_updates
@@ -151,9 +155,9 @@ def cmd_spark_replay(args: argparse.Namespace) -> int:
 
     files = list_batch_files(args.batches)
     try:
-        el = read_edges(args.base)
+        el = read_edges(args.base, **input_options(args))
     except InputError as e:
-        raise InputError(f"base graph {args.base}: {e}") from e
+        raise InputError(in_file(f"base graph {args.base}", e)) from e
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -226,9 +230,9 @@ def cmd_spark_replay(args: argparse.Namespace) -> int:
         total_updates, total_s = 0, 0.0
         for i, path in enumerate(files):
             try:
-                u = read_graph_updates(path)
+                u = read_graph_updates(path, **input_options(args, sign=True))
             except InputError as e:
-                raise InputError(f"{path.name}: {e}") from e
+                raise InputError(in_file(path.name, e)) from e
             t0 = time.perf_counter()
             df = create_frame(spark, updates_table(u))
             try:
@@ -239,7 +243,7 @@ def cmd_spark_replay(args: argparse.Namespace) -> int:
                     r = eng.apply(collect_arrow(ingest(df)), batch_id=i)
                     extra = {"engine_seconds": r.seconds}
             except InputError as e:
-                raise InputError(f"{path.name}: {e}") from e
+                raise InputError(in_file(path.name, e)) from e
             seconds = time.perf_counter() - t0
             d = r.to_dict()
             d.update(batch=i, file=str(path), seconds=seconds, **extra)

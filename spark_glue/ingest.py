@@ -72,14 +72,7 @@ def _row_values(rb: pa.RecordBatch | pa.Table, row: int) -> str:
 
 def _base_message(e: InputError) -> str:
     """The message of ``e`` without the ``(column ..., row ...)`` suffix InputError adds."""
-    msg = str(e)
-    where = []
-    if e.column is not None:
-        where.append(f"column {e.column!r}")
-    if e.row is not None:
-        where.append(f"row {e.row}")
-    suffix = f" ({', '.join(where)})" if where else ""
-    return msg[: -len(suffix)] if suffix and msg.endswith(suffix) else msg
+    return e.detail
 
 
 def validate_batch(rb: pa.RecordBatch | pa.Table, *,

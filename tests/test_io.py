@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from gpu_ivm.errors import InputError
+from gpu_ivm.errors import InputError, InputNote
 from gpu_ivm.io import (
     EdgeList,
     GraphUpdates,
@@ -111,7 +111,15 @@ def test_text_with_time_column(tmp_path: Path) -> None:
 def test_text_string_keys(tmp_path: Path) -> None:
     path = tmp_path / "names.txt"
     path.write_text("# people\nalice bob\nbob 7\n007 alice\n")
-    edges = read_edges(path)
+    # ids mixing integers and strings, over a first row that could be a header: both are
+    # refused unless the caller says (issue 13)
+    with pytest.raises(InputError, match="header"):
+        read_edges(path)
+    with pytest.raises(InputError, match="ids='str'") as excinfo:
+        read_edges(path, header=False)
+    check_error(excinfo, "dst", 1)
+    assert excinfo.value.line == 3
+    edges = read_edges(path, header=False, ids="str")
     assert edges.keys_are_strings
     assert edges.src.dtype == object and edges.dst.dtype == object
     # Every id is kept as its original text once any id is not an integer.
@@ -123,7 +131,10 @@ def test_text_string_keys(tmp_path: Path) -> None:
 def test_text_one_column_string_other_int(tmp_path: Path) -> None:
     path = tmp_path / "half.txt"
     path.write_text("1 a\n2 b\n")
-    edges = read_edges(path)
+    with pytest.raises(InputError, match="all integers or all strings") as excinfo:
+        read_edges(path)  # a mix of integer and string ids is refused (issue 13)
+    check_error(excinfo, "dst", 0)
+    edges = read_edges(path, ids="str")
     assert edges.src.tolist() == ["1", "2"]
     assert edges.dst.tolist() == ["a", "b"]
 
@@ -152,12 +163,13 @@ def test_text_inconsistent_field_count(tmp_path: Path) -> None:
     check_error(excinfo, "time", 2)
 
 
-def test_text_too_many_fields(tmp_path: Path) -> None:
+def test_text_extra_fields_ignored_with_a_note(tmp_path: Path) -> None:
+    # extra columns are ignored with a note, not refused (issue 13)
     path = tmp_path / "wide.txt"
     path.write_text("1 2 3 4\n")
-    with pytest.raises(InputError, match="more than the 3 allowed") as excinfo:
-        read_edges(path)
-    check_error(excinfo, None, 0)
+    with pytest.warns(InputNote, match="position 3"):
+        edges = read_edges(path)
+    assert edges.src.tolist() == [1] and edges.dst.tolist() == [2] and edges.time.tolist() == [3]
 
 
 def test_text_bad_time_value(tmp_path: Path) -> None:
@@ -298,7 +310,12 @@ def test_csv_type_changes_after_first_block(tmp_path: Path) -> None:
         read_edges(path)
     check_error(excinfo, "time", n)
     path.write_text("src,dst\n" + "".join(f"{i},{i + 1}\n" for i in range(n)) + "alice,bob\n")
-    edges = read_edges(path)
+    # integer ids then a string id: refused, naming the line (issue 13); ids="str" reads text
+    with pytest.raises(InputError, match="ids='str'") as excinfo:
+        read_edges(path)
+    check_error(excinfo, "src", n)
+    assert excinfo.value.line == n + 2
+    edges = read_edges(path, ids="str")
     assert edges.keys_are_strings and edges.src[0] == "0" and edges.dst[-1] == "bob"
 
 
@@ -399,7 +416,7 @@ def test_numpy_arrays() -> None:
     assert edges.src.dtype == np.int64 and edges.src.tolist() == [1, 2]
     edges3 = read_edges(np.array([[1, 2, 7], [2, 3, 8]]))
     assert edges3.time.tolist() == [7, 8]
-    with pytest.raises(InputError, match="2 to 3 columns") as excinfo:
+    with pytest.raises(InputError, match="at least 2 columns") as excinfo:
         read_edges(np.arange(4).reshape(4, 1))
     check_error(excinfo, "dst", None)
     with pytest.raises(InputError, match="shape"):
@@ -434,7 +451,7 @@ def test_dict_tuple_and_lists() -> None:
     assert edges2.keys_are_strings
     upd = read_graph_updates(([1], [2], [-1]))
     assert upd.sign.tolist() == [-1]
-    with pytest.raises(InputError, match="tuple must have 3 columns") as excinfo:
+    with pytest.raises(InputError, match="tuple must have at least 3 columns") as excinfo:
         read_graph_updates(([1], [2]))
     check_error(excinfo, "sign", None)
 
@@ -496,8 +513,11 @@ def test_frames_with_to_arrow() -> None:
 
 
 def test_unsupported_source() -> None:
+    # a list of rows is a source now (issue 13); a set or a plain list of ids is not
     with pytest.raises(InputError, match="unsupported source type"):
-        read_edges([[1, 2], [2, 3]])
+        read_edges({(1, 2), (2, 3)})
+    with pytest.raises(InputError, match="unsupported source type"):
+        read_edges([1, 2, 3])
 
 
 # --------------------------------------------------------------------------------------
