@@ -37,6 +37,9 @@ from .views import ViewStore
 INT64_SAFE = 1 << 62
 CALIBRATE_MIN = 4096  # stored tuples from which the adaptive policy measures a recount
 PAR_EMIT_MIN = 1 << 15  # view deltas per batch from which all threads emit them
+# Profile mode (off by default): the count kernel also counts the adjacency entries and hash
+# table slots each update reads, summed into ``engine.work`` (see bench/profile_batch.py).
+PROFILE_WORK = False
 
 
 @dataclass
@@ -109,6 +112,9 @@ class TriangleEngineBase:
         # takes the delta path (so a run of large batches costs one recount each).
         self.stale = False
         self.policy = None  # set by the concrete engines
+        # profile mode's counters (PROFILE_WORK): updates evaluated by the count kernel, entries
+        # they read, and Σ min(deg x, deg y) over them (the min-degree bound of the graph form)
+        self.work = {"updates": 0, "entries": 0, "min_degree_sum": 0}
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -134,9 +140,14 @@ class TriangleEngineBase:
         xp = self.xp
         out = xp.empty(xs.shape[0], np.int64)
         if xs.shape[0]:
+            work = xp.zeros(xs.shape[0], np.int64) if PROFILE_WORK else None
             self.k.delta.path_weights(xp.ascontiguousarray(xs), xp.ascontiguousarray(ys), nx.h.nt(),
                             nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.sparse.nt(),
-                            view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out)
+                            view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out, work)
+            if work is not None:
+                self.work["updates"] += int(xs.shape[0])
+                self.work["entries"] += int(work.sum())
+                self.work["min_degree_sum"] += int(xp.minimum(nx.degree(ys), pv.degree(xs)).sum())
         return out
 
     def _view_update(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):

@@ -13,7 +13,7 @@ import numpy as np
 
 from .encoding import transpose
 from .rational import Thresholds
-from .store import ZStore
+from .store import INDEX_MIN, ZStore
 
 
 def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -23,16 +23,23 @@ def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 class PartRel:
-    """Heavy/light partition of one relation, with exact integer thresholds."""
+    """Heavy/light partition of one relation, with exact integer thresholds.
+
+    The three stores keep hash tables of their rows of ``index_min`` tuples or more (set the
+    class attribute to ``None`` for none), so the count kernels' row intersections cost
+    O(min(deg)) (see :mod:`gpu_ivm.kernels.row_index`).
+    """
+
+    index_min: int | None = INDEX_MIN
 
     def __init__(self, name: str, eps: Fraction, n: int, id_capacity: int = 0, kernels=None):
         self.name = name
         self.eps = eps
         self.th = Thresholds.of(n, eps)
         self.kernels = kernels
-        self.h = ZStore(id_capacity, kernels)
-        self.l = ZStore(id_capacity, kernels)
-        self.ht = ZStore(id_capacity, kernels)
+        self.h = ZStore(id_capacity, kernels, self.index_min)
+        self.l = ZStore(id_capacity, kernels, self.index_min)
+        self.ht = ZStore(id_capacity, kernels, self.index_min)
         self.xp = self.h.xp
         self.heavy = self.xp.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
@@ -90,8 +97,9 @@ class PartRel:
         self.heavy = xp.zeros(cap, np.bool_)
         self.heavy[: heavy.shape[0]] = heavy
         hm = self.heavy[firsts]
-        self.h = ZStore.from_sorted(keys[hm], vals[hm], cap, self.kernels)
-        self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap, self.kernels)
+        ix = self.index_min
+        self.h = ZStore.from_sorted(keys[hm], vals[hm], cap, self.kernels, ix)
+        self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap, self.kernels, ix)
         tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
-        self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels)
+        self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels, ix)
         self.max_abs = int(xp.abs(vals).max()) if vals.shape[0] else 0
