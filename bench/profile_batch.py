@@ -1,6 +1,7 @@
 """Where the time of a batch goes: cProfile of the delta path on the R-MAT mixed stream.
 
     python -m bench.profile_batch [--scale 18] [--batch-size 1000] [--batches 20] [--epsilon 1/2]
+                                  [--row-tables 64]
 
 Loads the base graph, applies one batch untimed, then profiles the next ``--batches`` batches
 and prints the functions by own time, in milliseconds per batch and as a share of the batch.
@@ -24,10 +25,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=20)
     p.add_argument("--epsilon", default="1/2")
     p.add_argument("--top", type=int, default=12)
+    p.add_argument("--row-tables", type=int, default=None, metavar="N",
+                   help="keep hash tables of store rows of N tuples or more "
+                        "(gpu_ivm.partition.PartRel.index_min; default: the engine's)")
     args = p.parse_args(argv)
 
     from gpu_ivm import GraphEngine
     from gpu_ivm import engine as engine_mod
+    from gpu_ivm.partition import PartRel
+
+    if args.row_tables is not None:
+        PartRel.index_min = args.row_tables or None
     from gpu_ivm.workloads import mixed_stream
 
     stream = mixed_stream(args.scale, batch_size=args.batch_size,

@@ -7,13 +7,21 @@ first key ``x`` lives in, so the domain-partition condition holds by constructio
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
 
 from .encoding import transpose
 from .rational import Thresholds
-from .store import INDEX_MIN, ZStore
+from .store import ZStore
+
+
+def _index_min_from_env() -> int | None:
+    """``GPU_IVM_ROW_TABLES``: the row length from which the relation stores keep hash tables
+    (unset or 0: none)."""
+    v = os.environ.get("GPU_IVM_ROW_TABLES", "").strip()
+    return int(v) if v and int(v) > 0 else None
 
 
 def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -25,12 +33,15 @@ def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarr
 class PartRel:
     """Heavy/light partition of one relation, with exact integer thresholds.
 
-    The three stores keep hash tables of their rows of ``index_min`` tuples or more (set the
-    class attribute to ``None`` for none), so the count kernels' row intersections cost
-    O(min(deg)) (see :mod:`gpu_ivm.kernels.row_index`).
+    With ``index_min`` set (class attribute; default from ``GPU_IVM_ROW_TABLES``, else
+    ``None``), the three stores keep hash tables of their rows of ``index_min`` tuples or more,
+    so the count kernels' row intersections read O(min(deg)) entries (see
+    :mod:`gpu_ivm.kernels.row_index`). Off by default: on the 2-core CPU it halves the entries
+    the count kernel reads but the tables' upkeep and memory made whole batches slower
+    (docs/benchmarks.md, "Row hash tables").
     """
 
-    index_min: int | None = INDEX_MIN
+    index_min: int | None = _index_min_from_env()
 
     def __init__(self, name: str, eps: Fraction, n: int, id_capacity: int = 0, kernels=None):
         self.name = name

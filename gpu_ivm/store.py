@@ -30,7 +30,6 @@ DIR_MIN = 2048  # runs smaller than this are binary searched
 DIR_RATIO = 4  # a run gets a directory when len(run) * DIR_RATIO >= number of first keys
 MAX_RUNS = 48
 COMPACT_SLACK = 32  # compact key x once tomb[x] > live[x] + COMPACT_SLACK
-INDEX_MIN = 64  # rows with this many live tuples get a hash table (in stores that keep them)
 INDEX_LOAD = 4  # a table has >= INDEX_LOAD slots per taken slot (load factor <= 1/4)
 
 def _grow(xp, arr, need: int, fill=0):

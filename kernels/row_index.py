@@ -161,11 +161,12 @@ def index_fill(st, rows, offs, masks, tab, iused, bad):
         iused[x] = fill_row_table(st, x, offs[r], masks[r], tab, bad)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, parallel=True)
 def index_upsert(st, keys_in, deltas, starts, iused, bad):
     """Add a batch (sorted unique keys; ``starts``: where each first key's group starts, and
-    len(keys_in) last) to the tables of the rows that have one."""
-    for g in range(starts.shape[0] - 1):
+    len(keys_in) last) to the tables of the rows that have one (one row per iteration: no two
+    threads write a table)."""
+    for g in nb.prange(starts.shape[0] - 1):
         upsert_group(st, keys_in, deltas, starts[g], starts[g + 1], iused, bad)
 
 
