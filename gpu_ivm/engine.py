@@ -157,14 +157,24 @@ class TriangleEngineBase:
         nt = st.nt()
         counts = xp.empty(keys.shape[0], np.int64)
         self.k.delta.expand_counts(ys if left else xs, nt, counts)
-        total = int(counts.sum())
-        if total == 0:
+        if left and view.vrow.shape[0]:
+            # an update of the left factor whose row x of V is dense adds into that row in
+            # place and emits no sparse delta: no output slots (and no zeros to drop) for it
+            inside = xs < view.vrow.shape[0]
+            dense = inside & (view.vrow[xp.where(inside, xs, 0)] >= 0)
+            sparse_counts = xp.where(dense, 0, counts)
+            both = xp.stack([counts.sum(), sparse_counts.sum()])  # one read on a device
+            expanded, total = (int(v) for v in both.tolist())
+            counts = sparse_counts
+        else:
+            expanded = total = int(counts.sum())
+        if expanded == 0:
             return
         ok = xp.empty(total, np.int64)
         ov = xp.empty(total, np.int64)
         ms = xp.ascontiguousarray(vals, dtype=np.int64)
         par = getattr(self.k.view, "emit_view_deltas_par", None)
-        if par is not None and total >= PAR_EMIT_MIN:
+        if par is not None and expanded >= PAR_EMIT_MIN:  # the dense adds are work too
             ptr = xp.zeros(keys.shape[0] + 1, np.int64)
             xp.cumsum(counts, out=ptr[1:])
             par(xs, ys, ms, nt, left, view.vrow, view.vmat, ptr, ok, ov,

@@ -41,6 +41,14 @@ def _grow(xp, arr, need: int, fill=0):
     return new
 
 
+def _aligned_start(arr) -> int:
+    """First index of ``arr`` (int64) at a 64-byte boundary: where the row tables' buckets
+    start. Device allocations (CuPy's pool) are at least 256-byte aligned already."""
+    if isinstance(arr, np.ndarray):
+        return (-arr.__array_interface__["data"][0] % 64) // 8
+    return 0
+
+
 class ZStore:
     """A Z-relation over packed int64 pair keys (see module docstring).
 
@@ -314,9 +322,7 @@ class ZStore:
             total = int(caps.sum())
             size = max(2 * total, 1024)
             self.itab = xp.empty(size + BUCKET, np.int64)
-            ptr = (self.itab.data.ptr if xp is not np
-                   else self.itab.__array_interface__["data"][0])
-            self.islab_start = (-ptr % 64) // 8
+            self.islab_start = _aligned_start(self.itab)
             self.islab_used = self.islab_garbage = 0
         self._index_build_sized(rows, caps)
 
@@ -331,9 +337,7 @@ class ZStore:
                 size = max(2 * (self.islab_used + total), 1024)
                 old = self.itab
                 self.itab = xp.empty(size + BUCKET, np.int64)
-                ptr = (self.itab.data.ptr if xp is not np
-                       else self.itab.__array_interface__["data"][0])
-                start = (-ptr % 64) // 8
+                start = _aligned_start(self.itab)
                 self.itab[start : start + self.islab_used] = \
                     old[self.islab_start : self.islab_start + self.islab_used]
                 live = self.ioff >= 0
