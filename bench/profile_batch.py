@@ -1,9 +1,13 @@
 """Where the time of a batch goes: cProfile of the delta path on the R-MAT mixed stream.
 
     python -m bench.profile_batch [--scale 18] [--batch-size 1000] [--batches 20] [--epsilon 1/2]
+                                  [--row-tables 64]
 
 Loads the base graph, applies one batch untimed, then profiles the next ``--batches`` batches
 and prints the functions by own time, in milliseconds per batch and as a share of the batch.
+Then applies ``--batches`` more in the engine's profile mode (``gpu_ivm.engine.PROFILE_WORK``)
+and prints the count kernel's work: adjacency entries and hash-table slots read per update,
+and their ratio to Σ min(deg u, deg v) (the min-degree bound of an intersection).
 """
 
 from __future__ import annotations
@@ -21,13 +25,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=20)
     p.add_argument("--epsilon", default="1/2")
     p.add_argument("--top", type=int, default=12)
+    p.add_argument("--row-tables", type=int, default=None, metavar="N",
+                   help="keep hash tables of store rows of N tuples or more "
+                        "(gpu_ivm.partition.PartRel.index_min; default: the engine's)")
     args = p.parse_args(argv)
 
     from gpu_ivm import GraphEngine
+    from gpu_ivm import engine as engine_mod
+    from gpu_ivm.partition import PartRel
+
+    if args.row_tables is not None:
+        PartRel.index_min = args.row_tables or None
     from gpu_ivm.workloads import mixed_stream
 
-    stream = mixed_stream(args.scale, batch_size=args.batch_size, n_batches=args.batches + 1,
-                          seed=1)
+    stream = mixed_stream(args.scale, batch_size=args.batch_size,
+                          n_batches=2 * args.batches + 1, seed=1)
     eng = GraphEngine(epsilon=args.epsilon, adaptive=False)
     eng.load((stream.base_src, stream.base_dst))
     batches = list(stream.batches())
@@ -35,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
-    for b in batches[1:]:
+    for b in batches[1 : args.batches + 1]:
         eng.apply(b)
     prof.disable()
     total = (time.perf_counter() - t0) / args.batches
@@ -50,6 +62,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'ms/batch':>9} {'share':>6} {'calls':>6}  function")
     for ms, calls, name in rows[: args.top]:
         print(f"{ms * 1e3:9.2f} {ms / total:6.1%} {calls:6.1f}  {name}")
+    engine_mod.PROFILE_WORK = True
+    try:
+        eng.work = dict.fromkeys(eng.work, 0)
+        for b in batches[args.batches + 1 :]:
+            eng.apply(b)
+    finally:
+        engine_mod.PROFILE_WORK = False
+    w = eng.work
+    if w["updates"]:
+        per = w["entries"] / w["updates"]
+        bound = w["min_degree_sum"] / w["updates"]
+        ratio = w["entries"] / max(w["min_degree_sum"], 1)
+        print(f"count kernel work over {w['updates']} updates: {per:.1f} entries read per "
+              f"update, mean min(deg u, deg v) = {bound:.1f}, ratio {ratio:.2f}")
     return 0
 
 

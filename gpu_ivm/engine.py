@@ -37,6 +37,9 @@ from .views import ViewStore
 
 CALIBRATE_MIN = 4096  # stored tuples from which the adaptive policy measures a recount
 PAR_EMIT_MIN = 1 << 15  # view deltas per batch from which all threads emit them
+# Profile mode (off by default): the count kernel also counts the adjacency entries and hash
+# table slots each update reads, summed into ``engine.work`` (see bench/profile_batch.py).
+PROFILE_WORK = False
 
 
 @dataclass
@@ -110,6 +113,9 @@ class TriangleEngineBase:
         # takes the delta path (so a run of large batches costs one recount each).
         self.stale = False
         self.policy = None  # set by the concrete engines
+        # profile mode's counters (PROFILE_WORK): updates evaluated by the count kernel, entries
+        # they read, and Σ min(deg x, deg y) over them (the min-degree bound of the graph form)
+        self.work = {"updates": 0, "entries": 0, "min_degree_sum": 0}
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -135,9 +141,14 @@ class TriangleEngineBase:
         xp = self.xp
         out = xp.empty(xs.shape[0], np.int64)
         if xs.shape[0]:
+            work = xp.zeros(xs.shape[0], np.int64) if PROFILE_WORK else None
             self.k.delta.path_weights(xp.ascontiguousarray(xs), xp.ascontiguousarray(ys), nx.h.nt(),
                             nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.sparse.nt(),
-                            view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out)
+                            view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out, work)
+            if work is not None:
+                self.work["updates"] += int(xs.shape[0])
+                self.work["entries"] += int(work.sum())
+                self.work["min_degree_sum"] += int(xp.minimum(nx.degree(ys), pv.degree(xs)).sum())
         return out
 
     def _view_update(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):
@@ -147,14 +158,24 @@ class TriangleEngineBase:
         nt = st.nt()
         counts = xp.empty(keys.shape[0], np.int64)
         self.k.delta.expand_counts(ys if left else xs, nt, counts)
-        total = int(counts.sum())
-        if total == 0:
+        if left and view.vrow.shape[0]:
+            # an update of the left factor whose row x of V is dense adds into that row in
+            # place and emits no sparse delta: no output slots (and no zeros to drop) for it
+            inside = xs < view.vrow.shape[0]
+            dense = inside & (view.vrow[xp.where(inside, xs, 0)] >= 0)
+            sparse_counts = xp.where(dense, 0, counts)
+            both = xp.stack([counts.sum(), sparse_counts.sum()])  # one read on a device
+            expanded, total = (int(v) for v in both.tolist())
+            counts = sparse_counts
+        else:
+            expanded = total = int(counts.sum())
+        if expanded == 0:
             return
         ok = xp.empty(total, np.int64)
         ov = xp.empty(total, np.int64)
         ms = xp.ascontiguousarray(vals, dtype=np.int64)
         par = getattr(self.k.view, "emit_view_deltas_par", None)
-        if par is not None and total >= PAR_EMIT_MIN:
+        if par is not None and expanded >= PAR_EMIT_MIN:  # the dense adds are work too
             ptr = xp.zeros(keys.shape[0] + 1, np.int64)
             xp.cumsum(counts, out=ptr[1:])
             par(xs, ys, ms, nt, left, view.vrow, view.vmat, ptr, ok, ov,

@@ -7,6 +7,7 @@ first key ``x`` lives in, so the domain-partition condition holds by constructio
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -17,6 +18,13 @@ from .rational import Thresholds
 from .store import ZStore
 
 
+def _index_min_from_env() -> int | None:
+    """``GPU_IVM_ROW_TABLES``: the row length from which the relation stores keep hash tables
+    (unset or 0: none)."""
+    v = os.environ.get("GPU_IVM_ROW_TABLES", "").strip()
+    return int(v) if v and int(v) > 0 else None
+
+
 def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keys sorted with their values (any array module: ``keys.argsort``)."""
     order = keys.argsort(kind="stable")
@@ -24,16 +32,26 @@ def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 class PartRel:
-    """Heavy/light partition of one relation, with exact integer thresholds."""
+    """Heavy/light partition of one relation, with exact integer thresholds.
+
+    With ``index_min`` set (class attribute; default from ``GPU_IVM_ROW_TABLES``, else
+    ``None``), the three stores keep hash tables of their rows of ``index_min`` tuples or more,
+    so the count kernels' row intersections read O(min(deg)) entries (see
+    :mod:`gpu_ivm.kernels.row_index`). Off by default: on the 2-core CPU it halves the entries
+    the count kernel reads but the tables' upkeep and memory made whole batches slower
+    (docs/benchmarks.md, "Row hash tables").
+    """
+
+    index_min: int | None = _index_min_from_env()
 
     def __init__(self, name: str, eps: Fraction, n: int, id_capacity: int = 0, kernels=None):
         self.name = name
         self.eps = eps
         self.th = Thresholds.of(n, eps)
         self.kernels = kernels
-        self.h = ZStore(id_capacity, kernels)
-        self.l = ZStore(id_capacity, kernels)
-        self.ht = ZStore(id_capacity, kernels)
+        self.h = ZStore(id_capacity, kernels, self.index_min)
+        self.l = ZStore(id_capacity, kernels, self.index_min)
+        self.ht = ZStore(id_capacity, kernels, self.index_min)
         self.xp = self.h.xp
         self.heavy = self.xp.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
@@ -137,10 +155,11 @@ class PartRel:
         self.heavy = xp.zeros(cap, np.bool_)
         self.heavy[: heavy.shape[0]] = heavy
         hm = self.heavy[firsts]
-        self.h = ZStore.from_sorted(keys[hm], vals[hm], cap, self.kernels)
-        self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap, self.kernels)
+        ix = self.index_min
+        self.h = ZStore.from_sorted(keys[hm], vals[hm], cap, self.kernels, ix)
+        self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap, self.kernels, ix)
         tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
-        self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels)
+        self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels, ix)
         self.max_abs = max_abs(xp, vals)
         self._sq = sum_squares(xp, vals)
         self._sq_exact = True

@@ -622,11 +622,12 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         K.heavy = dev(heavy)
         hk, hv = got["h"]
         kern = getattr(K, "kernels", None)  # the engine's backend kernel set
-        K.h = ZStore.from_sorted(dev(hk), dev(hv), cap, kern)
-        K.l = ZStore.from_sorted(*map(dev, got["l"]), cap, kern)
+        ix = K.index_min  # the row tables are derived state, rebuilt here
+        K.h = ZStore.from_sorted(dev(hk), dev(hv), cap, kern, ix)
+        K.l = ZStore.from_sorted(*map(dev, got["l"]), cap, kern, ix)
         t = ((hk & 0xFFFFFFFF) << 32) | (hk >> 32)
         order = np.argsort(t, kind="stable")
-        K.ht = ZStore.from_sorted(dev(t[order]), dev(hv[order]), cap, kern)
+        K.ht = ZStore.from_sorted(dev(t[order]), dev(hv[order]), cap, kern, ix)
         K.max_abs = int(meta.get("max_abs", 0))
     cap = eng.rels[0].id_capacity
     eng.views = [ViewStore.build(dev(ks), dev(vs), cap, getattr(eng, "k", None))

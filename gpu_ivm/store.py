@@ -11,6 +11,10 @@ compacted in place, so enumerating a key costs O(its live degree).
 
 Big runs carry a dense directory (first key → start), small ones are binary searched, and a
 per-first-key bitmap says which runs may hold the key, so a lookup visits one or two runs.
+
+A store built with ``index_min`` also keeps, for every first key with at least that many live
+tuples, a hash table second id → multiplicity (:mod:`gpu_ivm.kernels.row_index`), updated in
+place with each batch, so intersecting a short row with a long one costs O(short row).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .kernels import store_kernels as _cpu_store_kernels
+from .kernels.row_index import BUCKET
 from .selection import run_starts, select_known
 
 GROWTH = 4  # a run is merged into its elder once it is more than 1/GROWTH of its size
@@ -25,6 +30,7 @@ DIR_MIN = 2048  # runs smaller than this are binary searched
 DIR_RATIO = 4  # a run gets a directory when len(run) * DIR_RATIO >= number of first keys
 MAX_RUNS = 48
 COMPACT_SLACK = 32  # compact key x once tomb[x] > live[x] + COMPACT_SLACK
+INDEX_LOAD = 4  # a table has >= INDEX_LOAD slots per taken slot (load factor <= 1/4)
 
 def _grow(xp, arr, need: int, fill=0):
     """``arr`` with room for ``need`` entries (capacity doubling), in the array module ``xp``."""
@@ -33,6 +39,14 @@ def _grow(xp, arr, need: int, fill=0):
     new = xp.full(max(need, 2 * arr.shape[0], 16), fill, dtype=arr.dtype)
     new[: arr.shape[0]] = arr
     return new
+
+
+def _aligned_start(arr) -> int:
+    """First index of ``arr`` (int64) at a 64-byte boundary: where the row tables' buckets
+    start. Device allocations (CuPy's pool) are at least 256-byte aligned already."""
+    if isinstance(arr, np.ndarray):
+        return (-arr.__array_interface__["data"][0] % 64) // 8
+    return 0
 
 
 class ZStore:
@@ -51,7 +65,7 @@ class ZStore:
     ([0, 5], 1, 0)
     """
 
-    def __init__(self, id_capacity: int = 0, kernels=None):
+    def __init__(self, id_capacity: int = 0, kernels=None, index_min: int | None = None):
         # the backend's store kernels (CPU Numba by default; see gpu_ivm.backend)
         self.sk = kernels.store if kernels is not None else _cpu_store_kernels
         # the array module of the backend: NumPy, or CuPy with the state in device memory
@@ -68,6 +82,16 @@ class ZStore:
         self.tomb = xp.zeros(id_capacity, np.int64)  # tombstones per first key
         self.size = 0
         self._nt = None
+        # per-row hash tables of the long rows (kernels/row_index.py); empty when off
+        self.index_min = index_min
+        self.ioff = xp.full(id_capacity if index_min else 0, -1, np.int64)
+        self.imask = xp.zeros(id_capacity if index_min else 0, np.int64)
+        self.iused = xp.zeros(id_capacity if index_min else 0, np.int64)
+        self.itab = xp.zeros(BUCKET, np.int64)  # the tables' slab
+        self.islab_start = 0  # first 64-byte aligned slot of the slab
+        self.islab_used = 0  # slab slots handed out (from islab_start)
+        self.islab_garbage = 0  # of them, slots of tables since dropped or rebuilt
+        self.ibad = xp.zeros(1, np.int64)  # set by the kernels when a value leaves int32
 
     # ----------------------------------------------------------------- structure
     @property
@@ -89,17 +113,21 @@ class ZStore:
         """Make room for first keys below ``capacity``."""
         if capacity > self.live.shape[0]:
             cap = max(capacity, 2 * self.live.shape[0])
-            for name in ("runmask", "live", "tomb"):
+            names = ("runmask", "live", "tomb")
+            if self.index_min:
+                names += ("ioff", "imask", "iused")
+            for name in names:
                 old = getattr(self, name)
-                new = self.xp.zeros(cap, np.int64)
+                new = self.xp.full(cap, -1 if name == "ioff" else 0, np.int64)
                 new[: old.shape[0]] = old
                 setattr(self, name, new)
             self._nt = None
 
     def nt(self):
         """The store as the tuple the kernels take: (keys, vals, bounds, dirptr, dirlen, dirs,
-        runmask, live), cached until the structure changes. The run bounds and directory
-        offsets are host lists, uploaded here (a few hundred bytes, once per structure change)."""
+        runmask, live, ioff, imask, itab), cached until the structure changes. The run
+        bounds and directory offsets are host lists, uploaded here (a few hundred bytes, once
+        per structure change)."""
         if self._nt is None:
             xp = self.xp
             self._nt = (
@@ -111,14 +139,18 @@ class ZStore:
                 self.dirs,
                 self.runmask,
                 self.live,
+                self.ioff,
+                self.imask,
+                self.itab,
             )
         return self._nt
 
     @classmethod
-    def from_sorted(cls, keys, vals, id_capacity: int, kernels=None) -> ZStore:
+    def from_sorted(cls, keys, vals, id_capacity: int, kernels=None,
+                    index_min: int | None = None) -> ZStore:
         """Build from sorted unique keys with nonzero values (one base run), given as arrays of
-        the backend's array module."""
-        s = cls(id_capacity, kernels)
+        the backend's array module; ``index_min``: see :class:`ZStore`."""
+        s = cls(id_capacity, kernels, index_min)
         xp = s.xp
         keys = xp.ascontiguousarray(keys, dtype=np.int64)
         vals = xp.ascontiguousarray(vals, dtype=np.int64)
@@ -132,6 +164,8 @@ class ZStore:
             s._append_run(keys, vals)
             s.sk.first_key_counts(keys, keys.shape[0], s.live)
             s.size = keys.shape[0]
+            if index_min:
+                s._index_build(s.xp.flatnonzero(s.live >= index_min))
         return s
 
     def _append_run(self, keys: np.ndarray, vals: np.ndarray) -> None:
@@ -228,7 +262,118 @@ class ZStore:
         bad = fx[run_starts(xp, fx) & (self.tomb[fx] > self.live[fx] + COMPACT_SLACK)]
         if bad.shape[0]:
             self.sk.compact_keys(self.nt(), self.tomb, bad)
+        if self.index_min:
+            self._index_update(keys, deltas)
         return old
+
+    # ----------------------------------------------------------------- row index
+    def _index_update(self, keys, deltas) -> None:
+        """Bring the row tables up to date with a batch just added (sorted unique ``keys``):
+        tables that could pass load 1/4 and rows that fell below ``index_min / 2`` are dropped,
+        the other tables take the deltas in place (a table whose home bucket overflows is
+        dropped), and rows at ``index_min`` or more without a table get one, from the store."""
+        xp = self.xp
+        fx = keys >> 32
+        starts = xp.flatnonzero(run_starts(xp, fx))
+        ux = fx[starts]
+        bounds = xp.empty(starts.shape[0] + 1, np.int64)
+        bounds[:-1] = starts
+        bounds[-1] = keys.shape[0]
+        had = self.ioff[ux] >= 0
+        over = (self.iused[ux] + xp.diff(bounds)) * INDEX_LOAD > self.imask[ux] + 1
+        low = self.live[ux] * 2 < self.index_min
+        drop = ux[had & (over | low)]
+        if drop.shape[0]:
+            self.islab_garbage += int((self.imask[drop] + 1).sum())
+            self.ioff[drop] = -1
+        self.sk.index_upsert(self.nt(), keys, deltas, bounds, self.iused, self.ibad)
+        full = ux[(self.ioff[ux] >= 0) & (self.iused[ux] < 0)]
+        if full.shape[0]:
+            self.islab_garbage += int((self.imask[full] + 1).sum())
+            self.ioff[full] = -1
+        new = ux[(self.ioff[ux] < 0) & (self.live[ux] >= self.index_min)]
+        if new.shape[0]:
+            self._index_build(new)
+        elif int(self.ibad[0]):
+            self._index_off()
+
+    def _index_off(self) -> None:
+        """A multiplicity left the tables' int32 slots: drop every table for good (lookups
+        fall back to the sorted runs; results are unchanged)."""
+        self.index_min = None
+        self.ioff = self.xp.full(0, -1, np.int64)
+        self.itab = self.xp.zeros(BUCKET, np.int64)
+        self.islab_used = self.islab_garbage = 0
+        self._nt = None
+
+    def _index_build(self, rows) -> None:
+        """Give ``rows`` (distinct first keys) fresh tables sized for their live tuples. The
+        slab is rebuilt whole (all tables, a new 64-byte aligned array) when it is full or
+        dropped tables make up more than half of it."""
+        xp = self.xp
+        caps = self._index_caps(rows)
+        total = int(caps.sum())
+        fits = self.islab_start + self.islab_used + total <= self.itab.shape[0]
+        if not fits or self.islab_garbage * 2 > self.islab_used:
+            kept = xp.flatnonzero(self.ioff >= 0)
+            caps = xp.concatenate([caps, self.imask[kept] + 1])
+            rows = xp.concatenate([rows, kept])
+            self.ioff[:] = -1
+            total = int(caps.sum())
+            size = max(2 * total, 1024)
+            self.itab = xp.empty(size + BUCKET, np.int64)
+            self.islab_start = _aligned_start(self.itab)
+            self.islab_used = self.islab_garbage = 0
+        self._index_build_sized(rows, caps)
+
+    def _index_build_sized(self, rows, caps) -> None:
+        """Tables of capacities ``caps`` for ``rows``, built again twice as large where a home
+        bucket overflowed (at load <= 1/4 a retry is rare); the slab grows (copied, realigned)
+        when it is full."""
+        xp = self.xp
+        while rows.shape[0]:
+            total = int(caps.sum())
+            if self.islab_start + self.islab_used + total > self.itab.shape[0]:
+                size = max(2 * (self.islab_used + total), 1024)
+                old = self.itab
+                self.itab = xp.empty(size + BUCKET, np.int64)
+                start = _aligned_start(self.itab)
+                self.itab[start : start + self.islab_used] = \
+                    old[self.islab_start : self.islab_start + self.islab_used]
+                live = self.ioff >= 0
+                self.ioff[live] += start - self.islab_start
+                self.islab_start = start
+            offs = xp.empty(rows.shape[0], np.int64)
+            offs[0] = 0
+            xp.cumsum(caps[:-1], out=offs[1:])
+            offs += self.islab_start + self.islab_used
+            self.islab_used += total
+            self.ioff[rows] = offs
+            self.imask[rows] = caps - 1
+            self._nt = None
+            self.sk.index_fill(self.nt(), rows, offs, caps - 1, self.itab, self.iused,
+                               self.ibad)
+            if int(self.ibad[0]):
+                self._index_off()
+                return
+            failed = self.iused[rows] < 0
+            self.islab_garbage += int(caps[failed].sum())
+            rows, caps = rows[failed], 2 * caps[failed]
+            self.ioff[rows] = -1
+
+    def _index_caps(self, rows):
+        """Table capacities for ``rows``: powers of two >= INDEX_LOAD · live + 1 (at least two
+        buckets)."""
+        xp = self.xp
+        if rows.shape[0] == 0:
+            return xp.zeros(0, np.int64)
+        need = xp.maximum(self.live[rows] * INDEX_LOAD + 1, 2 * BUCKET)
+        caps = xp.left_shift(1, xp.ceil(xp.log2(need)).astype(np.int64))
+        return xp.where(caps < need, caps * 2, caps)  # guard against rounding
+
+    def index_bytes(self) -> int:
+        """Bytes held by the row tables (slab and per-row arrays)."""
+        return int(self.itab.nbytes + self.ioff.nbytes + self.imask.nbytes + self.iused.nbytes)
 
     def rows(self, firsts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Live tuples of the given first keys: (ptr, packed keys, values), CSR style."""

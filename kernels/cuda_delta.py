@@ -31,14 +31,14 @@ def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, n):
     the update (a heavy-row inner product, galloped, or a light row), so it is skewed; see
     docs/gpu.md for the warp-per-heavy-update variant.
     """
-    xs, ys, out = io
+    xs, ys, out, work = io
     vrow, vmat = vview
     heavy_next, heavy_prev = hv
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
         _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                    symmetric, out)
+                    symmetric, out, work)
         i += stride
 
 
@@ -252,14 +252,17 @@ def _scatter_dense_kernel(io, vview, n):
 
 
 def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                 symmetric, out) -> None:
+                 symmetric, out, work=None) -> None:
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) for every update of the batch (see the CPU
-    kernel; ``symmetric`` evaluates each update in its cheaper orientation)."""
+    kernel; ``symmetric`` evaluates each update in its cheaper orientation; ``work``: entries
+    read per update, the profile mode's counter)."""
     check_1d("xs", xs)
     n = xs.shape[0]
     if n == 0:
         return
-    _path_weights_kernel[grid(n)]((xs, ys, out), nh, nl, ph, pl, pht, vsp, (vrow, vmat),
+    if work is None:
+        work = empty(0)
+    _path_weights_kernel[grid(n)]((xs, ys, out, work), nh, nl, ph, pl, pht, vsp, (vrow, vmat),
                                   (heavy_next, heavy_prev), bool(symmetric), n)
 
 

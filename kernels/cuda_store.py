@@ -5,7 +5,8 @@ host-side launcher (checks, empty inputs handled before any launch, launch shape
 more ``@cuda.jit`` kernels that call the ``njit`` inner loops of :mod:`gpu_ivm.kernels.lsm`
 (``find``, ``get``, ``lower_bound``) and :mod:`gpu_ivm.kernels.elements`.
 
-The store tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask, live)`` is passed to
+The store tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask, live, ioff, imask,
+itab)`` is passed to
 kernels as it is (a tuple of arrays, see :mod:`gpu_ivm.kernels.cuda_launch`). Sequential CPU
 loops get parallel forms: in-place updates of distinct keys with atomics on the per-first-key
 counters, merges by rank (own index + binary search in the other run) and stream compaction.
@@ -28,6 +29,7 @@ from .cuda_launch import (
 )
 from .elements import compact_key, count_row, fill_row
 from .lsm import LO_MASK, SENTINEL, find, get, lower_bound
+from .row_index import fill_row_table, upsert_group
 
 # ----------------------------------------------------------------------------- kernels
 
@@ -227,6 +229,31 @@ def _fill_rows_kernel(st, io, n):
 
 
 @cuda.jit
+def _index_fill_kernel(st, io, n):
+    """Row tables of rows[i] by the CPU's ``fill_row_table``. Launch config: 1-D grid-stride,
+    one thread per row (each writes its own slab region)."""
+    rows, offs, masks, tab, iused, bad = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        x = rows[i]
+        iused[x] = fill_row_table(st, x, offs[i], masks[i], tab, bad)
+        i += stride
+
+
+@cuda.jit
+def _index_upsert_kernel(st, io, n):
+    """A batch's deltas into the row tables by the CPU's ``upsert_group``. Launch config: 1-D
+    grid-stride, one thread per first key's group (a table is written by one thread)."""
+    keys_in, deltas, starts, iused, bad = io
+    g = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while g < n:
+        upsert_group(st, keys_in, deltas, starts[g], starts[g + 1], iused, bad)
+        g += stride
+
+
+@cuda.jit
 def _first_counts_kernel(io, n):
     """counts[x] += 1 per key. Launch config: 1-D grid-stride, one thread per key;
     ``atomic.add`` (keys of one first key are adjacent, so contention stays within a warp)."""
@@ -358,6 +385,26 @@ def fill_rows(st, xs, ptr, out_keys, out_vals) -> None:
     if n == 0:
         return
     _fill_rows_kernel[grid(n)](st, (xs, ptr, out_keys, out_vals), n)
+
+
+def index_fill(st, rows, offs, masks, tab, iused, bad) -> None:
+    """Build the row tables of ``rows`` (distinct first keys) at ``offs`` with ``masks``
+    (``bad[0]`` set if a multiplicity does not fit a slot)."""
+    check_1d("rows", rows)
+    n = rows.shape[0]
+    if n == 0:
+        return
+    _index_fill_kernel[grid(n)](st, (rows, offs, masks, tab, iused, bad), n)
+
+
+def index_upsert(st, keys_in, deltas, starts, iused, bad) -> None:
+    """Add a batch (sorted unique keys, group ``starts`` then len(keys_in)) to the row tables
+    of the rows that have one (``bad[0]`` set if a multiplicity leaves int32)."""
+    check_1d("keys_in", keys_in)
+    n = starts.shape[0] - 1
+    if n <= 0:
+        return
+    _index_upsert_kernel[grid(n)](st, (keys_in, deltas, starts, iused, bad), n)
 
 
 def collect_live(keys, vals, s, e, out_keys, out_vals) -> int:

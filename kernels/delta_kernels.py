@@ -15,14 +15,12 @@ from .elements import emit_segment
 from .lsm import (
     LO_MASK,
     SENTINEL,
-    dot_range_row,
     dot_ranges,
-    dot_rows,
-    get,
     lower_bound,
     run_mask,
     run_range,
 )
+from .row_index import dot_range_row_ix, dot_rows_ix, get_ix
 from .view_kernels import vget
 
 PAR_MIN = 512  # below this many items a kernel runs on one thread
@@ -38,22 +36,25 @@ def _live(st, x):
 
 
 @nb.njit(cache=True)
-def path_weight(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev, symmetric):
-    """w = Σ_c Next(y, c) · Prev(c, x), by the IVM^ε case split on y's part in Next.
+def path_weight_n(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev, symmetric):
+    """(w, entries read), w = Σ_c Next(y, c) · Prev(c, x), by the IVM^ε case split on y's part.
 
     y heavy in Next: view(y, x) (= Σ_c Next_h(y,c)·Prev_l(c,x)) plus the heavy-c terms, the
-    inner product of the rows Next_h(y,·) and Prev_h(·,x) (= Prev_ht(x,·)), merged or galloped.
+    inner product of the rows Next_h(y,·) and Prev_h(·,x) (= Prev_ht(x,·)).
     y light: the light row Next_l(y,·) against column x of Prev; with ``symmetric`` (Next = Prev
     = E symmetric) that column is the row E(x,·), an inner product again; otherwise the heavy
     part of the column is Prev_ht(x,·) and the light part is probed.
+    Inner products walk the shorter row and probe the longer one's hash table
+    (:func:`~gpu_ivm.kernels.row_index.dot_rows_ix`), O(min(deg)) when the long row has one.
     """
     if heavy_next[y]:
-        return vget(vsp, vrow, vmat, (y << 32) | x) + dot_rows(nh, y, pht, x)
+        s, t = dot_rows_ix(nh, y, pht, x)
+        return vget(vsp, vrow, vmat, (y << 32) | x) + s, t + 1
     if symmetric:
         if heavy_prev[x]:
-            return dot_rows(nl, y, ph, x)
-        return dot_rows(nl, y, pl, x)
-    w = dot_rows(nl, y, pht, x)
+            return dot_rows_ix(nl, y, ph, x)
+        return dot_rows_ix(nl, y, pl, x)
+    w, t = dot_rows_ix(nl, y, pht, x)
     keys = nl[0]
     vals = nl[1]
     m = run_mask(nl, y)
@@ -62,16 +63,26 @@ def path_weight(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_pr
         if m & 1:
             lo, hi = run_range(nl, j, y)
             for p in range(lo, hi):
+                t += 1
                 k = keys[p]
                 c = k & LO_MASK
                 if c == SENTINEL:
                     break
                 a = vals[p]
                 if a != 0 and not heavy_prev[c]:
-                    w += a * get(pl, (c << 32) | x)
+                    v, n = get_ix(pl, c, x)
+                    t += n
+                    w += a * v
         m >>= 1
         j += 1
-    return w
+    return w, t
+
+
+@nb.njit(cache=True)
+def path_weight(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev, symmetric):
+    """w = Σ_c Next(y, c) · Prev(c, x) (see :func:`path_weight_n`)."""
+    return path_weight_n(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                         symmetric)[0]
 
 
 @nb.njit(cache=True, inline="always")
@@ -83,47 +94,54 @@ def _cost(x, y, nh, nl, pht, heavy_next):
 
 @nb.njit(cache=True, inline="always")
 def _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                symmetric, out):
+                symmetric, out, work):
+    """out[i] = the path weight of update i; work[i] = entries it read when ``work`` is an
+    array (the profile mode) — ``None`` selects the compiled variant without counters."""
     x = xs[i]
     y = ys[i]
     if symmetric and _cost(y, x, nh, nl, pht, heavy_next) < _cost(x, y, nh, nl, pht, heavy_next):
         x, y = y, x
-    out[i] = path_weight(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+    w, t = path_weight_n(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
                          symmetric)
+    out[i] = w
+    if work is not None:  # resolved when compiled: the variant without counters reads no t
+        if work.shape[0] > i:
+            work[i] = t
 
 
 @nb.njit(cache=True, parallel=True)
 def _path_weights_par(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                      symmetric, out):
+                      symmetric, out, work):
     for i in nb.prange(xs.shape[0]):
         _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                    symmetric, out)
+                    symmetric, out, work)
 
 
 @nb.njit(cache=True)
 def _path_weights_seq(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                      symmetric, out):
+                      symmetric, out, work):
     for i in range(xs.shape[0]):
         _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                    symmetric, out)
+                    symmetric, out, work)
 
 
 def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                 symmetric, out):
+                 symmetric, out, work=None):
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) for every update of the batch.
 
     ``symmetric``: Next = Prev = E with E symmetric, so w(x, y) = w(y, x) and each update is
     evaluated in its cheaper orientation. Small batches run on one thread (waking the pool
-    costs more than they do).
+    costs more than they do). ``work``: if given (length of ``xs``), work[i] = the adjacency
+    entries and table slots update i read (the profile mode's counter).
     """
     if xs.shape[0] < PAR_MIN:
         _path_weights_seq(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                          symmetric, out)
+                          symmetric, out, work)
         return
     # per-update costs are skewed (hub rows): small chunks balance the threads
     with nb.parallel_chunksize(PAR_CHUNK):
         _path_weights_par(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                          symmetric, out)
+                          symmetric, out, work)
 
 
 @nb.njit(cache=True)
@@ -195,7 +213,7 @@ def _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out):
     if symmetric:
         alo = lower_bound(dkeys, 0, n, a << 32)
         ahi = lower_bound(dkeys, alo, n, (a + 1) << 32)
-        e = dot_range_row(dkeys, dvals, lo, hi, eh if heavy[a] else el, a)
+        e = dot_range_row_ix(dkeys, dvals, lo, hi, eh if heavy[a] else el, a)[0]
         d = dot_ranges(dkeys, dvals, lo, hi, dkeys, dvals, alo, ahi)
         out[i] = m1 * (3 * e + d)
         return
@@ -205,9 +223,9 @@ def _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out):
         m2 = dvals[p]
         ca = (c << 32) | a
         if heavy[c]:
-            e = get(eh, ca)
+            e = get_ix(eh, c, a)[0]
         else:
-            e = get(el, ca)
+            e = get_ix(el, c, a)[0]
         q = lower_bound(dkeys, 0, n, ca)
         d = dvals[q] if q < n and dkeys[q] == ca else 0
         acc += m2 * (3 * e + d)

@@ -1,6 +1,7 @@
 """Inner loops of the sorted-run (LSM) Z-relation store, shared by every kernel.
 
-A store is the tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask)``:
+A store is the tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask, live, ioff,
+imask, itab)``:
 
 - ``keys`` / ``vals``: int64 arrays; run ``j`` occupies ``[bounds[j], bounds[j+1])`` and is
   sorted by the packed key ``first << 32 | second``. Keys are unique across runs.
@@ -10,6 +11,9 @@ A store is the tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask)`
 - ``dirptr[j] >= 0``: run ``j`` has a dense directory ``dirs[dirptr[j] + x]`` giving the start of
   first key ``x`` (its end is the next entry); ``dirlen[j]`` directory entries.
 - ``runmask[x]``: bit ``j`` set if run ``j`` may hold tuples with first key ``x``.
+- ``live[x]``: live tuples of first key ``x``.
+- ``ioff, imask, itab``: per-row hash tables of the long rows
+  (:mod:`gpu_ivm.kernels.row_index`; empty arrays where the store keeps none).
 
 These functions are plain ``numba.njit`` functions so that the CPU kernels and the CUDA kernels
 (which may call ``njit`` functions) run the very same code.
@@ -135,37 +139,59 @@ def real_end(keys, lo, hi, x):
     return hi
 
 
-@nb.njit(cache=True)
-def dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
-    """Σ v1[i]·v2[j] over entries with equal second ids in two sorted single-first-key ranges.
+@nb.njit(cache=True, inline="always")
+def gallop_n(keys, p, hi, key):
+    """:func:`gallop` that also returns the number of keys it compared (a work count)."""
+    step = 1
+    lo = p
+    n = 0
+    while p + step < hi and keys[p + step] < key:
+        lo = p + step
+        step <<= 1
+        n += 1
+    hi2 = min(p + step + 1, hi)
+    while lo < hi2:
+        mid = (lo + hi2) >> 1
+        n += 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi2 = mid
+    return lo, n + 1
 
-    Merges when the lengths are comparable, otherwise gallops the longer range with the entries
-    of the shorter one: O(min·log(max/min)), the cost the IVM^ε bounds ask for.
-    """
+
+@nb.njit(cache=True)
+def dot_ranges_n(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
+    """:func:`dot_ranges` and the number of entries it read: ``(sum, entries)``."""
     n1 = hi1 - lo1
     n2 = hi2 - lo2
     if n1 <= 0 or n2 <= 0:
-        return 0
+        return 0, 0
     s = 0
+    t = 0
     if n1 * 8 < n2 or n2 * 8 < n1:
         if n2 < n1:
             k1, v1, lo1, hi1, k2, v2, lo2, hi2 = k2, v2, lo2, hi2, k1, v1, lo1, hi1
         base = k2[lo2] & ~LO_MASK
         p = lo2
         for i in range(lo1, hi1):
+            t += 1
             a = v1[i]
             if a == 0:
                 continue
-            t = base | (k1[i] & LO_MASK)
-            p = gallop(k2, p, hi2, t)
+            q = k1[i] & LO_MASK
+            key = base | q
+            p, c = gallop_n(k2, p, hi2, key)
+            t += c
             if p >= hi2:
                 break
-            if k2[p] == t:
+            if k2[p] == key:
                 s += a * v2[p]
-        return s
+        return s, t
     i = lo1
     j = lo2
     while i < hi1 and j < hi2:
+        t += 1
         c1 = k1[i] & LO_MASK
         c2 = k2[j] & LO_MASK
         if c1 < c2:
@@ -176,12 +202,22 @@ def dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
             s += v1[i] * v2[j]
             i += 1
             j += 1
-    return s
+    return s, t
 
 
 @nb.njit(cache=True)
-def dot_rows(st1, x1, st2, x2):
-    """Σ_c st1(x1, c)·st2(x2, c): the inner product of two rows, over all run pairs."""
+def dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
+    """Σ v1[i]·v2[j] over entries with equal second ids in two sorted single-first-key ranges.
+
+    Merges when the lengths are comparable, otherwise gallops the longer range with the entries
+    of the shorter one: O(min·log(max/min)), the cost the IVM^ε bounds ask for.
+    """
+    return dot_ranges_n(k1, v1, lo1, hi1, k2, v2, lo2, hi2)[0]
+
+
+@nb.njit(cache=True)
+def dot_rows_n(st1, x1, st2, x2):
+    """:func:`dot_rows` and the number of entries it read: ``(sum, entries)``."""
     k1 = st1[0]
     v1 = st1[1]
     k2 = st2[0]
@@ -189,8 +225,9 @@ def dot_rows(st1, x1, st2, x2):
     m1 = run_mask(st1, x1)
     m2full = run_mask(st2, x2)
     if m1 == 0 or m2full == 0:
-        return 0
+        return 0, 0
     s = 0
+    t = 0
     j1 = 0
     while m1 != 0:
         if m1 & 1:
@@ -203,12 +240,21 @@ def dot_rows(st1, x1, st2, x2):
                     if m2 & 1:
                         lo2, hi2 = run_range(st2, j2, x2)
                         hi2 = real_end(k2, lo2, hi2, x2)
-                        s += dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2)
+                        ds, dt = dot_ranges_n(k1, v1, lo1, hi1, k2, v2, lo2, hi2)
+                        s += ds
+                        t += dt
                     m2 >>= 1
                     j2 += 1
         m1 >>= 1
         j1 += 1
-    return s
+    return s, t
+
+
+@nb.njit(cache=True)
+def dot_rows(st1, x1, st2, x2):
+    """Σ_c st1(x1, c)·st2(x2, c): the inner product of two rows, over all run pairs (merged or
+    galloped; :func:`gpu_ivm.kernels.row_index.dot_rows_ix` probes a long row's table)."""
+    return dot_rows_n(st1, x1, st2, x2)[0]
 
 
 @nb.njit(cache=True)

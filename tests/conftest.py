@@ -37,15 +37,17 @@ def data_dir() -> Path:
 
 def tiny_storage(mp) -> None:
     """Shrink the storage thresholds so small tests hit every structural path: directories on
-    small runs, per-key compaction at the first excess tombstone, dense view rows, and the
-    parallel variants of the batch kernels."""
+    small runs, per-key compaction at the first excess tombstone, dense view rows, row hash
+    tables on every row of two tuples or more, and the parallel variants of the batch
+    kernels."""
     from gpu_ivm.kernels import delta_kernels
 
-    from gpu_ivm import engine, store, views
+    from gpu_ivm import engine, partition, store, views
 
     mp.setattr(store, "DIR_MIN", 4)
     mp.setattr(store, "DIR_RATIO", 64)
     mp.setattr(store, "COMPACT_SLACK", 0)
     mp.setattr(views, "DENSE_MIN", 2)
     mp.setattr(engine, "PAR_EMIT_MIN", 1)
+    mp.setattr(partition.PartRel, "index_min", 2)  # row hash tables on nearly every row
     mp.setattr(delta_kernels, "PAR_MIN", 1)

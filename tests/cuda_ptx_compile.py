@@ -42,7 +42,7 @@ def cases(repo: str) -> dict:
     b = np.zeros(4, np.bool_)
     u = np.zeros(4, np.uint8)  # heavy/light flags of the free queries
     m = np.zeros((2, 4), np.int64)
-    st = (i,) * 8
+    st = (i,) * 11
     n = np.int64(4)
     out = {
         s._apply_kernel: (st, (i, i, i, b, i, i), n, i),
@@ -58,7 +58,9 @@ def cases(repo: str) -> dict:
         s._first_counts_kernel: ((i, i), n),
         s._first_starts_kernel: ((i, i), n),
         s._scatter_firsts_kernel: ((i,) * 4, n),
-        d._path_weights_kernel: ((i, i, i), st, st, st, st, st, st, (i, m), (b, b), True, n),
+        s._index_fill_kernel: (st, (i,) * 6, n),
+        s._index_upsert_kernel: (st, (i,) * 5, n),
+        d._path_weights_kernel: ((i, i, i, i), st, st, st, st, st, st, (i, m), (b, b), True, n),
         d._expand_counts_kernel: (st, (i, i), n),
         d._expand_emit_kernel: (st, (i,) * 6, True, n),
         d._seg_starts_kernel: ((i, i), n),

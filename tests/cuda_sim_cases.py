@@ -118,6 +118,19 @@ def assert_same_store(a: ZStore, b: ZStore, what: str = "store") -> None:
         assert np.array_equal(x, y), f"{what}: field {i} differs"
 
 
+def row_tables(s: ZStore) -> dict:
+    """The row hash tables decoded: {x: {c: m}} with the deleted entries (m = 0) left out
+    (slot positions differ with the slab's alignment, the contents must not)."""
+    out = {}
+    ioff = np.asarray(s.ioff)
+    for x in np.flatnonzero(ioff >= 0).tolist():
+        t = np.asarray(s.itab[ioff[x] : ioff[x] + s.imask[x] + 1])
+        t = t[t != -1]
+        vals = (t << 32) >> 32
+        out[x] = {int(c): int(v) for c, v in zip((t >> 32) & 0xFFFFFFFF, vals) if v}
+    return out
+
+
 def random_store(rng, nfirst: int, nkeys: int, kernels=None, hub_p: float = 0.0) -> ZStore:
     """A store with several runs, tombstones and (after compaction) padding; with ``hub_p``,
     that share of the keys has first key 0, 1 or 2 (long rows)."""
@@ -389,12 +402,14 @@ def test_rows_collect_compact(n: int) -> None:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_zstore_twins(tiny: bool, seed: int, small_launch) -> None:
     """A ZStore driven by the cuda kernels stays bit-identical to a CPU-driven twin through
-    inserts, deletes, revivals, merges, directories and per-key compaction."""
+    inserts, deletes, revivals, merges, directories, per-key compaction and (tiny) the row
+    hash tables of rows of 3 tuples or more."""
     with pytest.MonkeyPatch.context() as mp:
         if tiny:
             tiny_storage(mp)
         rng = np.random.default_rng(seed)
-        cpu, gpu = ZStore(30), ZStore(30, K)
+        ix = 3 if tiny else None
+        cpu, gpu = ZStore(30, index_min=ix), ZStore(30, K, index_min=ix)
         ref: dict[int, int] = {}
         for step in range(10):
             nk = int(rng.integers(0, 60))
@@ -406,6 +421,16 @@ def test_zstore_twins(tiny: bool, seed: int, small_launch) -> None:
             for k, v in zip(keys.tolist(), d.tolist()):
                 ref[k] = ref.get(k, 0) + v
             assert_same_store(cpu, gpu, f"step {step}")
+            assert row_tables(cpu) == row_tables(gpu), f"step {step}: row tables differ"
+            if tiny:  # every row of 3 tuples or more has a table, holding the row's tuples
+                want: dict[int, dict[int, int]] = {}
+                for k, v in ref.items():
+                    if v:
+                        want.setdefault(k >> 32, {})[k & 0xFFFFFFFF] = v
+                got = row_tables(gpu)
+                for x, row in want.items():
+                    if len(row) >= 3:
+                        assert got[x] == row, f"step {step}: row {x}"
             for a, b in zip(cpu.items(), gpu.items()):
                 assert np.array_equal(a, b)
             xs = np.arange(0, 34, 3, dtype=np.int64)
@@ -451,6 +476,12 @@ def test_path_weights_and_expansion(n: int) -> None:
             cpu_delta.path_weights(xs, ys, *args, w_cpu)
             K.delta.path_weights(xs, ys, *args, w_gpu)
             assert np.array_equal(w_cpu, w_gpu), (eps, sym)
+            # the profile mode's work counters (row tables on every row when tiny)
+            c_cpu = np.zeros(n, np.int64)
+            c_gpu = np.full(n, -5, np.int64)
+            cpu_delta.path_weights(xs, ys, *args, np.empty(n, np.int64), c_cpu)
+            K.delta.path_weights(xs, ys, *args, np.empty(n, np.int64), c_gpu)
+            assert np.array_equal(c_cpu, c_gpu), (eps, sym)
         st = E.l.nt()
         c_cpu = np.empty(n, np.int64)
         c_gpu = np.empty(n, np.int64)
