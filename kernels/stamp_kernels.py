@@ -233,3 +233,13 @@ def lifespan_triangles(indptr, indices, edge_of, seg_ptr, seg_start, seg_end, di
                                    seg_ptr[e_vw], seg_ptr[e_vw + 1], diff)
                     i += 1
                     j += 1
+
+
+@nb.njit(cache=True)
+def segmented_cummax(values, new_group, out):
+    """out[i] = max of values over i's group up to i (groups start where new_group is True)."""
+    m = values[0]
+    for i in range(values.shape[0]):
+        if new_group[i] or values[i] > m:
+            m = values[i]
+        out[i] = m
