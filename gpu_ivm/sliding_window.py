@@ -8,17 +8,21 @@ a known lifespan makes the lifespan side of the problem insert-only).
 
 How a step k is processed (the known-lifespan method):
 
-- Each stored edge carries ``end``, the last step it is alive, and a birth *stamp*. An
-  arrival makes the edge alive through ``last(t)``.
+- Each stored edge carries its true ``end`` (the last step it is alive), a *calendar end*
+  (the end its triangles' removals were scheduled with) and a birth *stamp*. An arrival makes
+  the edge alive through ``last(t)``.
 - **Expiry costs nothing.** When a triangle forms, the step it dies at is known:
-  ``min(end of its three edges) + 1``. Its removal is scheduled there in a ring calendar
-  (length ``window // step + 3``); step k starts by adding the calendar's entry for k.
+  ``min(calendar ends of its three edges) + 1``. Its removal is scheduled there in a ring
+  calendar (length ``window // step + 3``), which step k adds to the count.
 - **Births** (an edge that is not alive at k arrives): the ordered delta rule of the
   insert-only mode on birth stamps; every new triangle alive at k is counted once, by its
   youngest edge, and its removal scheduled.
-- **Extensions** (an alive edge arrives again, so its end moves later): the triangles alive
-  at k through it are enumerated the same way (once each, by their last-extended edge) and
-  their scheduled removal moved from min(old ends) + 1 to min(new ends) + 1.
+- **Extensions** (an alive edge arrives again) only move the edge's true end. The edge is
+  revisited once, at the step its calendar end runs out: if it was extended meanwhile, the
+  triangles alive through it are enumerated (once each, by the last revisited edge) and their
+  scheduled removal moved from min(old calendar ends) + 1 to min(new ones) + 1; else it
+  expires. An edge that keeps arriving thus costs one enumeration per window length, not one
+  per arrival.
 - Edges that expired stay stored (no deletion from the sorted runs) until they outnumber the
   live ones; then the store is rebuilt from the live edges.
 
@@ -100,12 +104,15 @@ class SlidingWindow:
         self._store = ZStore(0)
         self._ring = self.window // self.step_len + 3
         self._cal = np.zeros(self._ring, np.int64)  # triangle count changes per future step
-        self._exp = np.zeros(self._ring, np.int64)  # edges expiring per future step
+        # per future step: the edges whose calendar end runs out there (arrays of edge ids)
+        self._due: list[list[np.ndarray]] = [[] for _ in range(self._ring)]
         self._cap = 0
-        self._end = np.zeros(0, np.int64)
-        self._prev = np.zeros(0, np.int64)
-        self._ext = np.zeros(0, np.int64)
-        self._stamp = np.zeros(0, np.int64)
+        z = np.zeros(0, np.int64)
+        # per edge id: true last alive step, calendar end (the one the triangle removals
+        # were scheduled with), calendar end before this step's revisit, revisit order,
+        # birth stamp, endpoints
+        self._end, self._cend, self._prev, self._ext, self._stamp, self._eu, self._ev = \
+            z, z, z, z, z, z, z
         self._n_eids = 0
         self._seq = 0
         self._ext_seq = 0
@@ -203,23 +210,51 @@ class SlidingWindow:
         if n <= self._cap:
             return
         cap = max(n, 2 * self._cap, 1024)
-        for name in ("_end", "_prev", "_ext", "_stamp"):
+        for name in ("_end", "_cend", "_prev", "_ext", "_stamp", "_eu", "_ev"):
             old = getattr(self, name)
-            new = np.full(cap, -1 if name in ("_end", "_prev") else 0, np.int64)
+            new = np.full(cap, -1 if name in ("_end", "_cend", "_prev") else 0, np.int64)
             new[: old.shape[0]] = old
             setattr(self, name, new)
         self._cap = cap
+
+    def _schedule(self, eids: np.ndarray) -> None:
+        """File edges under the step after their calendar end (their expiry check)."""
+        if not eids.shape[0]:
+            return
+        slots = (self._cend[eids] + 1) % self._ring
+        order = np.argsort(slots, kind="stable")
+        eids, slots = eids[order], slots[order]
+        cuts = np.flatnonzero(np.r_[True, slots[1:] != slots[:-1], True])
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            self._due[int(slots[a])].append(eids[a:b])
 
     def _step(self, k: int, src, dst, t) -> WindowStep:
         t_start = time.perf_counter()
         r = self._ring
         slot = k % r
         before = self.count_
+        # 1. edges whose calendar end was k - 1: expire, or (extended since) move the
+        # scheduled removals of their triangles to the new end, before the calendar is read
+        due = self._due[slot]
+        self._due[slot] = []
+        expired = 0
+        if due:
+            cand = np.concatenate(due) if len(due) > 1 else due[0]
+            grown = self._end[cand] > self._cend[cand]
+            x = cand[grown]
+            expired = int(cand.shape[0] - x.shape[0])
+            self.num_edges -= expired
+            if x.shape[0]:
+                base = self._ext_seq
+                self._prev[x] = self._cend[x]
+                self._cend[x] = self._end[x]
+                self._ext[x] = base + 1 + np.arange(x.shape[0], dtype=np.int64)
+                self._ext_seq += x.shape[0]
+                sk.window_extend(self._store.nt(), self._store.live, self._eu[x], self._ev[x],
+                                 x, k, self._cend, self._prev, self._ext, base, self._cal)
+                self._schedule(x)
         self.count_ += int(self._cal[slot])
         self._cal[slot] = 0
-        expired = int(self._exp[slot])
-        self.num_edges -= expired
-        self._exp[slot] = 0
         n_arr = int(t.shape[0])
         births = exts = 0
         keep = src != dst
@@ -243,40 +278,35 @@ class SlidingWindow:
             cur = np.full(gkey.shape[0], -1, np.int64)
             cur[known] = self._end[eid[known]]
             alive = cur >= k
+            # 2. an arrival on a live edge only moves its true end (revisited when due)
             ext = alive & (gend > cur)
             exts = int(ext.sum())
             if exts:
-                x = eid[ext]
-                self._prev[x] = cur[ext]
-                self._end[x] = gend[ext]
-                base = self._ext_seq
-                self._ext[x] = base + 1 + np.arange(exts, dtype=np.int64)
-                self._ext_seq += exts
-                np.add.at(self._exp, (cur[ext] + 1) % r, -1)
-                np.add.at(self._exp, (gend[ext] + 1) % r, 1)
-                xa, xb = unpack(gkey[ext])
-                sk.window_extend(self._store.nt(), self._store.live, xa, xb, x, k, self._end,
-                                 self._prev, self._ext, base, self._cal)
+                self._end[eid[ext]] = gend[ext]
+            # 3. births: count the triangles they close, schedule their removal
             born = ~alive
             births = int(born.sum())
             if births:
                 bkey, bend, beid = gkey[born], gend[born], eid[born]
                 fresh = beid < 0
                 nf = int(fresh.sum())
+                ba, bb = unpack(bkey)
                 if nf:
                     self._grow(self._n_eids + nf)
                     beid = beid.copy()
                     beid[fresh] = self._n_eids + np.arange(nf, dtype=np.int64)
                     self._n_eids += nf
                     self._store_edges(bkey[fresh], beid[fresh])
+                    self._eu[beid[fresh]] = ba[fresh]
+                    self._ev[beid[fresh]] = bb[fresh]
                 self._end[beid] = bend
+                self._cend[beid] = bend
                 self._stamp[beid] = self._seq + 1 + np.arange(births, dtype=np.int64)
                 self._seq += births
-                np.add.at(self._exp, (bend + 1) % r, 1)
+                self._schedule(beid)
                 self.num_edges += births
-                ba, bb = unpack(bkey)
                 self.count_ += int(sk.window_insert(self._store.nt(), self._store.live, ba, bb,
-                                                    beid, k, self._end, self._stamp,
+                                                    beid, k, self._cend, self._stamp,
                                                     self._cal))
         self.k = k
         self._maybe_compact()
@@ -302,11 +332,18 @@ class SlidingWindow:
         keep = (a < b) & (self._end[old] >= self.k)
         keys, old = keys[keep], old[keep]
         n = keys.shape[0]
-        end, stamp = self._end[old], self._stamp[old]
+        kept = {name: getattr(self, name)[old] for name in ("_end", "_cend", "_stamp")}
         self._cap = 0
-        self._end = self._prev = self._ext = self._stamp = np.zeros(0, np.int64)
+        z = np.zeros(0, np.int64)
+        self._end, self._cend, self._prev, self._ext, self._stamp, self._eu, self._ev = \
+            z, z, z, z, z, z, z
         self._grow(n)
-        self._end[:n], self._stamp[:n] = end, stamp
+        for name, v in kept.items():
+            getattr(self, name)[:n] = v
+        ka, kb = unpack(keys)
+        self._eu[:n], self._ev[:n] = ka, kb
         self._n_eids = n
         self._store = ZStore(max(len(self.encoder), 1))
         self._store_edges(keys, np.arange(n, dtype=np.int64))
+        self._due = [[] for _ in range(self._ring)]
+        self._schedule(np.arange(n, dtype=np.int64))
