@@ -104,8 +104,10 @@ class SlidingWindow:
         self._store = ZStore(0)
         self._ring = self.window // self.step_len + 3
         self._cal = np.zeros(self._ring, np.int64)  # triangle count changes per future step
-        # per future step: the edges whose calendar end runs out there (arrays of edge ids)
-        self._due: list[list[np.ndarray]] = [[] for _ in range(self._ring)]
+        # per future step (ring slot): the edges whose calendar end runs out there, as a
+        # linked list (head per slot, next per edge id)
+        self._due_head = np.full(self._ring, -1, np.int64)
+        self._due_n = 0  # edges filed
         self._cap = 0
         z = np.zeros(0, np.int64)
         # per edge id: true last alive step, calendar end (the one the triangle removals
@@ -113,6 +115,7 @@ class SlidingWindow:
         # birth stamp, endpoints
         self._end, self._cend, self._prev, self._ext, self._stamp, self._eu, self._ev = \
             z, z, z, z, z, z, z
+        self._next = z
         self._n_eids = 0
         self._seq = 0
         self._ext_seq = 0
@@ -210,23 +213,18 @@ class SlidingWindow:
         if n <= self._cap:
             return
         cap = max(n, 2 * self._cap, 1024)
-        for name in ("_end", "_cend", "_prev", "_ext", "_stamp", "_eu", "_ev"):
+        for name in ("_end", "_cend", "_prev", "_ext", "_stamp", "_eu", "_ev", "_next"):
             old = getattr(self, name)
-            new = np.full(cap, -1 if name in ("_end", "_cend", "_prev") else 0, np.int64)
+            new = np.full(cap, -1 if name in ("_end", "_cend", "_prev", "_next") else 0,
+                          np.int64)
             new[: old.shape[0]] = old
             setattr(self, name, new)
         self._cap = cap
 
     def _schedule(self, eids: np.ndarray) -> None:
         """File edges under the step after their calendar end (their expiry check)."""
-        if not eids.shape[0]:
-            return
-        slots = (self._cend[eids] + 1) % self._ring
-        order = np.argsort(slots, kind="stable")
-        eids, slots = eids[order], slots[order]
-        cuts = np.flatnonzero(np.r_[True, slots[1:] != slots[:-1], True])
-        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-            self._due[int(slots[a])].append(eids[a:b])
+        sk.due_push(self._due_head, self._next, self._cend, eids)
+        self._due_n += eids.shape[0]
 
     def _step(self, k: int, src, dst, t) -> WindowStep:
         t_start = time.perf_counter()
@@ -235,11 +233,11 @@ class SlidingWindow:
         before = self.count_
         # 1. edges whose calendar end was k - 1: expire, or (extended since) move the
         # scheduled removals of their triangles to the new end, before the calendar is read
-        due = self._due[slot]
-        self._due[slot] = []
         expired = 0
-        if due:
-            cand = np.concatenate(due) if len(due) > 1 else due[0]
+        if self._due_head[slot] >= 0:
+            cand = np.empty(self._due_n, np.int64)
+            cand = cand[: sk.due_pop(self._due_head, self._next, slot, cand)]
+            self._due_n -= cand.shape[0]
             grown = self._end[cand] > self._cend[cand]
             x = cand[grown]
             expired = int(cand.shape[0] - x.shape[0])
@@ -337,6 +335,7 @@ class SlidingWindow:
         z = np.zeros(0, np.int64)
         self._end, self._cend, self._prev, self._ext, self._stamp, self._eu, self._ev = \
             z, z, z, z, z, z, z
+        self._next = z
         self._grow(n)
         for name, v in kept.items():
             getattr(self, name)[:n] = v
@@ -345,5 +344,6 @@ class SlidingWindow:
         self._n_eids = n
         self._store = ZStore(max(len(self.encoder), 1))
         self._store_edges(keys, np.arange(n, dtype=np.int64))
-        self._due = [[] for _ in range(self._ring)]
+        self._due_head[:] = -1
+        self._due_n = 0
         self._schedule(np.arange(n, dtype=np.int64))

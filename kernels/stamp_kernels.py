@@ -111,14 +111,42 @@ def older_common(st, deg, u, v, s):
 
 
 @nb.njit(cache=True, parallel=True)
-def closed_by_batch(st, deg, us, vs, stamps, out):
+def closed_by_batch_par(st, deg, us, vs, stamps, out):
     """out[i] = triangles closed by the batch edge (us[i], vs[i]) with stamp stamps[i]: each
     new triangle is counted once, by its edge with the largest stamp."""
     for i in nb.prange(us.shape[0]):
         out[i] = older_common(st, deg, us[i], vs[i], stamps[i])
 
 
+@nb.njit(cache=True)
+def closed_by_batch_serial(st, deg, us, vs, stamps, out):
+    """:func:`closed_by_batch_par` on one thread (small batches: no thread start-up)."""
+    for i in range(us.shape[0]):
+        out[i] = older_common(st, deg, us[i], vs[i], stamps[i])
+
+
+PAR_MIN = 1 << 14  # merge work (sum of the smaller degrees) from which all threads run
+
+
+def closed_by_batch(st, deg, us, vs, stamps, out):
+    """Dispatch on the batch's work: one thread below ``PAR_MIN``, all threads above."""
+    work = int(np.minimum(deg[us], deg[vs]).sum()) if us.shape[0] else 0
+    if work >= PAR_MIN:
+        closed_by_batch_par(st, deg, us, vs, stamps, out)
+    else:
+        closed_by_batch_serial(st, deg, us, vs, stamps, out)
+
+
 # ---------------------------------------------------------------------------- known lifespans
+@nb.njit(cache=True)
+def _buffers(deg, us, vs):
+    """Two scratch arrays big enough for the common neighbours of any (us[j], vs[j])."""
+    m = 1
+    for j in range(us.shape[0]):
+        m = max(m, min(deg[us[j]], deg[vs[j]]))
+    return np.empty(m, np.int64), np.empty(m, np.int64)
+
+
 @nb.njit(cache=True)
 def window_extend(st, deg, us, vs, eids, k, end, prev_end, ext_seq, seq_base, cal):
     """Extensions of step k: edge eids[j] = (us[j], vs[j]), alive at k, had its last alive
@@ -127,14 +155,12 @@ def window_extend(st, deg, us, vs, eids, k, end, prev_end, ext_seq, seq_base, ca
     largest ext_seq) the scheduled removal moves from min(old ends) + 1 to min(new ends) + 1
     in the ring calendar ``cal`` (index mod len). Serial: the calendar is shared."""
     r = cal.shape[0]
+    a, b = _buffers(deg, us, vs)
     for j in range(us.shape[0]):
         x = eids[j]
         sx = ext_seq[x]
-        m = min(deg[us[j]], deg[vs[j]])
-        if m == 0:
+        if min(deg[us[j]], deg[vs[j]]) <= 1:  # (u, v) itself is one of the neighbours
             continue
-        a = np.empty(m, np.int64)
-        b = np.empty(m, np.int64)
         n = common_values(st, us[j], vs[j], a, b)
         for i in range(n):
             y = a[i] - 1
@@ -162,14 +188,12 @@ def window_insert(st, deg, us, vs, eids, k, end, stamp, cal):
     new triangles."""
     r = cal.shape[0]
     total = 0
+    a, b = _buffers(deg, us, vs)
     for j in range(us.shape[0]):
         x = eids[j]
         s = stamp[x]
-        m = min(deg[us[j]], deg[vs[j]])
-        if m == 0:
+        if min(deg[us[j]], deg[vs[j]]) <= 1:  # (u, v) itself is one of the neighbours
             continue
-        a = np.empty(m, np.int64)
-        b = np.empty(m, np.int64)
         n = common_values(st, us[j], vs[j], a, b)
         for i in range(n):
             y = a[i] - 1
@@ -243,3 +267,29 @@ def segmented_cummax(values, new_group, out):
         if new_group[i] or values[i] > m:
             m = values[i]
         out[i] = m
+
+
+@nb.njit(cache=True)
+def due_push(head, nxt, cend, eids):
+    """File each edge e of ``eids`` under the ring slot (cend[e] + 1) mod len(head): a linked
+    list per slot (``head[slot]`` first edge, ``nxt[e]`` the next, -1 ends)."""
+    r = head.shape[0]
+    for i in range(eids.shape[0]):
+        e = eids[i]
+        s = (cend[e] + 1) % r
+        nxt[e] = head[s]
+        head[s] = e
+
+
+@nb.njit(cache=True)
+def due_pop(head, nxt, slot, out):
+    """Move the edges filed under ``slot`` to ``out`` (room for all of them); returns how
+    many. The slot is left empty."""
+    n = 0
+    e = head[slot]
+    while e >= 0:
+        out[n] = e
+        n += 1
+        e = nxt[e]
+    head[slot] = -1
+    return n

@@ -66,7 +66,11 @@ def test_snap_temporal_daily_batches(data_dir, name, rows):
     g.check_invariants()
 
 
-def test_random_batches_brute_force_and_general_engine():
+@pytest.mark.parametrize("parallel", [False, True])
+def test_random_batches_brute_force_and_general_engine(parallel, monkeypatch):
+    from gpu_ivm.kernels import stamp_kernels
+
+    monkeypatch.setattr(stamp_kernels, "PAR_MIN", 0 if parallel else 1 << 62)
     rng = np.random.default_rng(3)
     g = GraphEngine(mode="insert_only")
     h = GraphEngine()  # general engine, same batches
