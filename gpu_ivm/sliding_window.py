@@ -347,3 +347,18 @@ class SlidingWindow:
         self._due_head[:] = -1
         self._due_n = 0
         self._schedule(np.arange(n, dtype=np.int64))
+
+    # ------------------------------------------------------------------ persistence
+    def snapshot(self, path) -> dict:
+        """Write the whole state to folder ``path`` atomically (see
+        :mod:`gpu_ivm.window_snapshot`); returns the manifest."""
+        from .window_snapshot import save
+
+        return save(self, path)
+
+    @classmethod
+    def restore(cls, path) -> SlidingWindow:
+        """A window restored from a snapshot folder, verified (checksums, count)."""
+        from .window_snapshot import load
+
+        return load(path)
