@@ -64,50 +64,75 @@ def _match_ranges(keys, vals, lo1, hi1, lo2, hi2, out1, out2, n):
 
 
 @nb.njit(cache=True)
+def _row_ranges(st, x, lo, hi):
+    """The non-empty [lo, hi) ranges of first key x over the runs; returns how many."""
+    m = run_mask(st, x)
+    n = 0
+    j = 0
+    while m != 0:
+        if m & 1:
+            a, b = run_range(st, j, x)
+            if b > a:
+                lo[n] = a
+                hi[n] = b
+                n += 1
+        m >>= 1
+        j += 1
+    return n
+
+
+@nb.njit(cache=True)
 def common_values(st, u, v, out1, out2):
     """For every common neighbour w of u and v: out1[i] = value of (u, w), out2[i] = value of
-    (v, w). Returns how many; ``out1`` / ``out2`` need room for min(deg u, deg v)."""
+    (v, w). Returns how many; ``out1`` / ``out2`` need room for min(deg u, deg v). Each row's
+    ranges are looked up once (one per run holding it), then merged pairwise."""
     keys = st[0]
     vals = st[1]
-    mu = run_mask(st, u)
-    mvfull = run_mask(st, v)
-    n = 0
-    if mu == 0 or mvfull == 0:
+    if run_mask(st, u) == 0 or run_mask(st, v) == 0:
         return 0
-    ju = 0
-    while mu != 0:
-        if mu & 1:
-            lo1, hi1 = run_range(st, ju, u)
-            if hi1 > lo1:
-                mv = mvfull
-                jv = 0
-                while mv != 0:
-                    if mv & 1:
-                        lo2, hi2 = run_range(st, jv, v)
-                        n = _match_ranges(keys, vals, lo1, hi1, lo2, hi2, out1, out2, n)
-                    mv >>= 1
-                    jv += 1
-        mu >>= 1
-        ju += 1
+    lo1 = np.empty(64, np.int64)
+    hi1 = np.empty(64, np.int64)
+    lo2 = np.empty(64, np.int64)
+    hi2 = np.empty(64, np.int64)
+    n1 = _row_ranges(st, u, lo1, hi1)
+    n2 = _row_ranges(st, v, lo2, hi2)
+    n = 0
+    for i in range(n1):
+        for j in range(n2):
+            n = _match_ranges(keys, vals, lo1[i], hi1[i], lo2[j], hi2[j], out1, out2, n)
     return n
 
 
 # ---------------------------------------------------------------------------- insert-only
 @nb.njit(cache=True)
-def older_common(st, deg, u, v, s):
+def _buffers(deg, us, vs):
+    """Two scratch arrays big enough for the common neighbours of any (us[j], vs[j])."""
+    m = 1
+    for j in range(us.shape[0]):
+        m = max(m, min(deg[us[j]], deg[vs[j]]))
+    return np.empty(m, np.int64), np.empty(m, np.int64)
+
+
+@nb.njit(cache=True)
+def older_common_buf(st, u, v, s, a, b):
     """Common neighbours w of u and v whose edges (u, w) and (v, w) both have stamps below s:
-    the triangles that the edge (u, v) with stamp s closes under the ordered delta rule."""
-    m = min(deg[u], deg[v])
-    if m == 0:
-        return 0
-    a = np.empty(m, np.int64)
-    b = np.empty(m, np.int64)
+    the triangles that the edge (u, v) with stamp s closes under the ordered delta rule
+    (``a``, ``b``: scratch of room min(deg u, deg v))."""
     n = common_values(st, u, v, a, b)
     c = 0
     for i in range(n):
         if a[i] < s and b[i] < s:
             c += 1
     return c
+
+
+@nb.njit(cache=True)
+def older_common(st, deg, u, v, s):
+    """:func:`older_common_buf` with its own scratch."""
+    m = min(deg[u], deg[v])
+    if m <= 1:  # (u, v) itself is one of the neighbours
+        return 0
+    return older_common_buf(st, u, v, s, np.empty(m, np.int64), np.empty(m, np.int64))
 
 
 @nb.njit(cache=True, parallel=True)
@@ -120,9 +145,14 @@ def closed_by_batch_par(st, deg, us, vs, stamps, out):
 
 @nb.njit(cache=True)
 def closed_by_batch_serial(st, deg, us, vs, stamps, out):
-    """:func:`closed_by_batch_par` on one thread (small batches: no thread start-up)."""
+    """:func:`closed_by_batch_par` on one thread (small batches: no thread start-up), with
+    one scratch for the whole batch."""
+    a, b = _buffers(deg, us, vs)
     for i in range(us.shape[0]):
-        out[i] = older_common(st, deg, us[i], vs[i], stamps[i])
+        if min(deg[us[i]], deg[vs[i]]) <= 1:
+            out[i] = 0
+        else:
+            out[i] = older_common_buf(st, us[i], vs[i], stamps[i], a, b)
 
 
 PAR_MIN = 1 << 14  # merge work (sum of the smaller degrees) from which all threads run
@@ -138,15 +168,6 @@ def closed_by_batch(st, deg, us, vs, stamps, out):
 
 
 # ---------------------------------------------------------------------------- known lifespans
-@nb.njit(cache=True)
-def _buffers(deg, us, vs):
-    """Two scratch arrays big enough for the common neighbours of any (us[j], vs[j])."""
-    m = 1
-    for j in range(us.shape[0]):
-        m = max(m, min(deg[us[j]], deg[vs[j]]))
-    return np.empty(m, np.int64), np.empty(m, np.int64)
-
-
 @nb.njit(cache=True)
 def window_extend(st, deg, us, vs, eids, k, end, prev_end, ext_seq, seq_base, cal):
     """Extensions of step k: edge eids[j] = (us[j], vs[j]), alive at k, had its last alive
