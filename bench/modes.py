@@ -47,15 +47,18 @@ def load(name: str):
     return el.src[order], el.dst[order], np.asarray(el.time, np.int64)[order]
 
 
-def growing_batches(s, d, t):
+def growing_batches(s, d, t, size: int = 0):
     keep = s != d
     s, d, t = s[keep], d[keep], t[keep]
     lo, hi = np.minimum(s, d), np.maximum(s, d)
     _, first = np.unique(np.stack([lo, hi]), axis=1, return_index=True)
     first = np.sort(first)
     s, d, t = s[first], d[first], t[first]
-    day = (t - t[0]) // DAY
-    cuts = np.flatnonzero(np.r_[True, day[1:] != day[:-1], True])
+    if size:  # fixed-size batches instead of days
+        cuts = np.r_[np.arange(0, s.shape[0], size), s.shape[0]]
+    else:
+        day = (t - t[0]) // DAY
+        cuts = np.flatnonzero(np.r_[True, day[1:] != day[:-1], True])
     return [{"src": s[a:b], "dst": d[a:b], "sign": np.ones(b - a, np.int64)}
             for a, b in zip(cuts[:-1], cuts[1:])]
 
@@ -160,12 +163,15 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--window", default=30 * DAY, type=int)
     p.add_argument("--step", default=DAY, type=int)
+    p.add_argument("--growing-batch", default=0, type=int, metavar="N",
+                   help="growing graph in batches of N first arrivals (default: one per day)")
+    p.add_argument("--skip-window", action="store_true", help="growing graph only")
     args = p.parse_args(argv)
     print(f"load average at start: {os.getloadavg()}", flush=True)
     warm_up()
     for name in args.streams:
         s, d, t = load(name)
-        batches = growing_batches(s, d, t)
+        batches = growing_batches(s, d, t, args.growing_batch)
         n_up = sum(b["src"].shape[0] for b in batches)
         res = {"insert_only": [], "general": []}
         ref = None
@@ -177,11 +183,14 @@ def main(argv=None) -> int:
                 assert counts == ref, (name, mode)
                 res[mode].append(sec)
         io_s, gen_s = med(res["insert_only"]), med(res["general"])
-        print(f"{name} growing graph: {len(batches)} daily batches, {n_up:,} edge inserts, "
+        what = f"batches of {args.growing_batch}" if args.growing_batch else "daily batches"
+        print(f"{name} growing graph: {len(batches)} {what}, {n_up:,} edge inserts, "
               f"final {ref[-1]:,} triangles | insert_only {io_s:.3f} s "
               f"({n_up / io_s:,.0f} ins/s) | general {gen_s:.3f} s ({n_up / gen_s:,.0f} "
               f"ins/s) | speed-up {gen_s / io_s:.1f}x | runs io {res['insert_only']} "
               f"gen {res['general']}", flush=True)
+        if args.skip_window:
+            continue
         K, arrivals, plusminus, windows = window_inputs(s, d, t, args.window, args.step)
         n_pm = sum(b["src"].shape[0] for b in plusminus)
         wres = {"online": [], "general": [], "recount": [], "offline": []}

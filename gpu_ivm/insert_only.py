@@ -10,6 +10,10 @@ neighbours w whose edges (u, w) and (v, w) have stamps below s: the ordered delt
 new triangle is counted exactly once, by its youngest edge, and the work per edge is a merge of
 the two neighbour rows (O(N^{1/2}) amortized per insert by the paper's argument).
 
+A batch so large that the row merges (the sum of its edges' endpoint degrees) would exceed
+``RECOUNT_RATIO`` times the stored entries is counted by a static recount of the stored graph
+instead (``path == "insert_only_recount"``; same result).
+
 A delete is refused (:class:`~gpu_ivm.errors.InputError` naming the row; nothing changes).
 ``mode="auto"`` runs insert-only until the first batch holding a delete, then builds the
 general IVM^ε structures (strict partition, views, count) once from the stored edges and goes
@@ -48,6 +52,9 @@ from .kernels import stamp_kernels as sk
 from .store import ZStore
 
 MODES = ("general", "insert_only", "auto")
+# a batch whose row merges (sum of its edges' endpoint degrees) exceed this many times the
+# stored entries is counted by a static recount of the whole graph instead (same result)
+RECOUNT_RATIO = 2
 
 
 def check_mode(mode: str) -> str:
@@ -230,13 +237,20 @@ class InsertOnlyGraphEngine(GraphEngine):
         self._store_new(gkey, stamps)
         self._seq += B
         ga, gb = unpack(gkey)
-        out = np.zeros(B, np.int64)
-        if B:
-            sk.closed_by_batch(self._store.nt(), self._store.live, ga, gb, stamps, out)
-        delta = int(out.sum())
+        deg = self._store.live
+        path = "insert_only"
+        if B and int((deg[ga] + deg[gb]).sum()) > RECOUNT_RATIO * len(self._store):
+            # the row merges would cost more than a static recount of the stored graph
+            q = 6 * self._static_count()
+            delta, path = (q - self.Q) // 6, "insert_only_recount"
+        else:
+            out = np.zeros(B, np.int64)
+            if B:
+                sk.closed_by_batch(self._store.nt(), deg, ga, gb, stamps, out)
+            delta = int(out.sum())
         self.Q += 6 * delta
         rep = self._report(t0, batch=self.batches_applied, rows=rows, updates=int(B),
-                           triangles=self.count(), delta=delta, path="insert_only",
+                           triangles=self.count(), delta=delta, path=path,
                            ignored=ignored, self_loops=int(np.count_nonzero(loops)))
         return self._done(rep, batch_id)
 

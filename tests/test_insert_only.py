@@ -54,23 +54,30 @@ def test_snap_temporal_daily_batches(data_dir, name, rows):
     cuts = np.flatnonzero(np.r_[True, day[1:] != day[:-1], True])
     g = GraphEngine(mode="insert_only")
     checked = 0
+    paths = []
     for i in range(cuts.shape[0] - 1):
         lo, hi = cuts[i], cuts[i + 1]
         rep = g.apply({"src": s[lo:hi], "dst": d[lo:hi], "sign": np.ones(hi - lo, np.int64)})
-        assert rep.path == "insert_only"
+        paths.append(rep.path)
         if i % 3 == 0 or i == cuts.shape[0] - 2:  # the static recount dominates the test
             assert g.count() == count_triangles_arrays(s[:hi], d[:hi]), (name, i)
             checked += 1
     assert g.num_edges == s.shape[0]
     assert checked > 10
+    # the row-merge path for most days, a static recount while the graph is tiny
+    assert set(paths) <= {"insert_only", "insert_only_recount"}
+    assert paths.count("insert_only") > len(paths) // 2
     g.check_invariants()
 
 
-@pytest.mark.parametrize("parallel", [False, True])
-def test_random_batches_brute_force_and_general_engine(parallel, monkeypatch):
+@pytest.mark.parametrize("path", ["serial", "parallel", "recount"])
+def test_random_batches_brute_force_and_general_engine(path, monkeypatch):
     from gpu_ivm.kernels import stamp_kernels
 
-    monkeypatch.setattr(stamp_kernels, "PAR_MIN", 0 if parallel else 1 << 62)
+    from gpu_ivm import insert_only
+
+    monkeypatch.setattr(stamp_kernels, "PAR_MIN", 0 if path == "parallel" else 1 << 62)
+    monkeypatch.setattr(insert_only, "RECOUNT_RATIO", -1 if path == "recount" else 1 << 62)
     rng = np.random.default_rng(3)
     g = GraphEngine(mode="insert_only")
     h = GraphEngine()  # general engine, same batches
@@ -89,6 +96,7 @@ def test_random_batches_brute_force_and_general_engine(parallel, monkeypatch):
         ub = {"src": [a for a, _ in batch], "dst": [b for _, b in batch],
               "sign": [1] * len(batch)}
         r1, r2 = g.apply(ub), h.apply(ub)
+        assert r1.path == ("insert_only_recount" if path == "recount" else "insert_only")
         edges |= {(min(a, b), max(a, b)) for a, b in batch}
         assert g.count() == brute_count(edges) == h.count()
         assert r1.delta == r2.delta
