@@ -7,7 +7,10 @@ replay               load a base graph and apply a folder of batch files in natu
                      order (batch-2 before batch-10); --snapshot-dir/--snapshot-every keep
                      snapshots, --resume continues;
                      --emit/--out write per-vertex/per-edge counts or the triangles as Parquet,
-                     --emit-changes also each batch's changes; --relations: R, S, T form
+                     --emit-changes also each batch's changes; --relations: R, S, T form;
+                     --mode insert-only|auto: the insert-only engine (gpu_ivm.insert_only);
+                     --events FILE --window SPAN --step SPAN: a sliding window over
+                     timestamped edges (gpu_ivm.window_cli)
 demo                 the embedded default workload (R-MAT graph + mixed batches)
 spark-replay         replay through a local Spark session (one engine or K^3 HyperCube shards)
 

@@ -155,6 +155,74 @@ def closed_by_batch_serial(st, deg, us, vs, stamps, out):
             out[i] = older_common_buf(st, us[i], vs[i], stamps[i], a, b)
 
 
+@nb.njit(cache=True)
+def _count_older(keys, vals, lo1, hi1, lo2, hi2, s):
+    """Equal second ids of two sorted single-first-key ranges whose values are both below s
+    (merge, or gallop the longer range when the lengths differ by more than 8x)."""
+    n1 = hi1 - lo1
+    n2 = hi2 - lo2
+    if n1 <= 0 or n2 <= 0:
+        return 0
+    c = 0
+    if n1 * 8 < n2 or n2 * 8 < n1:
+        if n2 < n1:
+            lo1, hi1, lo2, hi2 = lo2, hi2, lo1, hi1
+        base = keys[lo2] & ~LO_MASK
+        p = lo2
+        for i in range(lo1, hi1):
+            t = base | (keys[i] & LO_MASK)
+            p = gallop(keys, p, hi2, t)
+            if p >= hi2:
+                break
+            if keys[p] == t and vals[i] < s and vals[p] < s:
+                c += 1
+        return c
+    i = lo1
+    j = lo2
+    while i < hi1 and j < hi2:
+        c1 = keys[i] & LO_MASK
+        c2 = keys[j] & LO_MASK
+        if c1 < c2:
+            i += 1
+        elif c2 < c1:
+            j += 1
+        else:
+            if vals[i] < s and vals[j] < s:
+                c += 1
+            i += 1
+            j += 1
+    return c
+
+
+@nb.njit(cache=True)
+def older_common_count(st, deg, u, v, s):
+    """:func:`older_common` without scratch memory (run pairs merged in place): the inner loop
+    of the CUDA twin :func:`gpu_ivm.kernels.cuda_stamp.closed_by_batch`."""
+    if min(deg[u], deg[v]) <= 1:
+        return 0
+    keys = st[0]
+    vals = st[1]
+    mu = run_mask(st, u)
+    mvfull = run_mask(st, v)
+    c = 0
+    ju = 0
+    while mu != 0:
+        if mu & 1:
+            lo1, hi1 = run_range(st, ju, u)
+            if hi1 > lo1:
+                mv = mvfull
+                jv = 0
+                while mv != 0:
+                    if mv & 1:
+                        lo2, hi2 = run_range(st, jv, v)
+                        c += _count_older(keys, vals, lo1, hi1, lo2, hi2, s)
+                    mv >>= 1
+                    jv += 1
+        mu >>= 1
+        ju += 1
+    return c
+
+
 PAR_MIN = 1 << 14  # merge work (sum of the smaller degrees) from which all threads run
 
 
