@@ -153,6 +153,27 @@ def warm_up() -> None:
     count_triangles_arrays(np.array([1, 2, 3]), np.array([2, 3, 1]))
 
 
+def growing(name, s, d, t, args) -> None:
+    batches = growing_batches(s, d, t, args.growing_batch)
+    n_up = sum(b["src"].shape[0] for b in batches)
+    res = {"insert_only": [], "general": []}
+    ref = None
+    for r in range(args.repeats):
+        order = ["insert_only", "general"] if r % 2 == 0 else ["general", "insert_only"]
+        for mode in order:
+            sec, counts = run_growing(mode, batches)
+            ref = counts if ref is None else ref
+            assert counts == ref, (name, mode)
+            res[mode].append(sec)
+    io_s, gen_s = med(res["insert_only"]), med(res["general"])
+    what = f"batches of {args.growing_batch}" if args.growing_batch else "daily batches"
+    print(f"{name} growing graph: {len(batches)} {what}, {n_up:,} edge inserts, "
+          f"final {ref[-1]:,} triangles | insert_only {io_s:.3f} s "
+          f"({n_up / io_s:,.0f} ins/s) | general {gen_s:.3f} s ({n_up / gen_s:,.0f} "
+          f"ins/s) | speed-up {gen_s / io_s:.1f}x | runs io {res['insert_only']} "
+          f"gen {res['general']}", flush=True)
+
+
 def med(xs):
     return statistics.median(xs)
 
@@ -166,29 +187,14 @@ def main(argv=None) -> int:
     p.add_argument("--growing-batch", default=0, type=int, metavar="N",
                    help="growing graph in batches of N first arrivals (default: one per day)")
     p.add_argument("--skip-window", action="store_true", help="growing graph only")
+    p.add_argument("--skip-growing", action="store_true", help="sliding window only")
     args = p.parse_args(argv)
     print(f"load average at start: {os.getloadavg()}", flush=True)
     warm_up()
     for name in args.streams:
         s, d, t = load(name)
-        batches = growing_batches(s, d, t, args.growing_batch)
-        n_up = sum(b["src"].shape[0] for b in batches)
-        res = {"insert_only": [], "general": []}
-        ref = None
-        for r in range(args.repeats):
-            order = ["insert_only", "general"] if r % 2 == 0 else ["general", "insert_only"]
-            for mode in order:
-                sec, counts = run_growing(mode, batches)
-                ref = counts if ref is None else ref
-                assert counts == ref, (name, mode)
-                res[mode].append(sec)
-        io_s, gen_s = med(res["insert_only"]), med(res["general"])
-        what = f"batches of {args.growing_batch}" if args.growing_batch else "daily batches"
-        print(f"{name} growing graph: {len(batches)} {what}, {n_up:,} edge inserts, "
-              f"final {ref[-1]:,} triangles | insert_only {io_s:.3f} s "
-              f"({n_up / io_s:,.0f} ins/s) | general {gen_s:.3f} s ({n_up / gen_s:,.0f} "
-              f"ins/s) | speed-up {gen_s / io_s:.1f}x | runs io {res['insert_only']} "
-              f"gen {res['general']}", flush=True)
+        if not args.skip_growing:
+            growing(name, s, d, t, args)
         if args.skip_window:
             continue
         K, arrivals, plusminus, windows = window_inputs(s, d, t, args.window, args.step)
