@@ -156,6 +156,9 @@ class SlidingWindow:
         late = np.flatnonzero(t < floor)
         if late.shape[0]:
             r = int(late[0])
+            if self.k == 0:
+                raise InputError(f"arrival at time {int(t[r])} is before the window's start "
+                                 f"{floor}", column="time", row=r)
             raise InputError(f"arrival at time {int(t[r])} is before the end of step {self.k} "
                              f"({floor}), which is already closed", column="time", row=r)
         check_times(t, t0, self.window)

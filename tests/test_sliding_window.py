@@ -128,6 +128,10 @@ def test_late_arrival_refused_state_unchanged():
         sw.push({"src": [1], "dst": [2]})  # no time column
     reps = sw.close()
     assert [r.triangles for r in reps] == [1]
+    early = SlidingWindow(window=10, step=5, start=100)
+    with pytest.raises(InputError, match="before the window's start 100") as ei:
+        early.push({"src": [1, 2], "dst": [2, 3], "time": [100, 99]})
+    assert ei.value.row == 1 and early.close() == []
 
 
 def test_parse_span():
