@@ -174,6 +174,9 @@ class InsertOnlyGraphEngine(GraphEngine):
         self._seq = 1
         self.Q = 6 * self._static_count()
         self.batches_applied = 0
+        from .stamp_warmup import warm_up as warm_stamp
+
+        warm_stamp()
         return self._report(t0, batch=-1, rows=n, updates=self.num_edges,
                             triangles=self.count(), delta=self.count(), path="load",
                             self_loops=int(np.count_nonzero(loops)))
@@ -298,6 +301,9 @@ class InsertOnlyGraphEngine(GraphEngine):
         and continue as a general engine (auto mode does this at the first delete)."""
         if not self.insert_only_active:
             return
+        from .warmup import warm_up
+
+        warm_up()  # the general kernels, as a general engine's load() does
         keys, _ = self._store.items()
         q = self.Q
         self._grow_ids(max(len(self.encoder), 1))

@@ -121,6 +121,9 @@ class SlidingWindow:
         self._ext_seq = 0
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._t_max: int | None = None
+        from .stamp_warmup import warm_up
+
+        warm_up()  # once per process: no step pays for loading the compiled kernels
 
     # ------------------------------------------------------------------ results
     def count(self) -> int:
