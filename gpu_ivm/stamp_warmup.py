@@ -34,6 +34,7 @@ def warm_up() -> None:
     finally:
         stamp_kernels.PAR_MIN = saved
     sw = SlidingWindow(window=4, step=2, start=0)
-    sw.push({"src": [1, 2, 3, 1, 2], "dst": [2, 3, 1, 2, 3], "time": [0, 1, 1, 3, 6]})
+    sw.push({"src": [1, 2, 3, 1, 2, 4, 1], "dst": [2, 3, 1, 2, 3, 5, 4],
+             "time": [0, 1, 1, 3, 6, 6, 7]})  # births, an extension, expiries, store merges
     sw.close()
     offline_counts([1, 2, 3], [2, 3, 1], [0, 1, 2], window=4, step=2)
