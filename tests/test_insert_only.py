@@ -43,7 +43,7 @@ def first_arrivals(src, dst, t):
 
 
 @pytest.mark.parametrize("name,rows", [(TEMPORAL[0], 60_000), (TEMPORAL[1], 200_000),
-                                       (TEMPORAL[2], 150_000)])
+                                       (TEMPORAL[2], 100_000)])
 def test_snap_temporal_daily_batches(data_dir, name, rows):
     """The growing graph of a SNAP temporal stream (prefix), one batch per day: the
     insert-only count after every batch equals the static count of the prefix."""
