@@ -35,6 +35,7 @@ from .errors import (
 )
 from .graph_engine import GraphEngine
 from .relation_engine import RelationEngine
+from .sliding_window import SlidingWindow
 from .snapshot import SnapshotError
 from .static import (
     count_triangles,
@@ -57,6 +58,7 @@ __all__ = [
     "InvariantError",
     "RelationEngine",
     "ResourceLimitError",
+    "SlidingWindow",
     "SnapshotError",
     "count_triangles",
     "edge_triangle_counts",

@@ -7,7 +7,10 @@ replay               load a base graph and apply a folder of batch files in natu
                      order (batch-2 before batch-10); --snapshot-dir/--snapshot-every keep
                      snapshots, --resume continues;
                      --emit/--out write per-vertex/per-edge counts or the triangles as Parquet,
-                     --emit-changes also each batch's changes; --relations: R, S, T form
+                     --emit-changes also each batch's changes; --relations: R, S, T form;
+                     --mode insert-only|auto: the insert-only engine (gpu_ivm.insert_only);
+                     --events FILE --window SPAN --step SPAN: a sliding window over
+                     timestamped edges (gpu_ivm.window_cli)
 demo                 the embedded default workload (R-MAT graph + mixed batches)
 spark-replay         replay through a local Spark session (one engine or K^3 HyperCube shards)
 
@@ -100,6 +103,8 @@ def _engine_cfg(args, maintain: list[str]) -> dict:
     else:
         cfg = {"directed": bool(args.directed), "epsilon": eps,
                "on_conflict": args.on_conflict or "error"}
+        if args.mode != "general":
+            cfg["mode"] = args.mode
     if maintain:
         cfg.update(maintain=list(maintain), track_changes=bool(args.emit_changes))
     return cfg
@@ -264,6 +269,31 @@ def _check_backend(choice: str | None) -> None:
 
 
 def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
+    window_opts = [o for o, v in (("--window", args.window), ("--step", args.step),
+                                  ("--time-col", args.time_col), ("--offline", args.offline))
+                   if v]
+    if args.events is not None:
+        other = [o for o, v in (("--base", args.base), ("--batches", args.batches),
+                                ("--relations", args.relations), ("--directed", args.directed),
+                                ("--emit", args.emit), ("--emit-changes", args.emit_changes),
+                                ("--snapshot-dir", args.snapshot_dir), ("--resume", args.resume),
+                                ("--on-conflict", args.on_conflict),
+                                ("--mode", args.mode != "general")) if v]
+        if other:
+            parser.error(f"--events replays a sliding window; it does not take "
+                         f"{', '.join(other)}")
+        if args.window is None or args.step is None:
+            parser.error("--events needs --window SPAN and --step SPAN")
+        return
+    if window_opts:
+        parser.error(f"{', '.join(window_opts)}: sliding-window options, used with --events FILE")
+    missing = [o for o, v in (("--base", args.base), ("--batches", args.batches)) if v is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)} (or "
+                     "--events FILE --window SPAN --step SPAN for a sliding window)")
+    if args.mode != "general" and (args.relations or args.directed or args.emit):
+        parser.error(f"--mode {args.mode} supports the undirected count only (not --relations, "
+                     "--directed or --emit)")
     if args.emit and args.out is None:
         parser.error("--emit needs --out DIR (the folder the Parquet files are written to)")
     if args.out is not None and not args.emit:
@@ -381,7 +411,8 @@ def _new_engine(args, maintain: list[str]):
                 from .graph_engine import GraphEngine
 
                 eng = GraphEngine(directed=args.directed,
-                                  on_conflict=args.on_conflict or "error", **kw)
+                                  on_conflict=args.on_conflict or "error",
+                                  mode=args.mode.replace("-", "_"), **kw)
                 rep = eng.load(args.base, **input_options(args))
                 step.done = f"loaded {eng.num_edges:,} edges"
         return eng, rep
@@ -451,6 +482,11 @@ def _json_line(kind: str, **fields) -> None:
 
 def cmd_replay(args) -> int:
     from .io import list_batch_files
+
+    if args.events is not None:
+        from .window_cli import replay_events
+
+        return replay_events(args)
 
     if args.snapshot_every < 1:
         raise InputError(f"must be at least 1, got {args.snapshot_every}",
@@ -602,10 +638,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("replay", help="apply a folder of batch files to a base graph",
                        description="Load a base graph and apply a folder of batch files, one "
                                    "batch per file, printing the count after each.")
-    r.add_argument("--base", required=True, metavar="GRAPH",
+    r.add_argument("--base", metavar="GRAPH",
                    help="the base graph (any edge-list file); with --relations a table with "
                         "rel, src, dst, mult holding R, S and T")
-    r.add_argument("--batches", required=True, metavar="DIR",
+    r.add_argument("--batches", metavar="DIR",
                    help="folder of batch files (Parquet, CSV or Arrow IPC with src, dst, sign; "
                         "with --relations rel, src, dst, mult), applied in natural file-name "
                         "order: digit runs compare as numbers, so batch-2 comes before "
@@ -653,6 +689,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "parquet (NNNNNN = batch number); a fresh run needs a folder without "
                         "change files, --resume keeps those of the batches already applied")
     add_input_options(r)
+    r.add_argument("--mode", choices=["general", "insert-only", "auto"], default="general",
+                   help="general (default); insert-only: a stream without deletes, kept "
+                        "without partitions or views (a delete fails); auto: insert-only until "
+                        "the first delete, then general (see docs/modes.md)")
+    w = r.add_argument_group("sliding window (instead of --base/--batches)")
+    w.add_argument("--events", default=None, metavar="FILE",
+                   help="timestamped edges (SNAP temporal text src dst time, CSV or Parquet "
+                        "with src, dst, time): replay them as a sliding window, one line per "
+                        "step; needs --window and --step")
+    w.add_argument("--window", default=None, metavar="SPAN",
+                   help="window length: an edge is kept SPAN after its last arrival (30d, 12h, "
+                        "3600; plain integers are time units)")
+    w.add_argument("--step", default=None, metavar="SPAN",
+                   help="step length: step k ends at t_min + k*SPAN")
+    w.add_argument("--time-col", default=None, metavar="NAME",
+                   help="name of the time column in CSV/Parquet events (default time)")
+    w.add_argument("--offline", action="store_true",
+                   help="evaluate the whole log at once (lifespans + one static pass) instead "
+                        "of step by step; same counts")
     r.set_defaults(fn=cmd_replay, check_args=lambda a: _check_replay_args(r, a))
     d = sub.add_parser("demo", help="run the embedded default workload",
                        description="Generate an R-MAT graph, apply mixed insert/delete batches "

@@ -55,6 +55,10 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         paper 001 (see :mod:`gpu_ivm.queries`); views for results not asked for are not kept.
     track_changes : bool
         Keep each batch's result changes for :meth:`last_changes` (output-sensitive cost).
+    mode : {"general", "insert_only", "auto"}
+        ``"insert_only"``: a stream without deletes, kept without partitions or views (faster;
+        a delete is refused), ``"auto"``: insert-only until the first delete, then general;
+        see :mod:`gpu_ivm.insert_only` and docs/modes.md.
 
     Examples
     --------
@@ -71,11 +75,21 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
 
     names = ("E",)
     unit_multiplicities = True
+    mode = "general"
+
+    def __new__(cls, *args: Any, mode: str = "general", **kwargs: Any) -> GraphEngine:
+        # mode="insert_only" / "auto" make the insert-only engine (gpu_ivm.insert_only)
+        if cls is GraphEngine and str(mode).replace("-", "_") != "general":
+            from .insert_only import InsertOnlyGraphEngine, check_mode
+
+            check_mode(mode)
+            return super().__new__(InsertOnlyGraphEngine)
+        return super().__new__(cls)
 
     def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "1/2",
                  backend: str | Backend | None = None, on_conflict: str = "error",
                  adaptive: bool = True, maintain: str | Iterable[str] | None = None,
-                 track_changes: bool = False):
+                 track_changes: bool = False, mode: str = "general"):
         if on_conflict not in ("error", "ignore"):
             raise InputError(f"on_conflict must be 'error' or 'ignore', got {on_conflict!r}",
                              column="on_conflict")

@@ -229,7 +229,9 @@ def _config(engine) -> dict:
                 else "triangles", "directed": engine.directed,
                 "epsilon": _eps_str(engine.epsilon), "on_conflict": engine.on_conflict,
                 "adaptive": adaptive, "maintain": list(engine.maintain),
-                "track_changes": engine.track_changes}
+                "track_changes": engine.track_changes,
+                # insert-only / auto engines (gpu_ivm.insert_only) record their mode
+                **({"mode": engine.mode} if engine.mode != "general" else {})}
     if isinstance(engine, RelationEngine):
         return {"form": "relations", "query": "sum R(a,b)*S(b,c)*T(c,a)",
                 "epsilon": {nm: _eps_str(e) for nm, e in zip(engine.names, engine.epsilons)},
@@ -250,6 +252,11 @@ def _encoder_table(engine) -> pa.Table:
 
 def _write_folder(engine, folder: Path, metadata: dict | None) -> dict:
     import gpu_ivm
+
+    if getattr(engine, "insert_only_active", False):
+        from .insert_only import write_snapshot
+
+        return write_snapshot(engine, folder, metadata)
 
     files: dict[str, dict] = {}
     tables: list[tuple[str, pa.Table]] = [("encoder.arrow", _encoder_table(engine))]
@@ -491,7 +498,8 @@ def _new_engine(man: dict, mpath: Path, backend):
                                backend=backend, on_conflict=man["on_conflict"],
                                adaptive=bool(man.get("adaptive", True)),
                                maintain=man.get("maintain"),
-                               track_changes=bool(man.get("track_changes", False)))
+                               track_changes=bool(man.get("track_changes", False)),
+                               mode=man.get("mode", "general"))
         if man["form"] == "relations":
             return RelationEngine(epsilon=dict(man["epsilon"]), backend=backend,
                                   adaptive=bool(man.get("adaptive", True)),
@@ -560,7 +568,15 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         raise SnapshotError(f"holds a {type(eng).__name__} ({man.get('form')} form), not a "
                             f"{expect.__name__}", file=mpath)
     rel_meta = man.get("relations")
-    if not isinstance(rel_meta, list) or [r.get("name") for r in rel_meta] != list(eng.names):
+    io_state = bool(man.get("insert_only_active"))  # an insert-only engine's own format
+    if io_state != bool(getattr(eng, "insert_only_active", False)):
+        if io_state:
+            raise SnapshotError("manifest holds an insert-only state but no insert-only mode",
+                                file=mpath)
+        eng.insert_only_active = False  # an auto-mode engine that switched to general
+    if io_state:
+        pass
+    elif not isinstance(rel_meta, list) or [r.get("name") for r in rel_meta] != list(eng.names):
         raise SnapshotError(f"manifest relations do not match the form {man['form']!r}",
                             file=mpath)
     # everything is read and checked before the engine is assembled
@@ -576,6 +592,10 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         keys_arr = _int_col(enc_t, "key")
     if len(set(keys_arr.tolist())) != n_ids:
         raise SnapshotError("duplicate keys", file=folder / "encoder.arrow")
+    if io_state:
+        from .insert_only import load_snapshot
+
+        return load_snapshot(eng, man, folder, table, keys_arr)
     parts = []
     for K in eng.rels:
         got = {}

@@ -1,0 +1,392 @@
+"""Insert-only mode of the graph engine: append-only edges, no partitions, no views.
+
+``GraphEngine(mode="insert_only")`` builds an :class:`InsertOnlyGraphEngine`. Under inserts
+only, the triangle count needs no heavy/light partition and no auxiliary view (paper 003,
+Example 5.3; digest ``paper-insert-only-vs-insert-delete.md`` §8a): the edges are kept in one
+append-only sorted-run store (:class:`gpu_ivm.store.ZStore`, both directions, no tombstones)
+whose value is the edge's *stamp*, its position in the arrival order. A batch's new edges get
+consecutive stamps, are stored, and then each new edge (u, v) with stamp s counts the common
+neighbours w whose edges (u, w) and (v, w) have stamps below s: the ordered delta rule, so each
+new triangle is counted exactly once, by its youngest edge, and the work per edge is a merge of
+the two neighbour rows (O(N^{1/2}) amortized per insert by the paper's argument).
+
+A batch so large that the row merges (the sum of its edges' endpoint degrees) would exceed
+``RECOUNT_RATIO`` times the stored entries is counted by a static recount of the stored graph
+instead (``path == "insert_only_recount"``; same result).
+
+A delete is refused (:class:`~gpu_ivm.errors.InputError` naming the row; nothing changes).
+``mode="auto"`` runs insert-only until the first batch holding a delete, then builds the
+general IVM^ε structures (strict partition, views, count) once from the stored edges and goes
+on as a general engine; that batch's report says so (``path == "switched"``, ``extra["switched"]``).
+
+Count only, undirected graphs, cpu backend (the other configurations are refused up front).
+
+Examples
+--------
+>>> from gpu_ivm import GraphEngine
+>>> g = GraphEngine(mode="insert_only")
+>>> _ = g.load({"src": [1, 2], "dst": [2, 3]})
+>>> g.apply({"src": [3, 4, 4], "dst": [1, 1, 3], "sign": [1, 1, 1]}).delta
+2
+>>> g.count(), g.num_edges, type(g).__name__
+(2, 5, 'InsertOnlyGraphEngine')
+>>> a = GraphEngine(mode="auto")
+>>> _ = a.load({"src": [1, 2, 3], "dst": [2, 3, 1]})
+>>> rep = a.apply({"src": [1], "dst": [2], "sign": [-1]})
+>>> rep.path, rep.triangles, a.mode, a.insert_only_active
+('switched', 0, 'auto', False)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from . import io
+from .encoding import pack, unpack
+from .engine import BatchReport, group_starts
+from .errors import InputError, InvariantError
+from .graph_engine import GraphEngine
+from .kernels import stamp_kernels as sk
+from .store import ZStore
+
+MODES = ("general", "insert_only", "auto")
+# a batch whose row merges (sum of its edges' endpoint degrees) exceed this many times the
+# stored entries is counted by a static recount of the whole graph instead (same result)
+RECOUNT_RATIO = 2
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` normalised (``insert-only`` is accepted for ``insert_only``) or InputError."""
+    m = str(mode).replace("-", "_")
+    if m not in MODES:
+        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}", column="mode")
+    return m
+
+
+class InsertOnlyGraphEngine(GraphEngine):
+    """The graph engine in insert-only (or auto) mode; see the module docstring.
+
+    Made by ``GraphEngine(mode="insert_only")`` or ``GraphEngine(mode="auto")``; takes the
+    same arguments as :class:`GraphEngine` except that ``directed``, ``maintain`` and a
+    non-cpu backend are refused.
+    """
+
+    def __init__(self, *, directed: bool = False, epsilon="1/2", backend=None,
+                 on_conflict: str = "error", adaptive: bool = True, maintain=None,
+                 track_changes: bool = False, mode: str = "insert_only"):
+        mode = check_mode(mode)
+        if mode == "general":
+            raise InputError("InsertOnlyGraphEngine needs mode 'insert_only' or 'auto'",
+                             column="mode")
+        if directed:
+            raise InputError(f"mode {mode!r} supports undirected graphs only", column="mode")
+        if maintain not in (None, [], (), "count", ["count"]):
+            raise InputError(f"mode {mode!r} maintains the count only; drop maintain= or use "
+                             "the general mode", column="maintain")
+        super().__init__(directed=False, epsilon=epsilon, backend=backend,
+                         on_conflict=on_conflict, adaptive=adaptive, maintain=None,
+                         track_changes=track_changes)
+        if self.backend.name != "cpu":
+            raise InputError(f"mode {mode!r} runs on the cpu backend only (asked for "
+                             f"{self.backend.name!r})", column="backend")
+        self.mode = mode
+        self.insert_only_active = True
+        self._store = ZStore(0)
+        self._seq = 0  # stamps handed out so far (stamp of an edge: 1 ..)
+
+    # ------------------------------------------------------------------ sizes and results
+    @property
+    def size(self) -> int:
+        if self.insert_only_active:
+            return len(self._store)
+        return super().size
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.insert_only_active:
+            return super().edges()
+        keys, _ = self._store.items()
+        a, b = unpack(keys)
+        keep = a < b
+        return self.encoder.decode(a[keep]), self.encoder.decode(b[keep])
+
+    def stamped_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(packed keys u < v, stamps) of the stored edges, in key order (insert-only state)."""
+        keys, stamps = self._store.items()
+        a, b = unpack(keys)
+        keep = a < b
+        return keys[keep], stamps[keep]
+
+    def _static_count(self) -> int:
+        from .static import count_triangles_dense
+
+        keys, _ = self.stamped_edges()
+        a, b = unpack(keys)
+        return count_triangles_dense(a, b, max(len(self.encoder), 1))
+
+    def recount(self) -> int:
+        if not self.insert_only_active:
+            return super().recount()
+        return self._static_count()
+
+    def _count_from_stores(self) -> int:
+        if not self.insert_only_active:
+            return super()._count_from_stores()
+        return 6 * self._static_count()
+
+    def check_invariants(self) -> None:
+        """Insert-only state: both directions stored with equal stamps, degrees right, stamps
+        in [1, stamps handed out], Q equal to a static recount; else the general checks."""
+        if not self.insert_only_active:
+            return super().check_invariants()
+        keys, stamps = self._store.items()
+        a, b = unpack(keys)
+        rev = np.argsort(pack(b, a), kind="stable")
+        if not np.array_equal(pack(b, a)[rev], keys) or not np.array_equal(stamps[rev], stamps):
+            raise InvariantError("insert-only store is not symmetric with equal stamps")
+        if keys.shape[0] and (stamps.min() < 1 or stamps.max() > self._seq):
+            raise InvariantError("insert-only stamps outside [1, stamps handed out]")
+        deg = np.bincount(a, minlength=self._store.id_capacity)
+        if not np.array_equal(deg, self._store.live[: deg.shape[0]]):
+            raise InvariantError("insert-only degrees differ from the stored rows")
+        if (a == b).any():
+            raise InvariantError("insert-only store holds a self-loop")
+        if self.Q != 6 * self._static_count():
+            raise InvariantError(f"insert-only count {self.Q // 6} differs from a static "
+                                 "recount")
+
+    # ------------------------------------------------------------------ loading
+    def load(self, edges: Any, **read_options: Any) -> BatchReport:
+        if not self.insert_only_active:
+            return super().load(edges)
+        t0 = time.perf_counter()
+        if self.size or self.batches_applied:
+            raise InputError("load() needs an empty engine; apply batches instead")
+        el = io.read_edges(edges, **read_options)
+        loops = el.src == el.dst
+        n = el.src.shape[0]
+        ids, new = self.encoder.plan(np.concatenate([el.src, el.dst]), "src")
+        self.encoder.commit(new)
+        a, b = ids[:n][~loops], ids[n:][~loops]
+        keys = np.unique(pack(np.minimum(a, b), np.maximum(a, b)))
+        self._store_new(keys, np.ones(keys.shape[0], np.int64))
+        self._seq = 1
+        self.Q = 6 * self._static_count()
+        self.batches_applied = 0
+        from .stamp_warmup import warm_up as warm_stamp
+
+        warm_stamp()
+        return self._report(t0, batch=-1, rows=n, updates=self.num_edges,
+                            triangles=self.count(), delta=self.count(), path="load",
+                            self_loops=int(np.count_nonzero(loops)))
+
+    def _store_new(self, keys: np.ndarray, stamps: np.ndarray) -> None:
+        """Store undirected keys (u < v, absent) in both directions with their stamps."""
+        if not keys.shape[0]:
+            return
+        a, b = unpack(keys)
+        both = np.concatenate([keys, pack(b, a)])
+        vals = np.concatenate([stamps, stamps])
+        order = np.argsort(both, kind="stable")
+        self._store.grow_ids(max(len(self.encoder), 1))
+        self._store.add(both[order], vals[order])
+
+    # ------------------------------------------------------------------ batches
+    def apply(self, updates: Any, *, batch_id: int | None = None,
+              **read_options: Any) -> BatchReport:
+        """Apply a batch of edge inserts (see :meth:`GraphEngine.apply`). In insert-only mode
+        a delete row is refused with :class:`~gpu_ivm.errors.InputError` (nothing changes);
+        in auto mode the first delete switches the engine to the general structures."""
+        if not self.insert_only_active:
+            return super().apply(updates, batch_id=batch_id)
+        t0 = time.perf_counter()
+        skipped = self._skip_replayed(batch_id, t0)
+        if skipped is not None:
+            return skipped
+        u = io.read_graph_updates(updates, **read_options)
+        dels = np.flatnonzero(u.sign < 0)
+        if dels.shape[0]:
+            return self._on_delete(u, int(dels[0]), updates, batch_id, t0)
+        rows = len(u)
+        loops = u.src == u.dst
+        row_idx = np.flatnonzero(~loops)
+        src, dst, sign = u.src[row_idx], u.dst[row_idx], u.sign[row_idx]
+        m = src.shape[0]
+        n0 = len(self.encoder)
+        ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
+        a, b = np.minimum(ids[:m], ids[m:]), np.maximum(ids[:m], ids[m:])
+        key = pack(a, b)
+        order = np.argsort(key, kind="stable")
+        skey = key[order]
+        starts = group_starts(skey)
+        gkey = skey[starts]
+        net = np.diff(np.r_[starts, m]).astype(np.int64)
+        ga, gb = unpack(gkey)
+        present = np.zeros(gkey.shape[0], np.int64)
+        known = np.flatnonzero((ga < n0) & (gb < n0))
+        if known.shape[0]:
+            present[known] = (self._store.get(gkey[known], assume_sorted=True) != 0)
+        bad = present + net > 1
+        ignored = 0
+        if bad.any():
+            if self.on_conflict == "error":
+                raise self._conflict(bad, starts, order, row_idx, sign, present, u)
+            ignored = int(net[bad].sum())
+        gkey = gkey[~bad]
+        gkey = self._commit_keys(gkey, new, n0)
+        self._check_overflow(1, int(gkey.shape[0]) * 2)
+        B = gkey.shape[0]
+        stamps = self._seq + 1 + np.arange(B, dtype=np.int64)
+        self._store_new(gkey, stamps)
+        self._seq += B
+        ga, gb = unpack(gkey)
+        deg = self._store.live
+        path = "insert_only"
+        if B and int((deg[ga] + deg[gb]).sum()) > RECOUNT_RATIO * len(self._store):
+            # the row merges would cost more than a static recount of the stored graph
+            q = 6 * self._static_count()
+            delta, path = (q - self.Q) // 6, "insert_only_recount"
+        else:
+            out = np.zeros(B, np.int64)
+            if B:
+                sk.closed_by_batch(self._store.nt(), deg, ga, gb, stamps, out)
+            delta = int(out.sum())
+        self.Q += 6 * delta
+        rep = self._report(t0, batch=self.batches_applied, rows=rows, updates=int(B),
+                           triangles=self.count(), delta=delta, path=path,
+                           ignored=ignored, self_loops=int(np.count_nonzero(loops)))
+        return self._done(rep, batch_id)
+
+    def _commit_keys(self, gkey: np.ndarray, new: np.ndarray, n0: int) -> np.ndarray:
+        """Commit the new user keys the surviving edges use, renumbered densely; returns the
+        edges (sorted, u < v) in the committed ids."""
+        ga, gb = unpack(gkey)
+        used = np.unique(np.concatenate([ga[ga >= n0], gb[gb >= n0]]))
+        if used.shape[0] and used[-1] >= n0 + used.shape[0]:
+            remap = np.full(new.shape[0], -1, np.int64)
+            remap[used - n0] = n0 + np.arange(used.shape[0])
+            ga = np.where(ga >= n0, remap[np.maximum(ga - n0, 0)], ga)
+            gb = np.where(gb >= n0, remap[np.maximum(gb - n0, 0)], gb)
+            gkey = np.sort(pack(np.minimum(ga, gb), np.maximum(ga, gb)))
+        self.encoder.commit(new[used - n0] if used.shape[0] else new[:0])
+        return gkey
+
+    def _on_delete(self, u, r: int, updates, batch_id, t0) -> BatchReport:
+        if self.mode == "insert_only":
+            s, d = u.src[r], u.dst[r]
+            s = s.item() if hasattr(s, "item") else s
+            d = d.item() if hasattr(d, "item") else d
+            raise InputError(f"this row deletes the edge ({s!r}, {d!r}), but the engine runs "
+                             "in insert_only mode, which accepts inserts only (use mode='auto' "
+                             "or the general mode for streams with deletes); nothing was "
+                             "applied", column="sign", row=r)
+        n_edges = self.num_edges
+        ts = time.perf_counter()
+        store, seq = self._store, self._seq
+        self.switch_to_general()
+        switch_s = time.perf_counter() - ts
+        try:
+            rep = super().apply(updates, batch_id=batch_id)
+        except BaseException:  # a refused batch leaves the engine insert-only, as it was
+            self._store, self._seq, self.insert_only_active = store, seq, True
+            raise
+        rep.seconds = time.perf_counter() - t0
+        rep.path = "switched"
+        rep.extra["switched"] = (f"first delete (row {r}): general IVM^eps structures built "
+                                 f"from the {n_edges} stored edges in {switch_s:.3f} s")
+        return rep
+
+    def switch_to_general(self) -> None:
+        """Build the general IVM^ε state (partition, views, count) from the stored edges once
+        and continue as a general engine (auto mode does this at the first delete)."""
+        if not self.insert_only_active:
+            return
+        from .warmup import warm_up
+
+        warm_up()  # the general kernels, as a general engine's load() does
+        keys, _ = self._store.items()
+        q = self.Q
+        self._grow_ids(max(len(self.encoder), 1))
+        self._build(self.backend.to_device(keys), self.xp.ones(keys.shape[0], np.int64))
+        if self.Q != q:
+            raise InvariantError(f"insert-only count {q // 6} differs from the general "
+                                 f"engine's recount {self.Q // 6}")
+        self.insert_only_active = False
+        self._store = ZStore(0)
+
+
+# ---------------------------------------------------------------------------- snapshots
+def write_snapshot(engine: InsertOnlyGraphEngine, folder, metadata: dict | None) -> dict:
+    """The snapshot folder of an engine in its insert-only state (see :mod:`gpu_ivm.snapshot`):
+    ``encoder.arrow`` and ``edges.arrow`` (packed keys u < v, ``stamp``) plus the manifest."""
+    import json
+    import time as _time
+
+    import pyarrow as pa
+
+    import gpu_ivm
+
+    from . import snapshot as sn
+
+    keys, stamps = engine.stamped_edges()
+    tables = [("encoder.arrow", sn._encoder_table(engine)),
+              ("edges.arrow", pa.table({"key": pa.array(keys), "stamp": pa.array(stamps)}))]
+    files = {name: {"rows": t.num_rows, **sn._write_bytes(folder / name, sn._table_bytes(t))}
+             for name, t in tables}
+    man = {
+        "format": sn.FORMAT, "format_version": sn.FORMAT_VERSION,
+        "library_version": gpu_ivm.__version__, "created_unix": _time.time(),
+        **sn._config(engine), "mode": engine.mode, "insert_only_active": True,
+        "key_kind": engine.encoder.kind, "num_keys": len(engine.encoder),
+        "N": int(engine.N), "Q": int(engine.Q), "count": int(engine.count()),
+        "size": int(engine.size), "stamps": int(engine._seq),
+        "last_batch_id": engine.last_batch_id, "batches_applied": int(engine.batches_applied),
+        "edges_sha256": sn._digest_arrays(keys, stamps), "relations": [],
+        "files": files, "metadata": metadata or {},
+    }
+    man["manifest_sha256"] = sn._manifest_digest(man)
+    sn._write_bytes(folder / sn.MANIFEST,
+                    (json.dumps(man, indent=1, sort_keys=True) + "\n").encode())
+    sn._fsync_dir(folder)
+    return man
+
+
+def load_snapshot(eng: InsertOnlyGraphEngine, man: dict, folder, table, keys_arr):
+    """Fill a fresh insert-only engine from a snapshot folder (called by
+    :func:`gpu_ivm.snapshot.load` with its checked table reader and the encoder's keys)."""
+    from .snapshot import SnapshotError, _check_pairs, _digest_arrays, _int_col
+
+    t = table("edges.arrow", {"key": "int", "stamp": "int"})
+    keys, stamps = _int_col(t, "key"), _int_col(t, "stamp")
+    n_ids = keys_arr.shape[0]
+    fpath = folder / "edges.arrow"
+    _check_pairs(fpath, keys, stamps, n_ids)
+    try:
+        seq, q = int(man["stamps"]), int(man["Q"])
+        last = man["last_batch_id"]
+        applied = int(man["batches_applied"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise SnapshotError(f"manifest lacks or garbles a counter: {e}",
+                            file=folder / "manifest.json") from None
+    a, b = unpack(keys)
+    if (a >= b).any() or (stamps < 1).any() or (stamps > seq).any():
+        raise SnapshotError("edges not stored as u < v with stamps in [1, stamps]", file=fpath)
+    if _digest_arrays(keys, stamps) != man.get("edges_sha256"):
+        raise SnapshotError("edges differ from the manifest checksum", file=fpath)
+    if n_ids:
+        eng.encoder.commit(keys_arr)
+    eng._store_new(keys, stamps)
+    eng._seq = seq
+    eng.Q = q
+    eng.batches_applied = applied
+    eng.last_batch_id = None if last is None else int(last)
+    try:
+        eng.check_invariants()
+    except InvariantError as e:
+        raise SnapshotError(f"restored insert-only state is inconsistent: {e}",
+                            file=folder) from None
+    if eng.count() != man.get("count") or eng.size != man.get("size"):
+        raise SnapshotError("count or size differs from the manifest", file=folder)
+    return eng

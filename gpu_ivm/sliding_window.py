@@ -1,0 +1,370 @@
+"""Triangles of a sliding window over timestamped edges, with expiries scheduled at arrival.
+
+:class:`SlidingWindow` keeps the triangle count of the undirected graph of every edge that
+arrived in the last ``window`` time units, reported at step ends ``end_k = t0 + k·step``
+(see :mod:`gpu_ivm.lifespans`). The user pushes arrivals only; the engine knows when each edge
+expires, so no delete is ever fed in (digest ``paper-insert-only-vs-insert-delete.md`` §8b.4:
+a known lifespan makes the lifespan side of the problem insert-only).
+
+How a step k is processed (the known-lifespan method):
+
+- Each stored edge carries its true ``end`` (the last step it is alive), a *calendar end*
+  (the end its triangles' removals were scheduled with) and a birth *stamp*. An arrival makes
+  the edge alive through ``last(t)``.
+- **Expiry costs nothing.** When a triangle forms, the step it dies at is known:
+  ``min(calendar ends of its three edges) + 1``. Its removal is scheduled there in a ring
+  calendar (length ``window // step + 3``), which step k adds to the count.
+- **Births** (an edge that is not alive at k arrives): the ordered delta rule of the
+  insert-only mode on birth stamps; every new triangle alive at k is counted once, by its
+  youngest edge, and its removal scheduled.
+- **Extensions** (an alive edge arrives again) only move the edge's true end. The edge is
+  revisited once, at the step its calendar end runs out: if it was extended meanwhile, the
+  triangles alive through it are enumerated (once each, by the last revisited edge) and their
+  scheduled removal moved from min(old calendar ends) + 1 to min(new ones) + 1; else it
+  expires. An edge that keeps arriving thus costs one enumeration per window length, not one
+  per arrival.
+- Edges that expired stay stored (no deletion from the sorted runs) until they outnumber the
+  live ones; then the store is rebuilt from the live edges.
+
+So a step costs O(arrivals × the smaller neighbourhood) and nothing for the edges leaving the
+window, where the general engine processes every expiry as a delete with view maintenance.
+Undirected simple graph: self-loops are dropped, repeated arrivals only extend a lifespan.
+
+Examples
+--------
+>>> sw = SlidingWindow(window=10, step=5, start=0)
+>>> reps = sw.push({"src": [1, 2, 3], "dst": [2, 3, 1], "time": [0, 1, 6]})
+>>> [(r.step, r.end, r.triangles) for r in reps]   # step 1 ends at 5: edge 3-1 not yet
+[(1, 5, 0)]
+>>> reps = sw.push({"src": [1], "dst": [2], "time": [12]}) + sw.close()
+>>> [(r.step, r.triangles, r.edges) for r in reps]   # 1-2 and 2-3 arrived at 0, 1: gone at 15
+[(2, 1, 3), (3, 0, 2)]
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from . import io
+from .encoding import IdEncoder, pack, unpack
+from .errors import InputError
+from .kernels import stamp_kernels as sk
+from .lifespans import check_times, last_steps, parse_span
+from .store import ZStore
+
+COMPACT_MIN = 4096  # stored edges below which expired ones are never compacted away
+
+
+@dataclass
+class WindowStep:
+    """What one step did. ``to_dict()`` is the CLI's JSON line (``batch`` = step − 1)."""
+
+    step: int
+    end: int
+    triangles: int
+    delta: int
+    edges: int
+    arrivals: int
+    births: int
+    extensions: int
+    expired: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {"batch": self.step - 1, **asdict(self)}
+
+
+class SlidingWindow:
+    """Triangle count of a sliding time window, maintained with known lifespans.
+
+    Parameters
+    ----------
+    window, step : int or str
+        Window length and step, in the stream's time unit (an integer) or as spans like
+        ``"30d"``, ``"12h"`` for times in seconds (:func:`gpu_ivm.lifespans.parse_span`).
+    start : int, optional
+        t0, the start of step 1; default: the first pushed arrival's time.
+
+    Arrivals are pushed in batches (:meth:`push`) whose times may be in any order but not
+    before the end of the last closed step; steps close as soon as an arrival at or after
+    their end is seen, and :meth:`close` closes the step holding the latest arrival.
+    """
+
+    def __init__(self, window, step, *, start: int | None = None):
+        self.window = parse_span(window, "window")
+        self.step_len = parse_span(step, "step")
+        self.t0 = None if start is None else int(start)
+        self.encoder = IdEncoder()
+        self.k = 0  # steps closed so far
+        self.count_ = 0
+        self.num_edges = 0  # edges alive at step k
+        self._store = ZStore(0)
+        self._ring = self.window // self.step_len + 3
+        self._cal = np.zeros(self._ring, np.int64)  # triangle count changes per future step
+        # per future step (ring slot): the edges whose calendar end runs out there, as a
+        # linked list (head per slot, next per edge id)
+        self._due_head = np.full(self._ring, -1, np.int64)
+        self._due_n = 0  # edges filed
+        self._cap = 0
+        z = np.zeros(0, np.int64)
+        # per edge id: true last alive step, calendar end (the one the triangle removals
+        # were scheduled with), calendar end before this step's revisit, revisit order,
+        # birth stamp, endpoints
+        self._end, self._cend, self._prev, self._ext, self._stamp, self._eu, self._ev = \
+            z, z, z, z, z, z, z
+        self._next = z
+        self._n_eids = 0
+        self._seq = 0
+        self._ext_seq = 0
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._t_max: int | None = None
+        from .stamp_warmup import warm_up
+
+        warm_up()  # once per process: no step pays for loading the compiled kernels
+
+    # ------------------------------------------------------------------ results
+    def count(self) -> int:
+        """Triangles of the window after the last closed step."""
+        return self.count_
+
+    @property
+    def steps_closed(self) -> int:
+        return self.k
+
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The edges alive after the last closed step (user keys, each edge once)."""
+        keys, vals = self._store.items()
+        a, b = unpack(keys)
+        keep = (a < b) & (self._end[vals - 1] >= self.k) if keys.shape[0] else a < b
+        return self.encoder.decode(a[keep]), self.encoder.decode(b[keep])
+
+    # ------------------------------------------------------------------ input
+    def push(self, events) -> list[WindowStep]:
+        """Add arrivals (columns ``src``, ``dst``, ``time``; anything
+        :func:`gpu_ivm.io.read_edges` reads) and close every step that ended before the
+        latest arrival seen. An arrival before the end of the last closed step is refused
+        with :class:`~gpu_ivm.errors.InputError` naming the row (nothing changes)."""
+        el = io.read_edges(events)
+        if el.time is None:
+            raise InputError("the events have no time column (expected src, dst, time)",
+                             column="time")
+        t = np.asarray(el.time, np.int64)
+        if t.shape[0] == 0:
+            return []
+        t0 = int(t.min()) if self.t0 is None else self.t0
+        floor = t0 + self.k * self.step_len
+        late = np.flatnonzero(t < floor)
+        if late.shape[0]:
+            r = int(late[0])
+            if self.k == 0:
+                raise InputError(f"arrival at time {int(t[r])} is before the window's start "
+                                 f"{floor}", column="time", row=r)
+            raise InputError(f"arrival at time {int(t[r])} is before the end of step {self.k} "
+                             f"({floor}), which is already closed", column="time", row=r)
+        check_times(t, t0, self.window)
+        self.encoder._check_kind(el.src, "src")
+        self.t0 = t0
+        self._pending.append((el.src, el.dst, t))
+        hi = int(t.max())
+        self._t_max = hi if self._t_max is None else max(self._t_max, hi)
+        # steps whose end is <= the latest time seen are complete
+        return self._close_until((self._t_max - self.t0) // self.step_len)
+
+    def close(self) -> list[WindowStep]:
+        """Close the remaining steps up to the one holding the latest arrival (the first step
+        whose end exceeds it)."""
+        if self._t_max is None:
+            return []
+        return self._close_until((self._t_max - self.t0) // self.step_len + 1)
+
+    def advance_to(self, k: int) -> list[WindowStep]:
+        """Close steps up to k (later arrivals must then be at or after end_k)."""
+        if self.t0 is None:
+            raise InputError("advance_to() needs a start time (start= or a first push)")
+        return self._close_until(int(k))
+
+    def _close_until(self, k_last: int) -> list[WindowStep]:
+        if k_last <= self.k:
+            return []
+        src, dst, t = self._take_pending()
+        order = np.argsort(t, kind="stable")
+        src, dst, t = src[order], dst[order], t[order]
+        ends = self.t0 + np.arange(self.k + 1, k_last + 1, dtype=np.int64) * self.step_len
+        cuts = np.searchsorted(t, ends, side="left")
+        reps = []
+        lo = 0
+        for i, k in enumerate(range(self.k + 1, k_last + 1)):
+            hi = int(cuts[i])
+            reps.append(self._step(k, src[lo:hi], dst[lo:hi], t[lo:hi]))
+            lo = hi
+        if lo < t.shape[0]:
+            self._pending.append((src[lo:], dst[lo:], t[lo:]))
+        return reps
+
+    def _take_pending(self):
+        if not self._pending:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        parts = self._pending
+        self._pending = []
+        if len(parts) == 1:
+            return parts[0]
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+    # ------------------------------------------------------------------ one step
+    def _grow(self, n: int) -> None:
+        if n <= self._cap:
+            return
+        cap = max(n, 2 * self._cap, 1024)
+        for name in ("_end", "_cend", "_prev", "_ext", "_stamp", "_eu", "_ev", "_next"):
+            old = getattr(self, name)
+            new = np.full(cap, -1 if name in ("_end", "_cend", "_prev", "_next") else 0,
+                          np.int64)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+        self._cap = cap
+
+    def _schedule(self, eids: np.ndarray) -> None:
+        """File edges under the step after their calendar end (their expiry check)."""
+        sk.due_push(self._due_head, self._next, self._cend, eids)
+        self._due_n += eids.shape[0]
+
+    def _step(self, k: int, src, dst, t) -> WindowStep:
+        t_start = time.perf_counter()
+        r = self._ring
+        slot = k % r
+        before = self.count_
+        # 1. edges whose calendar end was k - 1: expire, or (extended since) move the
+        # scheduled removals of their triangles to the new end, before the calendar is read
+        expired = 0
+        if self._due_head[slot] >= 0:
+            cand = np.empty(self._due_n, np.int64)
+            cand = cand[: sk.due_pop(self._due_head, self._next, slot, cand)]
+            self._due_n -= cand.shape[0]
+            grown = self._end[cand] > self._cend[cand]
+            x = cand[grown]
+            expired = int(cand.shape[0] - x.shape[0])
+            self.num_edges -= expired
+            if x.shape[0]:
+                base = self._ext_seq
+                self._prev[x] = self._cend[x]
+                self._cend[x] = self._end[x]
+                self._ext[x] = base + 1 + np.arange(x.shape[0], dtype=np.int64)
+                self._ext_seq += x.shape[0]
+                sk.window_extend(self._store.nt(), self._store.live, self._eu[x], self._ev[x],
+                                 x, k, self._cend, self._prev, self._ext, base, self._cal)
+                self._schedule(x)
+        self.count_ += int(self._cal[slot])
+        self._cal[slot] = 0
+        n_arr = int(t.shape[0])
+        births = exts = 0
+        keep = src != dst
+        src, dst, t = src[keep], dst[keep], t[keep]
+        last = last_steps(t, self.t0, self.window, self.step_len)
+        live = last >= k
+        src, dst, last = src[live], dst[live], last[live]
+        if src.shape[0]:
+            m = src.shape[0]
+            ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
+            self.encoder.commit(new)
+            a, b = np.minimum(ids[:m], ids[m:]), np.maximum(ids[:m], ids[m:])
+            key = pack(a, b)
+            order = np.lexsort((last, key))
+            skey, slast = key[order], last[order]
+            is_last = np.r_[skey[1:] != skey[:-1], True]
+            gkey, gend = skey[is_last], slast[is_last]  # one row per edge: its furthest end
+            self._store.grow_ids(max(len(self.encoder), 1))
+            eid = self._store.get(gkey, assume_sorted=True) - 1
+            known = eid >= 0
+            cur = np.full(gkey.shape[0], -1, np.int64)
+            cur[known] = self._end[eid[known]]
+            alive = cur >= k
+            # 2. an arrival on a live edge only moves its true end (revisited when due)
+            ext = alive & (gend > cur)
+            exts = int(ext.sum())
+            if exts:
+                self._end[eid[ext]] = gend[ext]
+            # 3. births: count the triangles they close, schedule their removal
+            born = ~alive
+            births = int(born.sum())
+            if births:
+                bkey, bend, beid = gkey[born], gend[born], eid[born]
+                fresh = beid < 0
+                nf = int(fresh.sum())
+                ba, bb = unpack(bkey)
+                if nf:
+                    self._grow(self._n_eids + nf)
+                    beid = beid.copy()
+                    beid[fresh] = self._n_eids + np.arange(nf, dtype=np.int64)
+                    self._n_eids += nf
+                    self._store_edges(bkey[fresh], beid[fresh])
+                    self._eu[beid[fresh]] = ba[fresh]
+                    self._ev[beid[fresh]] = bb[fresh]
+                self._end[beid] = bend
+                self._cend[beid] = bend
+                self._stamp[beid] = self._seq + 1 + np.arange(births, dtype=np.int64)
+                self._seq += births
+                self._schedule(beid)
+                self.num_edges += births
+                self.count_ += int(sk.window_insert(self._store.nt(), self._store.live, ba, bb,
+                                                    beid, k, self._cend, self._stamp,
+                                                    self._cal))
+        self.k = k
+        self._maybe_compact()
+        return WindowStep(step=k, end=self.t0 + k * self.step_len, triangles=self.count_,
+                          delta=self.count_ - before, edges=self.num_edges, arrivals=n_arr,
+                          births=births, extensions=exts, expired=expired,
+                          seconds=time.perf_counter() - t_start)
+
+    def _store_edges(self, keys: np.ndarray, eids: np.ndarray) -> None:
+        a, b = unpack(keys)
+        both = np.concatenate([keys, pack(b, a)])
+        vals = np.concatenate([eids, eids]) + 1
+        order = np.argsort(both, kind="stable")
+        self._store.add(both[order], vals[order])
+
+    def _maybe_compact(self) -> None:
+        stored = len(self._store) // 2
+        if stored < COMPACT_MIN or stored <= 2 * self.num_edges:
+            return
+        keys, vals = self._store.items()
+        a, b = unpack(keys)
+        old = vals - 1
+        keep = (a < b) & (self._end[old] >= self.k)
+        keys, old = keys[keep], old[keep]
+        n = keys.shape[0]
+        kept = {name: getattr(self, name)[old] for name in ("_end", "_cend", "_stamp")}
+        self._cap = 0
+        z = np.zeros(0, np.int64)
+        self._end, self._cend, self._prev, self._ext, self._stamp, self._eu, self._ev = \
+            z, z, z, z, z, z, z
+        self._next = z
+        self._grow(n)
+        for name, v in kept.items():
+            getattr(self, name)[:n] = v
+        ka, kb = unpack(keys)
+        self._eu[:n], self._ev[:n] = ka, kb
+        self._n_eids = n
+        self._store = ZStore(max(len(self.encoder), 1))
+        self._store_edges(keys, np.arange(n, dtype=np.int64))
+        self._due_head[:] = -1
+        self._due_n = 0
+        self._schedule(np.arange(n, dtype=np.int64))
+
+    # ------------------------------------------------------------------ persistence
+    def snapshot(self, path) -> dict:
+        """Write the whole state to folder ``path`` atomically (see
+        :mod:`gpu_ivm.window_snapshot`); returns the manifest."""
+        from .window_snapshot import save
+
+        return save(self, path)
+
+    @classmethod
+    def restore(cls, path) -> SlidingWindow:
+        """A window restored from a snapshot folder, verified (checksums, count)."""
+        from .window_snapshot import load
+
+        return load(path)

@@ -1,0 +1,178 @@
+"""Snapshots of a :class:`gpu_ivm.sliding_window.SlidingWindow`.
+
+The folder follows :mod:`gpu_ivm.snapshot`'s format (a checksummed ``manifest.json`` with
+``form: "sliding_window"``, Arrow IPC files, written to a temporary folder and renamed into
+place): ``encoder.arrow`` (user keys by id), ``edges.arrow`` (the edges alive after the last
+closed step: packed ids ``key`` u < v, true ``end``, calendar end ``cend``, birth ``stamp``),
+``calendar.arrow`` (the scheduled count changes of the next steps) and ``pending.arrow``
+(arrivals pushed but not yet in a closed step). Restoring rebuilds the store and the expiry
+schedule from the edges and checks the count against a static recount of them.
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> from gpu_ivm import SlidingWindow
+>>> sw = SlidingWindow(window=10, step=5, start=0)
+>>> _ = sw.push({"src": [1, 2, 3], "dst": [2, 3, 1], "time": [0, 1, 6]})
+>>> d = pathlib.Path(tempfile.mkdtemp()) / "w"
+>>> _ = sw.snapshot(d)
+>>> r = SlidingWindow.restore(d)
+>>> [(x.step, x.triangles) for x in r.close()] == [(x.step, x.triangles) for x in sw.close()]
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+FORM = "sliding_window"
+
+
+def _key_array(keys: np.ndarray) -> pa.Array:
+    if keys.dtype == object:
+        return pa.array(keys.tolist(), pa.large_string())
+    return pa.array(np.ascontiguousarray(keys, np.int64))
+
+
+def save(sw, path) -> dict:
+    """Write ``sw`` to the folder ``path`` atomically; returns the manifest."""
+    import gpu_ivm
+
+    from . import snapshot as sn
+    from .encoding import unpack
+
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise sn.SnapshotError("the parent folder does not exist", file=target.parent)
+    keys, vals = sw._store.items()
+    a, b = unpack(keys)
+    e = vals - 1 if keys.shape[0] else vals
+    keep = (a < b) & (sw._end[e] >= sw.k) if keys.shape[0] else a < b
+    keys, e = keys[keep], e[keep]
+    r = sw._ring
+    cal = np.array([sw._cal[(sw.k + 1 + i) % r] for i in range(r - 1)], np.int64)
+    psrc, pdst, pt = sw._take_pending()
+    sw._pending = [(psrc, pdst, pt)] if pt.shape[0] else []
+    n = len(sw.encoder)
+    enc = sw.encoder.decode(np.arange(n, dtype=np.int64)) if n else np.zeros(0, np.int64)
+    tables = {
+        "encoder.arrow": pa.table({"key": _key_array(enc)}),
+        "edges.arrow": pa.table({"key": pa.array(keys), "end": pa.array(sw._end[e]),
+                                 "cend": pa.array(sw._cend[e]),
+                                 "stamp": pa.array(sw._stamp[e])}),
+        "calendar.arrow": pa.table({"change": pa.array(cal)}),
+        "pending.arrow": pa.table({"src": _key_array(np.asarray(psrc)),
+                                   "dst": _key_array(np.asarray(pdst)),
+                                   "time": pa.array(np.asarray(pt, np.int64))}),
+    }
+    tmp = target.parent / f"{target.name}.tmp-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        files = {name: {"rows": t.num_rows, **sn._write_bytes(tmp / name, sn._table_bytes(t))}
+                 for name, t in tables.items()}
+        man = {"format": sn.FORMAT, "format_version": sn.FORMAT_VERSION,
+               "library_version": gpu_ivm.__version__, "created_unix": time.time(),
+               "form": FORM, "window": sw.window, "step": sw.step_len, "t0": sw.t0,
+               "steps_closed": sw.k, "count": sw.count_, "edges": sw.num_edges,
+               "stamps": sw._seq, "t_max": sw._t_max, "key_kind": sw.encoder.kind,
+               "num_keys": n, "files": files}
+        man["manifest_sha256"] = sn._manifest_digest(man)
+        sn._write_bytes(tmp / sn.MANIFEST,
+                        (json.dumps(man, indent=1, sort_keys=True) + "\n").encode())
+        sn._fsync_dir(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if target.exists():
+        old = target.parent / f"{target.name}.old-{secrets.token_hex(4)}"
+        os.replace(target, old)
+    os.replace(tmp, target)
+    sn._fsync_dir(target.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return man
+
+
+def load(path):
+    """A :class:`SlidingWindow` restored from ``path``, verified (checksums, ranges, the count
+    against a static recount of the stored window)."""
+    from . import snapshot as sn
+    from .encoding import unpack
+    from .sliding_window import SlidingWindow
+    from .static import count_triangles_dense
+
+    folder = Path(path)
+    man = sn.read_manifest(folder)
+    mpath = folder / sn.MANIFEST
+    if man.get("form") != FORM:
+        raise sn.SnapshotError(f"holds a {man.get('form')!r} snapshot, not a sliding window",
+                               file=mpath)
+    files = man.get("files", {})
+
+    def table(name, cols):
+        if name not in files:
+            raise sn.SnapshotError(f"manifest does not list {name}", file=mpath)
+        return sn._read_table(folder, name, files[name], cols)
+
+    kind = man.get("key_kind")
+    kcol = "str" if kind == "str" else "int"
+    enc = table("encoder.arrow", {"key": kcol})
+    edges = table("edges.arrow", {"key": "int", "end": "int", "cend": "int", "stamp": "int"})
+    cal = sn._int_col(table("calendar.arrow", {"change": "int"}), "change")
+    pend = table("pending.arrow", {"src": kcol, "dst": kcol, "time": "int"})
+    try:
+        sw = SlidingWindow(window=int(man["window"]), step=int(man["step"]),
+                           start=man["t0"])
+        k, count, n_edges = int(man["steps_closed"]), int(man["count"]), int(man["edges"])
+        seq = int(man["stamps"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise sn.SnapshotError(f"manifest lacks or garbles a field: {e}", file=mpath) from None
+    keys = sn._int_col(edges, "key")
+    end, cend, stamp = (sn._int_col(edges, c) for c in ("end", "cend", "stamp"))
+    n_ids = enc.num_rows
+    a, b = unpack(keys)
+    bad = (keys.shape[0] and ((np.diff(keys) <= 0).any() or (a >= b).any()
+                              or b.max() >= n_ids or (end < cend).any() or (cend < k).any()
+                              or (stamp < 1).any() or (stamp > seq).any()))
+    if bad or keys.shape[0] != n_edges or cal.shape[0] != sw._ring - 1:
+        raise sn.SnapshotError("stored edges or calendar out of range", file=folder)
+    if kind == "str":
+        ekeys = np.array(enc.column("key").to_pylist(), dtype=object)
+    else:
+        ekeys = sn._int_col(enc, "key")
+    if n_ids:
+        sw.encoder.commit(ekeys)
+    n = keys.shape[0]
+    sw._grow(n)
+    sw._end[:n], sw._cend[:n], sw._stamp[:n] = end, cend, stamp
+    sw._eu[:n], sw._ev[:n] = a, b
+    sw._n_eids = n
+    sw._store.grow_ids(max(n_ids, 1))
+    sw._store_edges(keys, np.arange(n, dtype=np.int64))
+    sw._schedule(np.arange(n, dtype=np.int64))
+    for i in range(sw._ring - 1):
+        sw._cal[(k + 1 + i) % sw._ring] = cal[i]
+    sw.k, sw.count_, sw.num_edges, sw._seq = k, count, n_edges, seq
+    sw._ext_seq = 0
+    sw._t_max = man.get("t_max")
+    if pend.num_rows:
+        if kind == "str":
+            ps = np.array(pend.column("src").to_pylist(), dtype=object)
+            pd = np.array(pend.column("dst").to_pylist(), dtype=object)
+        else:
+            ps, pd = sn._int_col(pend, "src"), sn._int_col(pend, "dst")
+        sw._pending = [(ps, pd, sn._int_col(pend, "time"))]
+    recount = count_triangles_dense(a, b, max(n_ids, 1)) if n else 0
+    if recount != count:
+        raise sn.SnapshotError(f"the stored window has {recount} triangles, manifest says "
+                               f"{count}", file=folder)
+    return sw

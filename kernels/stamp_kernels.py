@@ -1,0 +1,384 @@
+"""Kernels of the insert-only and known-lifespan modes: common neighbours with stamp tests.
+
+The edges live in a :class:`gpu_ivm.store.ZStore` (both directions, no deletes, so no
+tombstones) whose value is a positive stamp: the arrival order of the edge (insert-only mode)
+or ``edge id + 1`` (sliding windows, whose per-edge birth / end arrays are indexed by it).
+:func:`common_values` is the one inner loop: it lists, for the common neighbours ``w`` of
+``u`` and ``v``, the stored values of ``(u, w)`` and ``(v, w)``, merging (or galloping, when
+the lengths differ a lot) the sorted rows run pair by run pair. Each ``w`` is stored in one run
+of each row, so it is found exactly once. Plain ``numba.njit`` functions: the CUDA kernels may
+call them unchanged.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .lsm import LO_MASK, gallop, run_mask, run_range
+
+
+@nb.njit(cache=True)
+def _match_ranges(keys, vals, lo1, hi1, lo2, hi2, out1, out2, n):
+    """Append the values of equal second ids of two sorted single-first-key ranges."""
+    n1 = hi1 - lo1
+    n2 = hi2 - lo2
+    if n1 <= 0 or n2 <= 0:
+        return n
+    if n1 * 8 < n2 or n2 * 8 < n1:
+        swap = n2 < n1
+        if swap:
+            lo1, hi1, lo2, hi2 = lo2, hi2, lo1, hi1
+        base = keys[lo2] & ~LO_MASK
+        p = lo2
+        for i in range(lo1, hi1):
+            t = base | (keys[i] & LO_MASK)
+            p = gallop(keys, p, hi2, t)
+            if p >= hi2:
+                break
+            if keys[p] == t:
+                if swap:
+                    out1[n] = vals[p]
+                    out2[n] = vals[i]
+                else:
+                    out1[n] = vals[i]
+                    out2[n] = vals[p]
+                n += 1
+        return n
+    i = lo1
+    j = lo2
+    while i < hi1 and j < hi2:
+        c1 = keys[i] & LO_MASK
+        c2 = keys[j] & LO_MASK
+        if c1 < c2:
+            i += 1
+        elif c2 < c1:
+            j += 1
+        else:
+            out1[n] = vals[i]
+            out2[n] = vals[j]
+            n += 1
+            i += 1
+            j += 1
+    return n
+
+
+@nb.njit(cache=True)
+def _row_ranges(st, x, lo, hi):
+    """The non-empty [lo, hi) ranges of first key x over the runs; returns how many."""
+    m = run_mask(st, x)
+    n = 0
+    j = 0
+    while m != 0:
+        if m & 1:
+            a, b = run_range(st, j, x)
+            if b > a:
+                lo[n] = a
+                hi[n] = b
+                n += 1
+        m >>= 1
+        j += 1
+    return n
+
+
+@nb.njit(cache=True)
+def common_values(st, u, v, out1, out2):
+    """For every common neighbour w of u and v: out1[i] = value of (u, w), out2[i] = value of
+    (v, w). Returns how many; ``out1`` / ``out2`` need room for min(deg u, deg v). Each row's
+    ranges are looked up once (one per run holding it), then merged pairwise."""
+    keys = st[0]
+    vals = st[1]
+    if run_mask(st, u) == 0 or run_mask(st, v) == 0:
+        return 0
+    lo1 = np.empty(64, np.int64)
+    hi1 = np.empty(64, np.int64)
+    lo2 = np.empty(64, np.int64)
+    hi2 = np.empty(64, np.int64)
+    n1 = _row_ranges(st, u, lo1, hi1)
+    n2 = _row_ranges(st, v, lo2, hi2)
+    n = 0
+    for i in range(n1):
+        for j in range(n2):
+            n = _match_ranges(keys, vals, lo1[i], hi1[i], lo2[j], hi2[j], out1, out2, n)
+    return n
+
+
+# ---------------------------------------------------------------------------- insert-only
+@nb.njit(cache=True)
+def _buffers(deg, us, vs):
+    """Two scratch arrays big enough for the common neighbours of any (us[j], vs[j])."""
+    m = 1
+    for j in range(us.shape[0]):
+        m = max(m, min(deg[us[j]], deg[vs[j]]))
+    return np.empty(m, np.int64), np.empty(m, np.int64)
+
+
+@nb.njit(cache=True)
+def older_common_buf(st, u, v, s, a, b):
+    """Common neighbours w of u and v whose edges (u, w) and (v, w) both have stamps below s:
+    the triangles that the edge (u, v) with stamp s closes under the ordered delta rule
+    (``a``, ``b``: scratch of room min(deg u, deg v))."""
+    n = common_values(st, u, v, a, b)
+    c = 0
+    for i in range(n):
+        if a[i] < s and b[i] < s:
+            c += 1
+    return c
+
+
+@nb.njit(cache=True)
+def older_common(st, deg, u, v, s):
+    """:func:`older_common_buf` with its own scratch."""
+    m = min(deg[u], deg[v])
+    if m <= 1:  # (u, v) itself is one of the neighbours
+        return 0
+    return older_common_buf(st, u, v, s, np.empty(m, np.int64), np.empty(m, np.int64))
+
+
+@nb.njit(cache=True, parallel=True)
+def closed_by_batch_par(st, deg, us, vs, stamps, out):
+    """out[i] = triangles closed by the batch edge (us[i], vs[i]) with stamp stamps[i]: each
+    new triangle is counted once, by its edge with the largest stamp."""
+    for i in nb.prange(us.shape[0]):
+        out[i] = older_common(st, deg, us[i], vs[i], stamps[i])
+
+
+@nb.njit(cache=True)
+def closed_by_batch_serial(st, deg, us, vs, stamps, out):
+    """:func:`closed_by_batch_par` on one thread (small batches: no thread start-up), with
+    one scratch for the whole batch."""
+    a, b = _buffers(deg, us, vs)
+    for i in range(us.shape[0]):
+        if min(deg[us[i]], deg[vs[i]]) <= 1:
+            out[i] = 0
+        else:
+            out[i] = older_common_buf(st, us[i], vs[i], stamps[i], a, b)
+
+
+@nb.njit(cache=True)
+def _count_older(keys, vals, lo1, hi1, lo2, hi2, s):
+    """Equal second ids of two sorted single-first-key ranges whose values are both below s
+    (merge, or gallop the longer range when the lengths differ by more than 8x)."""
+    n1 = hi1 - lo1
+    n2 = hi2 - lo2
+    if n1 <= 0 or n2 <= 0:
+        return 0
+    c = 0
+    if n1 * 8 < n2 or n2 * 8 < n1:
+        if n2 < n1:
+            lo1, hi1, lo2, hi2 = lo2, hi2, lo1, hi1
+        base = keys[lo2] & ~LO_MASK
+        p = lo2
+        for i in range(lo1, hi1):
+            t = base | (keys[i] & LO_MASK)
+            p = gallop(keys, p, hi2, t)
+            if p >= hi2:
+                break
+            if keys[p] == t and vals[i] < s and vals[p] < s:
+                c += 1
+        return c
+    i = lo1
+    j = lo2
+    while i < hi1 and j < hi2:
+        c1 = keys[i] & LO_MASK
+        c2 = keys[j] & LO_MASK
+        if c1 < c2:
+            i += 1
+        elif c2 < c1:
+            j += 1
+        else:
+            if vals[i] < s and vals[j] < s:
+                c += 1
+            i += 1
+            j += 1
+    return c
+
+
+@nb.njit(cache=True)
+def older_common_count(st, deg, u, v, s):
+    """:func:`older_common` without scratch memory (run pairs merged in place): the inner loop
+    of the CUDA twin :func:`gpu_ivm.kernels.cuda_stamp.closed_by_batch`."""
+    if min(deg[u], deg[v]) <= 1:
+        return 0
+    keys = st[0]
+    vals = st[1]
+    mu = run_mask(st, u)
+    mvfull = run_mask(st, v)
+    c = 0
+    ju = 0
+    while mu != 0:
+        if mu & 1:
+            lo1, hi1 = run_range(st, ju, u)
+            if hi1 > lo1:
+                mv = mvfull
+                jv = 0
+                while mv != 0:
+                    if mv & 1:
+                        lo2, hi2 = run_range(st, jv, v)
+                        c += _count_older(keys, vals, lo1, hi1, lo2, hi2, s)
+                    mv >>= 1
+                    jv += 1
+        mu >>= 1
+        ju += 1
+    return c
+
+
+PAR_MIN = 1 << 14  # merge work (sum of the smaller degrees) from which all threads run
+
+
+def closed_by_batch(st, deg, us, vs, stamps, out):
+    """Dispatch on the batch's work: one thread below ``PAR_MIN``, all threads above."""
+    work = int(np.minimum(deg[us], deg[vs]).sum()) if us.shape[0] else 0
+    if work >= PAR_MIN:
+        closed_by_batch_par(st, deg, us, vs, stamps, out)
+    else:
+        closed_by_batch_serial(st, deg, us, vs, stamps, out)
+
+
+# ---------------------------------------------------------------------------- known lifespans
+@nb.njit(cache=True)
+def window_extend(st, deg, us, vs, eids, k, end, prev_end, ext_seq, seq_base, cal):
+    """Extensions of step k: edge eids[j] = (us[j], vs[j]), alive at k, had its last alive
+    step moved from prev_end[e] to end[e] (ext_seq[e] = seq_base + j + 1). For each triangle
+    alive at k that holds an extended edge (counted once, by its extended edge with the
+    largest ext_seq) the scheduled removal moves from min(old ends) + 1 to min(new ends) + 1
+    in the ring calendar ``cal`` (index mod len). Serial: the calendar is shared."""
+    r = cal.shape[0]
+    a, b = _buffers(deg, us, vs)
+    for j in range(us.shape[0]):
+        x = eids[j]
+        sx = ext_seq[x]
+        if min(deg[us[j]], deg[vs[j]]) <= 1:  # (u, v) itself is one of the neighbours
+            continue
+        n = common_values(st, us[j], vs[j], a, b)
+        for i in range(n):
+            y = a[i] - 1
+            z = b[i] - 1
+            if end[y] < k or end[z] < k:
+                continue
+            ey = ext_seq[y] > seq_base
+            ez = ext_seq[z] > seq_base
+            if (ey and ext_seq[y] > sx) or (ez and ext_seq[z] > sx):
+                continue
+            oy = prev_end[y] if ey else end[y]
+            oz = prev_end[z] if ez else end[z]
+            old = min(prev_end[x], min(oy, oz))
+            new = min(end[x], min(end[y], end[z]))
+            if old != new:
+                cal[(old + 1) % r] += 1
+                cal[(new + 1) % r] -= 1
+
+
+@nb.njit(cache=True)
+def window_insert(st, deg, us, vs, eids, k, end, stamp, cal):
+    """Births of step k: edge eids[j] = (us[j], vs[j]) became alive at k with stamp
+    stamp[e]. Each triangle alive at k closed by the births is counted once (by its edge with
+    the largest stamp), and its removal is scheduled at min(ends) + 1. Returns the number of
+    new triangles."""
+    r = cal.shape[0]
+    total = 0
+    a, b = _buffers(deg, us, vs)
+    for j in range(us.shape[0]):
+        x = eids[j]
+        s = stamp[x]
+        if min(deg[us[j]], deg[vs[j]]) <= 1:  # (u, v) itself is one of the neighbours
+            continue
+        n = common_values(st, us[j], vs[j], a, b)
+        for i in range(n):
+            y = a[i] - 1
+            z = b[i] - 1
+            if end[y] < k or end[z] < k or stamp[y] >= s or stamp[z] >= s:
+                continue
+            total += 1
+            cal[(min(end[x], min(end[y], end[z])) + 1) % r] -= 1
+    return total
+
+
+# ---------------------------------------------------------------------------- offline
+@nb.njit(cache=True)
+def _segment_sweep(sa, ea, lo1, hi1, lo2, hi2, lo3, hi3, diff):
+    """Add +1 at the start and -1 after the end of every common interval of three sorted
+    lists of disjoint closed intervals [sa, ea] (ranges of the flat arrays)."""
+    i = lo1
+    j = lo2
+    t = lo3
+    while i < hi1 and j < hi2 and t < hi3:
+        s = max(sa[i], max(sa[j], sa[t]))
+        e = min(ea[i], min(ea[j], ea[t]))
+        if s <= e:
+            diff[s] += 1
+            diff[e + 1] -= 1
+        # drop the interval that ends first
+        if ea[i] == e:
+            i += 1
+        elif ea[j] == e:
+            j += 1
+        else:
+            t += 1
+
+
+@nb.njit(cache=True)
+def lifespan_triangles(indptr, indices, edge_of, seg_ptr, seg_start, seg_end, diff):
+    """Static evaluation with lifespans: for every triangle of the degree-oriented union graph
+    (CSR ``indptr`` / ``indices`` sorted per row, ``edge_of[p]`` = edge id of entry p), add
+    its alive steps (the common intervals of its three edges' segment lists, edge e's being
+    ``seg_start/seg_end[seg_ptr[e]:seg_ptr[e+1]]``) to the difference array ``diff``."""
+    n = indptr.shape[0] - 1
+    for u in range(n):
+        for p in range(indptr[u], indptr[u + 1]):
+            v = indices[p]
+            e_uv = edge_of[p]
+            # common out-neighbours w of u and v (rows sorted): triangle u < v < w in rank
+            i = p + 1
+            j = indptr[v]
+            hi1 = indptr[u + 1]
+            hi2 = indptr[v + 1]
+            while i < hi1 and j < hi2:
+                if indices[i] < indices[j]:
+                    i += 1
+                elif indices[j] < indices[i]:
+                    j += 1
+                else:
+                    e_uw = edge_of[i]
+                    e_vw = edge_of[j]
+                    _segment_sweep(seg_start, seg_end, seg_ptr[e_uv], seg_ptr[e_uv + 1],
+                                   seg_ptr[e_uw], seg_ptr[e_uw + 1],
+                                   seg_ptr[e_vw], seg_ptr[e_vw + 1], diff)
+                    i += 1
+                    j += 1
+
+
+@nb.njit(cache=True)
+def segmented_cummax(values, new_group, out):
+    """out[i] = max of values over i's group up to i (groups start where new_group is True)."""
+    m = values[0]
+    for i in range(values.shape[0]):
+        if new_group[i] or values[i] > m:
+            m = values[i]
+        out[i] = m
+
+
+@nb.njit(cache=True)
+def due_push(head, nxt, cend, eids):
+    """File each edge e of ``eids`` under the ring slot (cend[e] + 1) mod len(head): a linked
+    list per slot (``head[slot]`` first edge, ``nxt[e]`` the next, -1 ends)."""
+    r = head.shape[0]
+    for i in range(eids.shape[0]):
+        e = eids[i]
+        s = (cend[e] + 1) % r
+        nxt[e] = head[s]
+        head[s] = e
+
+
+@nb.njit(cache=True)
+def due_pop(head, nxt, slot, out):
+    """Move the edges filed under ``slot`` to ``out`` (room for all of them); returns how
+    many. The slot is left empty."""
+    n = 0
+    e = head[slot]
+    while e >= 0:
+        out[n] = e
+        n += 1
+        e = nxt[e]
+    head[slot] = -1
+    return n

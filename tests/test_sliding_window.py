@@ -1,0 +1,205 @@
+"""Sliding windows with known lifespans (gpu_ivm.sliding_window, gpu_ivm.window_offline).
+
+Oracle: for every step k, the window's edge set is recomputed from the raw arrivals by a plain
+filter (end_k - window <= t < end_k, self-loops dropped, undirected, deduplicated) and its
+triangles counted by brute force (small streams) or gpu_ivm.static / networkx (SNAP streams).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from gpu_ivm import InputError
+from gpu_ivm.io import read_edges
+from gpu_ivm.lifespans import parse_span
+from gpu_ivm.sliding_window import SlidingWindow
+from gpu_ivm.static import count_triangles_arrays
+
+DAY = 86_400
+
+
+def window_edges(src, dst, t, lo, hi) -> set:
+    m = (t >= lo) & (t < hi) & (src != dst)
+    return {(min(a, b), max(a, b)) for a, b in zip(src[m].tolist(), dst[m].tolist())}
+
+
+def brute(edges: set) -> int:
+    adj: dict = {}
+    for a, b in edges:
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    return sum(1 for a, b, c in itertools.combinations(sorted(adj), 3)
+               if b in adj[a] and c in adj[a] and c in adj[b])
+
+
+def oracle_counts(src, dst, t, t0, window, step, counter=brute):
+    """Per step k = 1..K: (triangles, edges) of the window recomputed from the arrivals."""
+    K = (int(t.max()) - t0) // step + 1
+    out = []
+    for k in range(1, K + 1):
+        end = t0 + k * step
+        e = window_edges(src, dst, t, end - window, end)
+        out.append((counter(e), len(e)))
+    return out
+
+
+def run_online(src, dst, t, window, step, chunks=1, start=None):
+    sw = SlidingWindow(window=window, step=step, start=start)
+    reps = []
+    order = np.argsort(t, kind="stable")
+    for part in np.array_split(order, chunks):
+        reps += sw.push({"src": src[part], "dst": dst[part], "time": t[part]})
+    reps += sw.close()
+    return sw, reps
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_streams_every_step(seed, monkeypatch):
+    from gpu_ivm import sliding_window
+
+    if seed % 2:  # rebuild the store from the live edges whenever expired ones dominate
+        monkeypatch.setattr(sliding_window, "COMPACT_MIN", 1)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 120))
+    nv = int(rng.integers(4, 10))
+    src = rng.integers(0, nv, n)
+    dst = rng.integers(0, nv, n)
+    t = rng.integers(0, 200, n)
+    step = int(rng.integers(1, 25))
+    window = int(rng.integers(1, 80))
+    sw, reps = run_online(src, dst, t, window, step, chunks=int(rng.integers(1, 5)))
+    exp = oracle_counts(src, dst, t, int(t.min()), window, step)
+    assert [(r.triangles, r.edges) for r in reps] == exp
+    assert [r.step for r in reps] == list(range(1, len(exp) + 1))
+    assert sum(r.arrivals for r in reps) == n
+    from gpu_ivm.window_offline import offline_counts
+
+    off = offline_counts(src, dst, t, window=window, step=step)
+    assert off.triangles.tolist() == [c for c, _ in exp]
+    assert off.edges.tolist() == [e for _, e in exp]
+
+
+def test_window_semantics_edge_cases():
+    # window 10, step 5, t0 = 0: step k ends at 5k and holds arrivals with 5k-10 <= t < 5k
+    src = np.array([1, 2, 3, 3, 1, 7, 1, 2])
+    dst = np.array([2, 3, 1, 1, 1, 7, 2, 3])
+    t = np.array([0, 0, 5, 5, 5, 9, 10, 40])  # dup 3-1, self-loops 1-1 / 7-7, 1-2 again at 10
+    sw, reps = run_online(src, dst, t, 10, 5, start=0)
+    got = [(r.step, r.end, r.triangles, r.edges) for r in reps]
+    # step 1 [-5,5): 1-2, 2-3; step 2 [0,10): + 3-1 (t = 5 is exactly end_1: it belongs to
+    # step 2) -> triangle; step 3 [5,15): 2-3 (t = 0) gone, 1-2 re-arrived at 10 is kept;
+    # steps 4..8: nothing arrives (steps with no change still report) until 2-3 at 40
+    assert got[:4] == [(1, 5, 0, 2), (2, 10, 1, 3), (3, 15, 0, 2), (4, 20, 0, 1)]
+    assert [g[2:] for g in got[4:]] == [(0, 0), (0, 0), (0, 0), (0, 0), (0, 1)]
+    assert got[-1][:2] == (9, 45)  # the last step is the first whose end exceeds t_max = 40
+    assert [r.delta for r in reps] == [0, 1, -1, 0, 0, 0, 0, 0, 0]
+    assert reps[1].arrivals == 4 and reps[1].births == 1  # dup + loops arrive, 1 edge born
+    # 1-2 (t = 0) was alive through step 2 only: its arrival at 10 is a re-birth at step 3
+    assert (reps[2].births, reps[2].extensions, reps[2].expired) == (1, 0, 2)
+    assert got == [(k, 5 * k, c, e) for k, (c, e) in
+                   enumerate(oracle_counts(src, dst, t, 0, 10, 5), start=1)]
+
+
+def test_extension_keeps_triangle_alive():
+    # triangle at t = 0; 1-2 and 2-3 re-arrive at 8 and 12, 3-1 does not
+    src, dst = np.array([1, 2, 3, 1, 2]), np.array([2, 3, 1, 2, 3])
+    t = np.array([0, 0, 0, 8, 12])
+    sw, reps = run_online(src, dst, t, 10, 2, start=0)
+    exp = oracle_counts(src, dst, t, 0, 10, 2)
+    assert [(r.triangles, r.edges) for r in reps] == exp
+    assert [c for c, _ in exp][:5] == [1, 1, 1, 1, 1] and exp[5][0] == 0
+    # 1-2 at t = 8 extends a live edge; 2-3 at t = 12 comes after it expired (a re-birth)
+    assert [(r.extensions, r.births) for r in reps][4:] == [(1, 0), (0, 0), (0, 1)]
+
+
+def test_late_arrival_refused_state_unchanged():
+    sw = SlidingWindow(window="2h", step="1h")
+    sw.push({"src": [1, 2, 3], "dst": [2, 3, 1], "time": [0, 10, 3700]})  # closes step 1
+    before = (sw.count(), sw.steps_closed, sw.num_edges)
+    with pytest.raises(InputError) as ei:
+        sw.push({"src": [5, 4], "dst": [6, 1], "time": [3700, 3599]})
+    assert ei.value.row == 1 and ei.value.column == "time"
+    assert (sw.count(), sw.steps_closed, sw.num_edges) == before
+    with pytest.raises(InputError):
+        sw.push({"src": [1], "dst": [2]})  # no time column
+    reps = sw.close()
+    assert [r.triangles for r in reps] == [1]
+    early = SlidingWindow(window=10, step=5, start=100)
+    with pytest.raises(InputError, match="before the window's start 100") as ei:
+        early.push({"src": [1, 2], "dst": [2, 3], "time": [100, 99]})
+    assert ei.value.row == 1 and early.close() == []
+
+
+def test_parse_span():
+    assert parse_span("30d") == 30 * DAY and parse_span(" 12h ") == 43_200
+    assert parse_span("3600") == 3600 and parse_span("2w") == 14 * DAY
+    for bad in ("0", "-3d", "1.5h", "3y", "", "d"):
+        with pytest.raises(InputError):
+            parse_span(bad)
+
+
+SNAP = [("CollegeMsg.txt.gz", None), ("email-Eu-core-temporal.txt.gz", 120_000),
+        ("sx-mathoverflow.txt.gz", 80_000)]
+
+
+@pytest.mark.parametrize("name,rows", SNAP)
+def test_snap_30_day_window_every_step(data_dir, name, rows):
+    el = read_edges(data_dir / name)
+    s, d, t = el.src[:rows], el.dst[:rows], el.time[:rows]
+    sw, reps = run_online(s, d, t, "30d", "1d", chunks=7)
+    t0 = int(t.min())
+
+    def count(edges):
+        if not edges:
+            return 0
+        a, b = map(np.array, zip(*edges))
+        return count_triangles_arrays(a, b)
+
+    K = (int(t.max()) - t0) // DAY + 1
+    assert len(reps) == K
+    for k in range(1, K + 1):
+        e = window_edges(s, d, t, t0 + k * DAY - 30 * DAY, t0 + k * DAY)
+        assert (reps[k - 1].triangles, reps[k - 1].edges) == (count(e), len(e)), (name, k)
+    # networkx on a few steps (an oracle independent of gpu_ivm)
+    for k in (K // 3, 2 * K // 3, K):
+        g = nx.Graph(list(window_edges(s, d, t, t0 + k * DAY - 30 * DAY, t0 + k * DAY)))
+        assert reps[k - 1].triangles == sum(nx.triangles(g).values()) // 3
+    from gpu_ivm.window_offline import offline_counts
+
+    off = offline_counts(s, d, t, window="30d", step="1d")
+    assert off.triangles.tolist() == [r.triangles for r in reps]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_snapshot_restore_mid_stream(tmp_path, seed):
+    from gpu_ivm.snapshot import SnapshotError
+
+    rng = np.random.default_rng(100 + seed)
+    n = 200
+    keys = np.array([f"v{i}" for i in range(9)], dtype=object) if seed % 2 else np.arange(9)
+    src, dst = keys[rng.integers(0, 9, n)], keys[rng.integers(0, 9, n)]
+    t = np.sort(rng.integers(0, 300, n))
+    window, step = int(rng.integers(5, 60)), int(rng.integers(1, 20))
+    cut = int(rng.integers(10, n - 10))
+    sw = SlidingWindow(window=window, step=step)
+    first = sw.push({"src": src[:cut], "dst": dst[:cut], "time": t[:cut]})
+    sw.snapshot(tmp_path / "w")
+    r = SlidingWindow.restore(tmp_path / "w")
+    assert (r.count(), r.steps_closed, r.num_edges) == (sw.count(), sw.steps_closed,
+                                                          sw.num_edges)
+    rest = {"src": src[cut:], "dst": dst[cut:], "time": t[cut:]}
+    a = [(x.step, x.triangles, x.edges) for x in sw.push(rest) + sw.close()]
+    b = [(x.step, x.triangles, x.edges) for x in r.push(rest) + r.close()]
+    assert a == b
+    exp = oracle_counts(src, dst, t, int(t.min()), window, step)
+    assert [(x.triangles, x.edges) for x in first] + [x[1:] for x in a] == exp
+    p = tmp_path / "w" / "edges.arrow"
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    p.write_bytes(bytes(data))
+    with pytest.raises(SnapshotError):
+        SlidingWindow.restore(tmp_path / "w")
