@@ -22,6 +22,12 @@ import os as _os
 # measurements. Passive waiting costs microseconds per kernel. Set before any kernel runs.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Compiled kernels are cached in a folder keyed by their sources (see kernel_cache): Numba's own
+# check misses changes in the modules a kernel calls. Set before any kernel is defined.
+from .kernel_cache import configure as _configure_kernel_cache
+
+_configure_kernel_cache()
+
 from .backend import Backend, get_backend
 from .engine import BatchReport
 from .errors import (
