@@ -9,9 +9,10 @@
 
 from __future__ import annotations
 
+from .engine import Engine, UnsupportedQueryError
 from .oracle import access, evaluate, total
 from .planner import Plan, plan
 from .syntax import Atom, Query, QuerySyntaxError, parse_query
 
-__all__ = ["Atom", "Plan", "Query", "QuerySyntaxError", "access", "evaluate", "parse_query",
-           "plan", "total"]
+__all__ = ["Atom", "Engine", "Plan", "Query", "QuerySyntaxError", "UnsupportedQueryError",
+           "access", "evaluate", "parse_query", "plan", "total"]
