@@ -7,7 +7,6 @@ request are compared with gpu_ivm.cq.oracle (nested loops, independent code).
 
 from __future__ import annotations
 
-import copy
 import itertools
 import random
 
@@ -125,8 +124,9 @@ def run_stream(query: str, seed: int, batches: int = 6) -> None:
     domain = [0, 1, 2, 3]
     db = random_db(rng, q.schemas, domain, rng.randint(0, 8))
     eng = Engine(query)
-    eng.load(**{r: table(rel, q.schemas[r], mult=rng.random() < 0.5 or q.schemas[r] == 0) if rel else
-                {f"c{j}": [] for j in range(q.schemas[r])} for r, rel in db.items()})
+    eng.load(**{r: table(rel, q.schemas[r], mult=rng.random() < 0.5 or q.schemas[r] == 0)
+                if rel else {f"c{j}": [] for j in range(q.schemas[r])}
+                for r, rel in db.items()})
     check(eng, query, db, domain)
     for _ in range(batches):
         batch = random_batch(rng, db, q.schemas, domain)
