@@ -106,6 +106,43 @@ def dense_ids(keys: np.ndarray) -> np.ndarray:
     return ids
 
 
+def pack(*arrays: np.ndarray) -> list[np.ndarray] | None:
+    """Order-preserving packing of the rows of same-width int64 key arrays into one int64
+    each (first column most significant), or None when the value ranges need over 62 bits.
+
+    >>> [p.tolist() for p in pack(np.array([[5, 1], [5, 3]]), np.array([[6, 1]]))]
+    [[0, 2], [4]]
+    """
+    k = arrays[0].shape[1]
+    nonempty = [a for a in arrays if len(a)]
+    if not nonempty or k == 0:
+        return [np.zeros(len(a), dtype=np.int64) for a in arrays]
+    lo = np.min([a.min(axis=0) for a in nonempty], axis=0)
+    hi = np.max([a.max(axis=0) for a in nonempty], axis=0)
+    spans = [int(h) - int(l) for l, h in zip(lo, hi)]
+    bits = [max(1, s.bit_length()) for s in spans]
+    if sum(bits) > 62:
+        return None
+    out = []
+    for a in arrays:
+        p = np.zeros(len(a), dtype=np.int64)
+        for c in range(k):
+            p = (p << bits[c]) | (a[:, c] - lo[c])
+        out.append(p)
+    return out
+
+
+def checked_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Element-wise int64 sum; raises IntegerOverflowError instead of wrapping."""
+    with np.errstate(over="ignore"):
+        s = x + y
+    bad = ((x >= 0) == (y >= 0)) & ((s >= 0) != (x >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        _exact_check([int(x[i]) + int(y[i])])
+    return s
+
+
 @dataclass(frozen=True)
 class ZRel:
     """A consolidated Z-relation: unique sorted keys, non-zero int64 multiplicities."""
@@ -137,8 +174,23 @@ class ZRel:
     def merge(self, delta: ZRel) -> ZRel:
         """``self + delta`` (same variables, any column order)."""
         d = delta.reorder(self.vars)
-        return consolidate(self.vars, np.concatenate([self.keys, d.keys]),
-                           np.concatenate([self.mult, d.mult]))
+        packed = pack(self.keys, d.keys) if len(d) * 8 < len(self) else None
+        if packed is None:
+            return consolidate(self.vars, np.concatenate([self.keys, d.keys]),
+                               np.concatenate([self.mult, d.mult]))
+        ps, pd = packed  # both sorted: keys are sorted lexicographically and unique
+        pos = np.searchsorted(ps, pd)
+        hit = pos < len(ps)
+        hit[hit] = ps[pos[hit]] == pd[hit]
+        mult = self.mult.copy()
+        mult[pos[hit]] = checked_add(mult[pos[hit]], d.mult[hit])
+        miss = ~hit
+        keys = np.insert(self.keys, pos[miss], d.keys[miss], axis=0)
+        mult = np.insert(mult, pos[miss], d.mult[miss])
+        nz = mult != 0
+        if not nz.all():
+            keys, mult = keys[nz], mult[nz]
+        return ZRel(self.vars, np.ascontiguousarray(keys), mult)
 
     def support(self) -> ZRel:
         """The same keys with multiplicity 1."""
@@ -150,9 +202,16 @@ class ZRel:
         extra = [v for v in other.vars if v not in self.vars]
         a_sh = self.keys[:, [self.vars.index(v) for v in shared]]
         b_sh = other.keys[:, [other.vars.index(v) for v in shared]]
-        ids = dense_ids(np.concatenate([a_sh, b_sh]))
-        ida, idb = ids[:len(self)], ids[len(self):]
-        order = np.argsort(idb, kind="stable")
+        packed = pack(a_sh, b_sh)
+        if packed is None:
+            ids = dense_ids(np.concatenate([a_sh, b_sh]))
+            ida, idb = ids[:len(self)], ids[len(self):]
+        else:
+            ida, idb = packed
+        if tuple(shared) == other.vars[:len(shared)] or not len(shared):
+            order = np.arange(len(other))  # other is sorted by its leading columns already
+        else:
+            order = np.argsort(idb, kind="stable")
         sb = idb[order]
         lo = np.searchsorted(sb, ida, "left")
         cnt = np.searchsorted(sb, ida, "right") - lo
