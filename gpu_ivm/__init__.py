@@ -22,6 +22,7 @@ import os as _os
 # measurements. Passive waiting costs microseconds per kernel. Set before any kernel runs.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from . import cq
 from .backend import Backend, get_backend
 from .engine import BatchReport
 from .errors import (
@@ -59,6 +60,7 @@ __all__ = [
     "ResourceLimitError",
     "SnapshotError",
     "count_triangles",
+    "cq",
     "edge_triangle_counts",
     "list_triangles",
     "vertex_triangle_counts",
