@@ -238,3 +238,23 @@ def test_request_table_types():
     out = eng.request(pa.table({"A": pa.array([6, 5, 6], pa.int16())}))
     assert out.column_names == ["request", "B", "mult"]
     assert out.to_pydict() == {"request": [0, 1, 1, 2], "B": [3, 1, 2, 3], "mult": [1] * 4}
+
+
+@pytest.mark.parametrize("query", ["Q(B,C | A) = R(A,B), S(A,C)", "Q(C | A) = R(A,B), S(B,C)",
+                                   "Q(A | ) = R(A,B), S(B)"])
+def test_larger_relations_small_batches(query):
+    """Batches much smaller than the views take the packed searchsorted/insert merge path."""
+    rng = random.Random(11)
+    q = parse_query(query)
+    domain = list(range(25))
+    db = random_db(rng, q.schemas, domain, 300)
+    eng = Engine(query)
+    eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})
+    check(eng, query, db, domain)
+    for _ in range(5):
+        batch = random_batch(rng, db, q.schemas, domain)
+        eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
+        for r, d in batch.items():
+            for t, m in d.items():
+                db[r][t] = db[r].get(t, 0) + m
+        check(eng, query, db, domain)
