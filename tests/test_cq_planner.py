@@ -91,6 +91,21 @@ def test_fracture_shapes(text, comps):
     assert sorted(map(sorted, got)) == sorted(map(sorted, comps))
 
 
+@pytest.mark.parametrize("text, connex", [
+    # textbook cases (Bagan, Durand, Grandjean 2007): the 2-path projected on its ends is not
+    # free-connex, on one edge it is; a non-hierarchical path can still be free-connex
+    ("Q(A,C | ) = R(A,B), S(B,C)", False),
+    ("Q(A,B | ) = R(A,B), S(B,C)", True),
+    ("Q( | ) = R(A,B), S(B,C)", True),
+    ("Q(A | ) = R(A,B), S(B)", True),
+    ("Q(A,D | ) = R(A,B), S(B,C), T(C,D)", False),
+    ("Q(A,B,C,D | ) = R(A,B), S(B,C), T(C,D)", True),
+    ("Q( | ) = R(A,B), S(B,C), T(C,A)", False),
+])
+def test_free_connex(text, connex):
+    assert [p.free_connex for p in plan(text).parts] == [connex]
+
+
 def test_explain_mentions_the_parts():
     text = plan("Q(C,D | E) = " + RST).explain()
     assert "access-top VO  E[C[D[A[" in text            # Ex. 5.6 tree 1: E above C, D above A

@@ -338,8 +338,8 @@ class Plan:
             lines.append(f"  [{k}] {c}   inputs {{{', '.join(c.inputs)}}} outputs "
                          f"{{{', '.join(c.outputs)}}}")
             if not p.hierarchical:
-                lines.append("      not hierarchical (widths need the general VO search, "
-                             "not implemented)")
+                lines.append(f"      not hierarchical; free-connex {p.free_connex} (widths "
+                             "need the general VO search, not implemented)")
                 continue
             lines.append(f"      hierarchical; free-dominant {p.free_dominant}; input-dominant "
                          f"{p.input_dominant}; free-connex {p.free_connex}; canonical VO "
@@ -388,12 +388,11 @@ def plan(query: str | Query) -> Plan:
     comps = fracture(q)
     parts = []
     for c in comps:
-        p = ComponentPlan(c, is_hierarchical(c))
+        p = ComponentPlan(c, is_hierarchical(c), free_connex=is_free_connex(c))
         if p.hierarchical:
             free = set(q.inputs) | set(q.outputs)
             p.free_dominant = dominance_ok(c, free, free)
             p.input_dominant = dominance_ok(c, set(q.inputs), set(q.inputs))
-            p.free_connex = is_free_connex(c)
             p.canonical = canonical_vo(c)
             p.access = [acc_top(r, c) for r in p.canonical]
             p.canonical_access_top = is_access_top(p.canonical, c)
