@@ -8,6 +8,7 @@ width definitions on the ACC-TOP variable order, Prop. 5.4 and 5.27).
 from __future__ import annotations
 
 import random
+from fractions import Fraction
 
 import pytest
 
@@ -19,6 +20,7 @@ from gpu_ivm.cq.planner import (
     is_hierarchical,
     vo_widths,
 )
+from gpu_ivm.cq.widths import min_static_width, rho_star
 
 RST = "R(A,B,C), S(A,B,D), T(A,E)"
 
@@ -101,9 +103,34 @@ def test_fracture_shapes(text, comps):
     ("Q(A,D | ) = R(A,B), S(B,C), T(C,D)", False),
     ("Q(A,B,C,D | ) = R(A,B), S(B,C), T(C,D)", True),
     ("Q( | ) = R(A,B), S(B,C), T(C,A)", False),
+    ("Q(A,B,C | ) = R(A,B), S(B,C), T(C,A)", False),      # cyclic, so not free-connex
 ])
 def test_free_connex(text, connex):
     assert [p.free_connex for p in plan(text).parts] == [connex]
+
+
+@pytest.mark.parametrize("text, w", [
+    ("Q(B,C | A) = R(A,B), S(B,C), T(C,A)", Fraction(3, 2)),   # Ex. 3.3 / O6
+    ("Q( | ) = R(A,B), S(B,C), T(C,A)", Fraction(3, 2)),        # AGM bound of the triangle
+    ("Q( | ) = R(A,B), S(B,C), T(C,D), U(D,A)", Fraction(2)),   # fhtw of the 4-cycle
+])
+def test_non_hierarchical_static_width(text, w):
+    assert [p.w for p in plan(text).parts] == [w]
+    assert plan(text).w is None and plan(text).cls == "other"
+
+
+def test_rho_star_matches_scipy_linprog():
+    linprog = pytest.importorskip("scipy.optimize").linprog
+    rng = random.Random(4)
+    for _ in range(150):
+        vs = "ABCDE"[:rng.randint(1, 5)]
+        edges = [set(rng.sample(vs, rng.randint(1, len(vs)))) for _ in range(rng.randint(1, 5))]
+        covered = sorted(set().union(*edges))
+        target = set(rng.sample(covered, rng.randint(1, len(covered))))
+        es = [e for e in edges if e & target]
+        res = linprog([1] * len(es), A_ub=[[-int(v in e) for e in es] for v in sorted(target)],
+                      b_ub=[-1] * len(target), bounds=[(0, None)] * len(es))
+        assert abs(float(rho_star(target, edges)) - res.fun) < 1e-9
 
 
 def test_explain_mentions_the_parts():
@@ -157,4 +184,7 @@ def test_definitions_agree_on_random_queries():
             # Prop. 5.4: ACC-TOP reaches the closed-form widths; Prop. 5.27: δ ∈ {w-1, w}
             assert vo_widths(part.access, c) == (part.w, part.delta), text
             assert part.delta in (part.w - 1, part.w), text
+            # Def. 4.12 by search over access-top VOs agrees with the closed form
+            if len(c.variables) <= 5:
+                assert min_static_width(c) == part.w, text
     assert n_hier > 200

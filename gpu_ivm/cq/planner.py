@@ -264,9 +264,10 @@ def is_access_top(roots: list[VONode], comp: Component) -> bool:
     return True
 
 
-def is_free_connex(comp: Component) -> bool:
-    """GYO: the atoms plus one hyperedge of all free variables are α-acyclic."""
-    edges = [set(a.variables) for a in comp.atoms] + [set(comp.inputs + comp.outputs)]
+def is_alpha_acyclic(edges: list[set[str]]) -> bool:
+    """GYO reduction: drop variables in one edge only and edges inside another; acyclic iff
+    nothing is left."""
+    edges = [set(e) for e in edges]
     changed = True
     while changed:
         changed = False
@@ -281,6 +282,13 @@ def is_free_connex(comp: Component) -> bool:
                 changed = True
                 break
     return all(not e for e in edges)
+
+
+def is_free_connex(comp: Component) -> bool:
+    """α-acyclic, and still α-acyclic with one more hyperedge of all free variables."""
+    edges = [set(a.variables) for a in comp.atoms]
+    return is_alpha_acyclic(edges) and is_alpha_acyclic(
+        edges + [set(comp.inputs + comp.outputs)])
 
 
 def render_vo(node: VONode, comp: Component) -> str:
@@ -300,7 +308,7 @@ class ComponentPlan:
     canonical: list[VONode] | None = None
     access: list[VONode] | None = None
     canonical_access_top: bool | None = None
-    w: int | None = None
+    w: int | Fraction | None = None     # for a non-hierarchical component: by VO search
     delta: int | None = None
 
 
@@ -338,8 +346,10 @@ class Plan:
             lines.append(f"  [{k}] {c}   inputs {{{', '.join(c.inputs)}}} outputs "
                          f"{{{', '.join(c.outputs)}}}")
             if not p.hierarchical:
-                lines.append(f"      not hierarchical; free-connex {p.free_connex} (widths "
-                             "need the general VO search, not implemented)")
+                ws = "more than 6 variables" if p.w is None else f"w = {p.w}"
+                lines.append(f"      not hierarchical; free-connex {p.free_connex}; {ws} (min "
+                             "over access-top VOs); delta not computed (needs indicator "
+                             "projections)")
                 continue
             lines.append(f"      hierarchical; free-dominant {p.free_dominant}; input-dominant "
                          f"{p.input_dominant}; free-connex {p.free_connex}; canonical VO "
@@ -389,7 +399,11 @@ def plan(query: str | Query) -> Plan:
     parts = []
     for c in comps:
         p = ComponentPlan(c, is_hierarchical(c), free_connex=is_free_connex(c))
-        if p.hierarchical:
+        if not p.hierarchical:
+            from .widths import min_static_width
+
+            p.w = min_static_width(c)
+        else:
             free = set(q.inputs) | set(q.outputs)
             p.free_dominant = dominance_ok(c, free, free)
             p.input_dominant = dominance_ok(c, set(q.inputs), set(q.inputs))
@@ -410,6 +424,6 @@ def plan(query: str | Query) -> Plan:
     else:
         w = delta = None
         cls = "other"
-        strategy = ("not hierarchical: needs a VO search with indicator projections "
-                    "(Chapter 4) - not implemented; the Engine refuses this query")
+        strategy = ("not hierarchical: view trees with indicator projections (GYO*, "
+                    "Chapter 4) are not implemented; the Engine refuses this query")
     return Plan(q, comps, parts, cls, w, delta, strategy)
