@@ -73,10 +73,19 @@ FIXED = [
     "Q(B | A) = E(A,B), E(B,C)",
     "Q(A,B | ) = E(A,B), E(A,C), F(A,A)",
     "Q(A | ) = R(A,B), Z()",
+    # non-hierarchical: view trees without indicator projections
+    f"Q(B,C | A) = {TRIANGLE}",
+    f"Q( | ) = {TRIANGLE}",
+    f"Q(A,B,C | ) = {TRIANGLE}",
+    f"Q(C | A,B) = {TRIANGLE}",
+    "Q(A,D | ) = R(A,B), S(B,C), T(C,D)",
+    "Q( | ) = R(A,B), S(B,C), T(C,D), U(D,A)",
+    "Q(A,C | ) = E(A,B), E(B,C), E(C,A)",
 ]
 
 
-def random_hierarchical(rng: random.Random, cqap0: bool) -> str:
+def random_query(rng: random.Random, kind: str) -> str:
+    """kind: 'cqap0', 'hierarchical' (δ > 0) or 'cyclic' (non-hierarchical fracture)."""
     while True:
         nvars = rng.randint(1, 4)
         vs = [chr(ord("A") + i) for i in range(nvars)]
@@ -94,7 +103,8 @@ def random_hierarchical(rng: random.Random, cqap0: bool) -> str:
                 f"{','.join(v for v in used if roles[v] == 'i')}) = "
                 + ", ".join(f"{r}({','.join(a)})" for r, a in atoms))
         p = plan(text)
-        if p.w is not None and (p.delta == 0) == cqap0:
+        got = ("cyclic" if p.w is None else "cqap0" if p.delta == 0 else "hierarchical")
+        if got == kind:
             return text
 
 
@@ -145,10 +155,11 @@ def test_fixed_queries_random_streams(query):
         run_stream(query, seed)
 
 
-def test_random_hierarchical_queries_random_streams():
+def test_random_queries_random_streams():
     rng = random.Random(2026)
-    for k in range(40):
-        run_stream(random_hierarchical(rng, cqap0=k % 2 == 0), seed=k, batches=4)
+    for k in range(60):
+        run_stream(random_query(rng, ("cqap0", "hierarchical", "cyclic")[k % 3]), seed=k,
+                   batches=4)
 
 
 def test_o2_views_and_answers():
@@ -216,8 +227,8 @@ def test_refusals_leave_state_untouched():
         eng.request({"B": [1]})
     with pytest.raises(InputError):
         Engine(q, relations={"R": ["a"]})
-    with pytest.raises(UnsupportedQueryError):
-        Engine(f"Q(B,C | A) = {TRIANGLE}")
+    with pytest.raises(UnsupportedQueryError):    # a 7-cycle: no VO search above 6 variables
+        Engine("Q( | ) = R(A,B), S(B,C), T(C,D), U(D,E), V(E,F), W(F,G), X(G,A)")
 
 
 def test_int64_overflow_is_refused():

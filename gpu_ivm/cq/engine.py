@@ -103,10 +103,10 @@ class Engine:
     def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None):
         self.plan = plan(query)
         self.query: Query = self.plan.query
-        if self.plan.w is None:
+        if any(part.access is None for part in self.plan.parts):
             raise UnsupportedQueryError(
-                f"query {self.query} has a non-hierarchical fracture; the engine supports "
-                "hierarchical fractures only so far (see explain())")
+                f"query {self.query} has a non-hierarchical fracture component with more "
+                "than 6 variables; no variable order is searched for it (see explain())")
         self.schemas = self.query.schemas
         self.columns: dict[str, list[str] | None] = {r: None for r in self.schemas}
         for name, cols in (relations or {}).items():

@@ -350,6 +350,12 @@ class Plan:
                 lines.append(f"      not hierarchical; free-connex {p.free_connex}; {ws} (min "
                              "over access-top VOs); delta not computed (needs indicator "
                              "projections)")
+                if p.access is None:
+                    continue
+                lines.append("      access-top VO  " + "; ".join(render_vo(r, c)
+                                                             for r in p.access))
+                lines.append("      view tree (eps = 1, no indicator projections):")
+                lines += ["        " + s for s in view_tree_lines(p.access, c)]
                 continue
             lines.append(f"      hierarchical; free-dominant {p.free_dominant}; input-dominant "
                          f"{p.input_dominant}; free-connex {p.free_connex}; canonical VO "
@@ -400,9 +406,12 @@ def plan(query: str | Query) -> Plan:
     for c in comps:
         p = ComponentPlan(c, is_hierarchical(c), free_connex=is_free_connex(c))
         if not p.hierarchical:
-            from .widths import min_static_width
+            from .widths import best_order, order_to_vo
 
-            p.w = min_static_width(c)
+            best = best_order(c)
+            if best is not None:
+                p.w, parent = best
+                p.access = order_to_vo(parent, c)
         else:
             free = set(q.inputs) | set(q.outputs)
             p.free_dominant = dominance_ok(c, free, free)
@@ -424,6 +433,11 @@ def plan(query: str | Query) -> Plan:
     else:
         w = delta = None
         cls = "other"
-        strategy = ("not hierarchical: view trees with indicator projections (GYO*, "
-                    "Chapter 4) are not implemented; the Engine refuses this query")
+        if all(p.access is not None for p in parts):
+            strategy = ("view trees over access-top VOs of least static width, eps = 1, "
+                        "without indicator projections (GYO*, Chapter 4, not implemented): "
+                        "exact, but a view can cost more than N^w to build and update")
+        else:
+            strategy = ("not hierarchical with a component of more than 6 variables: no "
+                        "variable order searched; the Engine refuses this query")
     return Plan(q, comps, parts, cls, w, delta, strategy)

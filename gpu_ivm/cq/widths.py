@@ -21,7 +21,7 @@ import itertools
 from fractions import Fraction
 from functools import lru_cache
 
-__all__ = ["access_top_orders", "min_static_width", "rho_star"]
+__all__ = ["access_top_orders", "best_order", "min_static_width", "order_to_vo", "rho_star"]
 
 MAX_VARIABLES = 6
 
@@ -136,13 +136,43 @@ def _bags(parent: dict, comp) -> list[set[str]]:
     return out
 
 
-def min_static_width(comp) -> Fraction | None:
-    """min over access-top VOs of max ρ*(bag); None above MAX_VARIABLES variables."""
+def best_order(comp) -> tuple[Fraction, dict] | None:
+    """(w, parent map) of an access-top VO of least static width; None above
+    MAX_VARIABLES variables."""
     if len(comp.variables) > MAX_VARIABLES:
         return None
     edges = [set(a.variables) for a in comp.atoms]
     best = None
     for parent in access_top_orders(comp):
         w = max([rho_star(b, edges) for b in _bags(parent, comp)] + [Fraction(1)])
-        best = w if best is None or w < best else best
+        if best is None or w < best[0]:
+            best = (w, parent)
     return best
+
+
+def min_static_width(comp) -> Fraction | None:
+    """min over access-top VOs of max ρ*(bag); None above MAX_VARIABLES variables."""
+    best = best_order(comp)
+    return None if best is None else best[0]
+
+
+def order_to_vo(parent: dict, comp) -> list:
+    """The VONode forest of a parent map, each atom under its deepest variable."""
+    from .planner import VONode
+
+    nodes = {v: VONode(v) for v in parent}
+    roots = []
+    for v in sorted(parent, key=comp.variables.index):
+        (nodes[parent[v]].children if parent[v] is not None else roots).append(nodes[v])
+
+    def depth(v):
+        d = 0
+        while parent[v] is not None:
+            v, d = parent[v], d + 1
+        return d
+
+    for i in comp.atom_ids:
+        vs = comp.query.atoms[i].variables
+        if vs:
+            nodes[max(vs, key=depth)].atoms.append(i)
+    return roots
