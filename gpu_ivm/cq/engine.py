@@ -1,10 +1,13 @@
-"""Batched view-tree maintenance of a CQAP with a hierarchical fracture, eps = 1.
+"""Batched view-tree maintenance of a CQAP, eps = 1.
 
-One view tree per fracture component, built by τ (thesis Fig. 4.2) over the ACC-TOP variable
+One view tree per fracture component, built by τ (thesis Fig. 4.2) over an access-top variable
 order: at each variable X a view ``V_X`` over ``bag(X) = dep(X) + X`` that joins X's atoms and
-its children's marginals ``V'_Y = Σ_Y V_Y``. For CQAP_0 queries every update step is a
-lookup-join (O(1) per delta tuple, Thm 3.11a); for other hierarchical queries the delta joins
-expand (O(N^δ) per delta tuple, Thm 3.4). A batch is applied one relation at a time, one atom
+its children's marginals ``V'_Y = Σ_Y V_Y``. Hierarchical components use the ACC-TOP order:
+for CQAP_0 queries every update step is a lookup-join (O(1) per delta tuple, Thm 3.11a), for
+other hierarchical queries the delta joins expand (O(N^δ) per delta tuple, Thm 3.4).
+Non-hierarchical components (up to 6 variables) use the access-top order of least static
+width found by :mod:`gpu_ivm.cq.widths`, without indicator projections: exact, but a view may
+exceed the thesis's O(N^w) size. A batch is applied one relation at a time, one atom
 occurrence at a time (self-joins included), each step seeing the state left by the previous
 one, which is the product rule without δR ⋈ δS cross terms.
 
