@@ -28,6 +28,7 @@ from .kernel_cache import configure as _configure_kernel_cache
 
 _configure_kernel_cache()
 
+from . import cq
 from .backend import Backend, get_backend
 from .engine import BatchReport
 from .errors import (
@@ -67,6 +68,7 @@ __all__ = [
     "SlidingWindow",
     "SnapshotError",
     "count_triangles",
+    "cq",
     "edge_triangle_counts",
     "list_triangles",
     "vertex_triangle_counts",

@@ -724,6 +724,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .spark_glue.cli import add_parser as add_spark_replay
 
     add_spark_replay(sub)
+    from .cq.cli import add_parser as add_query
+    add_query(sub)
     return p
 
 

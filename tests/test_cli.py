@@ -424,7 +424,7 @@ def walk_parsers(parser, name="gpu-ivm"):
 def test_every_option_has_help_and_no_rst_markup():
     parsers = list(walk_parsers(build_parser()))
     assert {n for n, _ in parsers} == {"gpu-ivm", "gpu-ivm count", "gpu-ivm replay",
-                                       "gpu-ivm demo", "gpu-ivm spark-replay"}
+                                       "gpu-ivm demo", "gpu-ivm spark-replay", "gpu-ivm query"}
     for name, parser in parsers:
         for a in parser._actions:
             if isinstance(a, argparse._SubParsersAction):

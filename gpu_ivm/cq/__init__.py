@@ -1,0 +1,18 @@
+"""Conjunctive queries with free access patterns (CQAP), Zhang's thesis, batched.
+
+``Q(outputs | inputs) = R(A,B), S(B,C)``: see docs/queries-cq.md.
+
+>>> from gpu_ivm import cq
+>>> cq.plan("Q(B,C,D,E | A) = R(A,B,C), S(A,B,D), T(A,E)").cls
+'CQAP_0'
+"""
+
+from __future__ import annotations
+
+from .engine import Engine, UnsupportedQueryError
+from .oracle import access, evaluate, total
+from .planner import Plan, plan
+from .syntax import Atom, Query, QuerySyntaxError, parse_query
+
+__all__ = ["Atom", "Engine", "Plan", "Query", "QuerySyntaxError", "UnsupportedQueryError",
+           "access", "evaluate", "parse_query", "plan", "total"]

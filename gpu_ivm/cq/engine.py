@@ -1,0 +1,350 @@
+"""Batched view-tree maintenance of a CQAP, eps = 1.
+
+One view tree per fracture component, built by τ (thesis Fig. 4.2) over an access-top variable
+order: at each variable X a view ``V_X`` over ``bag(X) = dep(X) + X`` that joins X's atoms and
+its children's marginals ``V'_Y = Σ_Y V_Y``. Hierarchical components use the ACC-TOP order:
+for CQAP_0 queries every update step is a lookup-join (O(1) per delta tuple, Thm 3.11a), for
+other hierarchical queries the delta joins expand (O(N^δ) per delta tuple, Thm 3.4).
+Non-hierarchical components (up to 6 variables) use the access-top order of least static
+width found by :mod:`gpu_ivm.cq.widths`, without indicator projections: exact, but a view may
+exceed the thesis's O(N^w) size. A batch is applied one relation at a time, one atom
+occurrence at a time (self-joins included), each step seeing the state left by the previous
+one, which is the product rule without δR ⋈ δS cross terms.
+
+Requests walk the free part of the access-top order: inputs filter, outputs expand through the
+views' supports, and the multiplicity of each answer is the product of the views at the
+boundary of the free part (COMPUTEM, Fig. 4.10). Components combine per request as a Cartesian
+product.
+
+Base multiplicities must stay non-negative (digest §0 item 10: with mixed signs a view entry
+can cancel to 0 and hide answers); a batch that would make one negative is refused whole.
+
+>>> eng = Engine("Q(B,C | A) = R(A,B), S(B,C)")
+>>> eng.load(R={"a": [1, 1, 2], "b": [10, 11, 10]}, S={"b": [10, 10, 11], "c": [5, 6, 5]})
+>>> eng.count()
+5
+>>> eng.request({"A": [1, 3]}).to_pydict()
+{'request': [0, 0, 0], 'B': [10, 10, 11], 'C': [5, 6, 5], 'mult': [1, 1, 1]}
+>>> eng.apply({"S": {"b": [10], "c": [5], "mult": [-1]}})
+>>> eng.count(), eng.request({"A": [2]}).to_pydict()["C"]
+(3, [6])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from .planner import VONode, dep_sets, plan
+from .syntax import Query
+from .tables import int_columns
+from .zrel import ZRel, checked_total, consolidate, empty
+
+__all__ = ["Engine", "UnsupportedQueryError"]
+
+REQ = "#request"
+
+
+class UnsupportedQueryError(InputError):
+    """The query parses but this engine cannot maintain it yet (e.g. not hierarchical)."""
+
+
+@dataclass
+class _Node:
+    var: str
+    dep: tuple[str, ...]
+    children: list[_Node] = field(default_factory=list)
+    atoms: list[int] = field(default_factory=list)
+    parent: _Node | None = None
+
+    @property
+    def bag(self) -> tuple[str, ...]:
+        return (*self.dep, self.var)
+
+    def walk(self):
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+@dataclass
+class _Component:
+    roots: list[_Node]
+    atom_ids: list[int]          # all atoms of the component
+    nullary: list[int]           # atoms without variables (each its own component)
+    inputs: list[str]
+    outputs: list[str]
+    home: dict[int, _Node]       # atom index -> the node it hangs under
+
+
+def _convert(roots: list[VONode], comp) -> list[_Node]:
+    dep = dep_sets(roots, comp)
+
+    def rec(v: VONode, parent):
+        n = _Node(v.var, tuple(dep[v.var]), atoms=list(v.atoms), parent=parent)
+        n.children = [rec(c, n) for c in v.children]
+        return n
+
+    return [rec(r, None) for r in roots]
+
+
+class Engine:
+    """Maintain ``query`` under batches of inserts and deletes; answer access requests.
+
+    Parameters
+    ----------
+    query : str or Query
+        ``Q(outputs | inputs) = atoms`` (see :mod:`gpu_ivm.cq.syntax`).
+    relations : mapping, optional
+        Relation name -> column names to read from its tables, in atom-argument order. Without
+        it a table's columns other than ``mult`` are taken in their order.
+    """
+
+    def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None):
+        self.plan = plan(query)
+        self.query: Query = self.plan.query
+        if any(part.access is None for part in self.plan.parts):
+            raise UnsupportedQueryError(
+                f"query {self.query} has a non-hierarchical fracture component with more "
+                "than 6 variables; no variable order is searched for it (see explain())")
+        self.schemas = self.query.schemas
+        self.columns: dict[str, list[str] | None] = {r: None for r in self.schemas}
+        for name, cols in (relations or {}).items():
+            if name not in self.schemas:
+                raise InputError(f"relation {name} does not occur in the query")
+            cols = list(cols)
+            if len(cols) != self.schemas[name]:
+                raise InputError(f"relation {name} has arity {self.schemas[name]} in the "
+                                 f"query but {len(cols)} columns are named: {cols}")
+            self.columns[name] = cols
+        self.components: list[_Component] = []
+        for part in self.plan.parts:
+            comp = part.comp
+            roots = _convert(part.access, comp)
+            home = {i: n for r in roots for n in r.walk() for i in n.atoms}
+            nullary = [i for i in comp.atom_ids if not self.query.atoms[i].variables]
+            self.components.append(_Component(roots, list(comp.atom_ids), nullary,
+                                              comp.inputs, comp.outputs, home))
+        self.base: dict[str, ZRel] = {
+            r: empty(tuple(f"c{k}" for k in range(a))) for r, a in self.schemas.items()}
+        self.views: dict[tuple, ZRel] = {}
+        self._rebuild()
+
+    # ----------------------------------------------------------------------------- reading
+    def _read(self, name: str, table, need_mult: bool) -> ZRel:
+        if name not in self.schemas:
+            raise InputError(f"relation {name} does not occur in the query "
+                             f"(relations: {', '.join(self.schemas)})")
+        what = f"relation {name}"
+        cols = int_columns(table, what)
+        if need_mult and "mult" not in cols:
+            raise InputError(f"{what}: a batch needs a 'mult' column (+k inserts, -k deletes)",
+                             column="mult")
+        names = self.columns[name]
+        if names is None:
+            names = [c for c in cols if c != "mult"]
+            if len(names) != self.schemas[name]:
+                raise InputError(f"{what} has arity {self.schemas[name]} in the query but the "
+                                 f"table has {len(names)} value columns: {names}")
+        for c in names:
+            if c not in cols:
+                raise InputError(f"{what}: missing column {c!r}", column=c)
+        n = len(next(iter(cols.values()))) if cols else 0
+        keys = np.stack([cols[c] for c in names], axis=1) if names else np.zeros((n, 0))
+        mult = cols.get("mult", np.ones(n, dtype=np.int64))
+        return consolidate(tuple(f"c{k}" for k in range(len(names))), keys, mult)
+
+    def _atom_rel(self, i: int, rel: ZRel) -> ZRel:
+        """The atom's view of a base relation: equal columns for a repeated variable."""
+        vs = self.query.atoms[i].variables
+        first: dict[str, int] = {}
+        keep = np.ones(len(rel), dtype=bool)
+        for k, v in enumerate(vs):
+            if v in first:
+                keep &= rel.keys[:, k] == rel.keys[:, first[v]]
+            else:
+                first[v] = k
+        return consolidate(tuple(first), rel.keys[keep][:, list(first.values())],
+                           rel.mult[keep], unique=True)
+
+    @staticmethod
+    def _refuse_negative(name: str, rel: ZRel) -> None:
+        neg = np.flatnonzero(rel.mult < 0)
+        if len(neg):
+            t = tuple(int(x) for x in rel.keys[neg[0]])
+            raise InputError(f"relation {name}: tuple {t} would have multiplicity "
+                             f"{int(rel.mult[neg[0]])}; multiplicities must stay >= 0 "
+                             "(a delete of an absent tuple?)")
+
+    # ----------------------------------------------------------------------------- views
+    def _contribution(self, views, node: _Node) -> ZRel:
+        return views[("C", id(node))]
+
+    def _children_rels(self, views, node: _Node) -> list[tuple[object, ZRel]]:
+        out: list[tuple[object, ZRel]] = [(("L", i), views[("L", i)]) for i in node.atoms]
+        out += [(("C", id(c)), views[("C", id(c))]) for c in node.children]
+        return out
+
+    def _rebuild(self) -> None:
+        views: dict[tuple, ZRel] = {}
+        for i, atom in enumerate(self.query.atoms):
+            views[("L", i)] = self._atom_rel(i, self.base[atom.relation])
+        for comp in self.components:
+            for r in comp.roots:
+                self._build(views, r)
+        self.views = views
+
+    def _build(self, views, node: _Node) -> None:
+        for c in node.children:
+            self._build(views, c)
+        rels = [rel for _, rel in self._children_rels(views, node)]
+        v = rels[0]
+        for rel in rels[1:]:
+            v = v.join(rel)
+        views[("V", id(node))] = v.marginalize(node.bag)
+        views[("C", id(node))] = views[("V", id(node))].marginalize(node.dep)
+
+    def _propagate(self, views, i: int, delta: ZRel) -> None:
+        """Apply a delta of atom ``i``'s leaf up its view tree (APPLY, Fig. 4.11)."""
+        key: object = ("L", i)
+        views[key] = views[key].merge(delta)
+        node = next((c.home[i] for c in self.components if i in c.home), None)
+        while node is not None and len(delta):
+            dv = delta
+            for k, rel in self._children_rels(views, node):
+                if k != key:
+                    dv = dv.join(rel)
+            dv = dv.marginalize(node.bag)
+            views[("V", id(node))] = views[("V", id(node))].merge(dv)
+            delta = dv.marginalize(node.dep)
+            key = ("C", id(node))
+            views[key] = views[key].merge(delta)
+            node = node.parent
+
+    # ----------------------------------------------------------------------------- public API
+    def load(self, **tables) -> None:
+        """Replace the database: ``load(R=table, S=table)``; ``mult`` optional (default 1).
+
+        Relations not given are empty. Raises InputError (state untouched) on bad input or
+        a negative multiplicity.
+        """
+        base = {r: empty(rel.vars) for r, rel in self.base.items()}
+        for name, table in tables.items():
+            rel = self._read(name, table, need_mult=False)
+            self._refuse_negative(name, rel)
+            base[name] = rel
+        old = self.base
+        self.base = base
+        try:
+            self._rebuild()
+        except BaseException:
+            self.base = old
+            raise
+
+    def apply(self, batch: Mapping[str, object]) -> None:
+        """Apply ``{relation: table with a mult column}``: +k inserts, -k deletes.
+
+        The whole batch is checked first; on any error nothing changes.
+        """
+        if not isinstance(batch, Mapping):
+            raise InputError("a batch is a mapping {relation name: table}")
+        deltas = {name: self._read(name, table, need_mult=True) for name, table in batch.items()}
+        new_base = dict(self.base)
+        for name, d in deltas.items():
+            new_base[name] = self.base[name].merge(d)
+            self._refuse_negative(name, new_base[name])
+        views = dict(self.views)
+        for name, d in deltas.items():
+            if not len(d):
+                continue
+            for i, atom in enumerate(self.query.atoms):
+                if atom.relation == name:
+                    self._propagate(views, i, self._atom_rel(i, d))
+        self.base, self.views = new_base, views
+
+    def _boundary(self, comp: _Component, top: set[str]) -> list[ZRel]:
+        """The views whose product gives Q over the top-closed variable set ``top``."""
+        rels = [self.views[("L", i)] for i in comp.nullary]
+        stack = list(comp.roots)
+        for r in comp.roots:
+            if r.var not in top:
+                rels.append(self.views[("C", id(r))])
+        while stack:
+            node = stack.pop()
+            if node.var not in top:
+                continue
+            rels += [self.views[("L", i)] for i in node.atoms]
+            for c in node.children:
+                if c.var in top:
+                    stack.append(c)
+                else:
+                    rels.append(self.views[("C", id(c))])
+        return rels
+
+    def count(self) -> int:
+        """The result multiplicity summed over all input and output tuples."""
+        result = None
+        for comp in self.components:
+            for rel in self._boundary(comp, set(comp.inputs)):
+                result = rel if result is None else result.join(rel)
+        return checked_total(result.mult)
+
+    def request(self, inputs=None):
+        """Answer a batch of access requests; returns a pyarrow Table
+        ``(request, outputs..., mult)`` with ``request`` the 0-based row of the request.
+
+        ``inputs`` is a table with one column per input variable; for a query without
+        inputs it may be omitted (one request, number 0).
+        """
+        import pyarrow as pa
+
+        q = self.query
+        if inputs is None:
+            if q.inputs:
+                raise InputError(f"the query has inputs {', '.join(q.inputs)}; pass a table "
+                                 "with those columns")
+            cols: dict[str, np.ndarray] = {}
+            n = 1
+        else:
+            cols = int_columns(inputs, "requests")
+            missing = [v for v in q.inputs if v not in cols]
+            if missing:
+                raise InputError(f"requests: missing input column {missing[0]!r}",
+                                 column=missing[0])
+            n = len(next(iter(cols.values()))) if cols else (1 if not q.inputs else 0)
+        req_keys = np.stack([np.arange(n, dtype=np.int64)] + [cols[v] for v in q.inputs], axis=1)
+        requests = ZRel((REQ, *q.inputs), req_keys, np.ones(n, dtype=np.int64))
+        result = None
+        for comp in self.components:
+            front = requests.marginalize((REQ, *comp.inputs))
+            free = set(comp.inputs) | set(comp.outputs)
+            stack = [r for r in comp.roots if r.var in free]
+            while stack:
+                node = stack.pop()
+                front = front.join(self.views[("V", id(node))].support())
+                stack += [c for c in node.children if c.var in free]
+            for rel in self._boundary(comp, free):
+                front = front.join(rel)
+            result = front if result is None else result.join(front)
+        out = result.marginalize((REQ, *q.outputs))
+        data = {"request": out.keys[:, 0]}
+        for k, v in enumerate(q.outputs, 1):
+            data[v] = out.keys[:, k]
+        data["mult"] = out.mult
+        return pa.table(data)
+
+    def view(self, var: str, component: int = 0, marginal: bool = False) -> dict[tuple, int]:
+        """The view ``V_var`` (or ``V'_var`` with ``marginal``) of a fracture component, as
+        {key tuple in bag order: multiplicity}; for inspection and tests."""
+        comp = self.components[component]
+        node = next((n for r in comp.roots for n in r.walk() if n.var == var), None)
+        if node is None:
+            raise InputError(f"component {component} has no variable {var}")
+        return self.views[("C" if marginal else "V", id(node))].to_dict()
+
+    def explain(self) -> str:
+        """The plan: fracture, class, widths, variable orders, view trees."""
+        return self.plan.explain()

@@ -1,0 +1,255 @@
+"""Z-relations as sorted int64 key columns with int64 multiplicities, and their batch operators.
+
+A :class:`ZRel` has named variables, an ``(n, k)`` int64 key array sorted lexicographically
+with unique rows, and non-zero multiplicities. The operators are vectorized NumPy (sort, scan,
+searchsorted, gather); multiplications and sums are checked for int64 overflow.
+
+- :func:`consolidate`: sort, sum the multiplicities of equal keys, drop zeros;
+- :meth:`ZRel.join`: natural join, multiplicities multiply (a lookup-join when the right
+  side's variables are a subset of the left's, an expand-join otherwise);
+- :meth:`ZRel.marginalize`: sum over the variables not kept;
+- :meth:`ZRel.merge`: ``V + δV``.
+
+>>> r = consolidate(("A", "B"), [[1, 2], [1, 3], [1, 2]], [1, 1, 1])
+>>> r.keys.tolist(), r.mult.tolist()
+([[1, 2], [1, 3]], [2, 1])
+>>> s = consolidate(("B", "C"), [[2, 7], [3, 7], [3, 8]], [5, 1, 1])
+>>> j = r.join(s)
+>>> j.vars, j.keys.tolist(), j.mult.tolist()
+(('A', 'B', 'C'), [[1, 2, 7], [1, 3, 7], [1, 3, 8]], [10, 1, 1])
+>>> m = j.marginalize(("A", "C"))
+>>> m.keys.tolist(), m.mult.tolist()
+([[1, 7], [1, 8]], [11, 1])
+>>> m.merge(consolidate(("A", "C"), [[1, 8]], [-1])).keys.tolist()
+[[1, 7]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import IntegerOverflowError
+
+__all__ = ["ZRel", "consolidate", "empty", "scalar"]
+
+_SAFE = 2.0 ** 62
+_I64 = (-(2 ** 63), 2 ** 63 - 1)
+
+
+def _exact_check(values) -> None:
+    for v in values:
+        if not _I64[0] <= int(v) <= _I64[1]:
+            raise IntegerOverflowError(f"a multiplicity would leave the int64 range ({int(v)})")
+
+
+def checked_mul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Element-wise int64 product; raises IntegerOverflowError instead of wrapping."""
+    with np.errstate(over="ignore"):
+        p = x * y
+    big = np.abs(x.astype(np.float64)) * np.abs(y.astype(np.float64)) >= _SAFE
+    if big.any():
+        idx = np.flatnonzero(big)
+        _exact_check(int(a) * int(b) for a, b in zip(x[idx], y[idx]))
+    return p
+
+
+def segment_sums(mult: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Sums of ``mult[starts[i]:starts[i+1]]``, checked for int64 overflow."""
+    if len(mult) == 0:
+        return mult.copy()
+    sums = np.add.reduceat(mult, starts)
+    lengths = np.diff(np.append(starts, len(mult)))
+    if float(np.abs(mult).max()) * float(lengths.max()) >= _SAFE:
+        _exact_check(np.add.reduceat(mult.astype(object), starts))
+    return sums
+
+
+def checked_total(mult: np.ndarray) -> int:
+    """Sum of ``mult`` as a Python int, refusing a result outside int64."""
+    if len(mult) == 0:
+        return 0
+    if float(np.abs(mult).max()) * len(mult) < _SAFE:
+        return int(mult.sum())
+    tot = sum(int(v) for v in mult)
+    _exact_check([tot])
+    return tot
+
+
+def _lex_order(keys: np.ndarray) -> np.ndarray:
+    if keys.shape[1] == 0:
+        return np.arange(len(keys))
+    return np.lexsort(keys.T[::-1])
+
+
+def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:
+    """Start offsets of runs of equal rows in lexicographically sorted keys."""
+    n = len(sorted_keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if sorted_keys.shape[1] == 0:
+        return np.zeros(1, dtype=np.int64)
+    change = np.any(sorted_keys[1:] != sorted_keys[:-1], axis=1)
+    return np.concatenate(([0], np.flatnonzero(change) + 1))
+
+
+def dense_ids(keys: np.ndarray) -> np.ndarray:
+    """Rank of each row among the distinct rows (lexicographic), as int64."""
+    order = _lex_order(keys)
+    starts = _group_starts(keys[order])
+    flag = np.zeros(len(keys), dtype=np.int64)
+    if len(starts):
+        flag[starts] = 1
+    ids = np.empty(len(keys), dtype=np.int64)
+    ids[order] = np.cumsum(flag) - 1
+    return ids
+
+
+def pack(*arrays: np.ndarray) -> list[np.ndarray] | None:
+    """Order-preserving packing of the rows of same-width int64 key arrays into one int64
+    each (first column most significant), or None when the value ranges need over 62 bits.
+
+    >>> [p.tolist() for p in pack(np.array([[5, 1], [5, 3]]), np.array([[6, 1]]))]
+    [[0, 2], [4]]
+    """
+    k = arrays[0].shape[1]
+    nonempty = [a for a in arrays if len(a)]
+    if not nonempty or k == 0:
+        return [np.zeros(len(a), dtype=np.int64) for a in arrays]
+    lo = np.min([a.min(axis=0) for a in nonempty], axis=0)
+    hi = np.max([a.max(axis=0) for a in nonempty], axis=0)
+    spans = [int(h) - int(l) for l, h in zip(lo, hi)]
+    bits = [max(1, s.bit_length()) for s in spans]
+    if sum(bits) > 62:
+        return None
+    out = []
+    for a in arrays:
+        p = np.zeros(len(a), dtype=np.int64)
+        for c in range(k):
+            p = (p << bits[c]) | (a[:, c] - lo[c])
+        out.append(p)
+    return out
+
+
+def checked_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Element-wise int64 sum; raises IntegerOverflowError instead of wrapping."""
+    with np.errstate(over="ignore"):
+        s = x + y
+    bad = ((x >= 0) == (y >= 0)) & ((s >= 0) != (x >= 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        _exact_check([int(x[i]) + int(y[i])])
+    return s
+
+
+@dataclass(frozen=True)
+class ZRel:
+    """A consolidated Z-relation: unique sorted keys, non-zero int64 multiplicities."""
+
+    vars: tuple[str, ...]
+    keys: np.ndarray
+    mult: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.mult)
+
+    def column(self, var: str) -> np.ndarray:
+        return self.keys[:, self.vars.index(var)]
+
+    def reorder(self, vars: tuple[str, ...]) -> ZRel:
+        """The same relation with its columns in the order ``vars``."""
+        if tuple(vars) == self.vars:
+            return self
+        if sorted(vars) != sorted(self.vars):
+            raise ValueError(f"cannot reorder {self.vars} to {vars}")
+        cols = [self.vars.index(v) for v in vars]
+        return consolidate(tuple(vars), self.keys[:, cols], self.mult, unique=True)
+
+    def marginalize(self, keep: tuple[str, ...]) -> ZRel:
+        """Σ over the variables not in ``keep``; the result has columns in ``keep`` order."""
+        cols = [self.vars.index(v) for v in keep]
+        return consolidate(tuple(keep), self.keys[:, cols], self.mult)
+
+    def merge(self, delta: ZRel) -> ZRel:
+        """``self + delta`` (same variables, any column order)."""
+        d = delta.reorder(self.vars)
+        packed = pack(self.keys, d.keys) if len(d) * 8 < len(self) else None
+        if packed is None:
+            return consolidate(self.vars, np.concatenate([self.keys, d.keys]),
+                               np.concatenate([self.mult, d.mult]))
+        ps, pd = packed  # both sorted: keys are sorted lexicographically and unique
+        pos = np.searchsorted(ps, pd)
+        hit = pos < len(ps)
+        hit[hit] = ps[pos[hit]] == pd[hit]
+        mult = self.mult.copy()
+        mult[pos[hit]] = checked_add(mult[pos[hit]], d.mult[hit])
+        miss = ~hit
+        keys = np.insert(self.keys, pos[miss], d.keys[miss], axis=0)
+        mult = np.insert(mult, pos[miss], d.mult[miss])
+        nz = mult != 0
+        if not nz.all():
+            keys, mult = keys[nz], mult[nz]
+        return ZRel(self.vars, np.ascontiguousarray(keys), mult)
+
+    def support(self) -> ZRel:
+        """The same keys with multiplicity 1."""
+        return ZRel(self.vars, self.keys, np.ones(len(self), dtype=np.int64))
+
+    def join(self, other: ZRel) -> ZRel:
+        """Natural join; the result's variables are ``self.vars`` then other's new ones."""
+        shared = [v for v in self.vars if v in other.vars]
+        extra = [v for v in other.vars if v not in self.vars]
+        a_sh = self.keys[:, [self.vars.index(v) for v in shared]]
+        b_sh = other.keys[:, [other.vars.index(v) for v in shared]]
+        packed = pack(a_sh, b_sh)
+        if packed is None:
+            ids = dense_ids(np.concatenate([a_sh, b_sh]))
+            ida, idb = ids[:len(self)], ids[len(self):]
+        else:
+            ida, idb = packed
+        if tuple(shared) == other.vars[:len(shared)] or not len(shared):
+            order = np.arange(len(other))  # other is sorted by its leading columns already
+        else:
+            order = np.argsort(idb, kind="stable")
+        sb = idb[order]
+        lo = np.searchsorted(sb, ida, "left")
+        cnt = np.searchsorted(sb, ida, "right") - lo
+        total = int(cnt.sum())
+        a_idx = np.repeat(np.arange(len(self)), cnt)
+        starts = np.cumsum(cnt) - cnt
+        b_idx = order[lo[a_idx] + (np.arange(total) - starts[a_idx])]
+        keys = np.concatenate([self.keys[a_idx],
+                               other.keys[b_idx][:, [other.vars.index(v) for v in extra]]],
+                              axis=1)
+        mult = checked_mul(self.mult[a_idx], other.mult[b_idx])
+        return consolidate(self.vars + tuple(extra), keys, mult, unique=True)
+
+    def to_dict(self) -> dict[tuple, int]:
+        """{key tuple: multiplicity} with Python ints (for tests and small outputs)."""
+        return {tuple(int(x) for x in k): int(m) for k, m in zip(self.keys, self.mult)}
+
+
+def consolidate(vars, keys, mult, unique: bool = False) -> ZRel:
+    """Sort rows, sum equal keys (unless ``unique`` promises no duplicates), drop zeros."""
+    vars = tuple(vars)
+    mult = np.asarray(mult, dtype=np.int64).reshape(-1)
+    keys = np.asarray(keys, dtype=np.int64).reshape(len(mult), len(vars))
+    order = _lex_order(keys)
+    keys, mult = keys[order], mult[order]
+    if not unique:
+        starts = _group_starts(keys)
+        mult = segment_sums(mult, starts)
+        keys = keys[starts]
+    nz = mult != 0
+    return ZRel(vars, np.ascontiguousarray(keys[nz]), mult[nz])
+
+
+def empty(vars) -> ZRel:
+    vars = tuple(vars)
+    return ZRel(vars, np.zeros((0, len(vars)), dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def scalar(value: int) -> ZRel:
+    """A nullary relation holding ``value`` (empty when 0)."""
+    return consolidate((), np.zeros((1, 0), dtype=np.int64), [value])

@@ -1,0 +1,271 @@
+"""The batched view-tree engine against the brute-force evaluator and the digest's examples.
+
+Random hierarchical queries (2-paths, stars, access patterns, self-joins, repeated variables)
+under random insert/delete streams of Z-relations; after every batch count() and every access
+request are compared with gpu_ivm.cq.oracle (nested loops, independent code).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from cq_examples import FOUR_CYCLE, O2, O2_AFTER_DELETE, O2_Q1, O3, O4, O5, RST, TRIANGLE
+
+from gpu_ivm.cq import evaluate, parse_query, plan, total
+from gpu_ivm.cq.engine import Engine, UnsupportedQueryError
+from gpu_ivm.errors import InputError, IntegerOverflowError
+
+
+def table(rel: dict[tuple, int], arity: int, mult: bool = True) -> dict[str, list[int]]:
+    rows = list(rel.items())
+    if not mult:  # repeat each tuple m times; the engine sums duplicates
+        rows = [(k, 1) for k, m in rows for _ in range(m)]
+    t = {f"c{j}": [k[j] for k, _ in rows] for j in range(arity)}
+    if mult:
+        t["mult"] = [m for _, m in rows]
+    return t
+
+
+def answers(eng: Engine, query, reqs: list[tuple]) -> dict[tuple, dict[tuple, int]]:
+    q = parse_query(query)
+    cols = {v: [r[j] for r in reqs] for j, v in enumerate(q.inputs)}
+    out = eng.request(cols if q.inputs else None).to_pydict()
+    got: dict[tuple, dict[tuple, int]] = {}
+    for i in range(len(out["request"])):
+        req = reqs[out["request"][i]]
+        got.setdefault(req, {})[tuple(out[v][i] for v in q.outputs)] = out["mult"][i]
+    return got
+
+
+def check(eng: Engine, query: str, db, domain) -> None:
+    q = parse_query(query)
+    expect = evaluate(q, db)
+    assert eng.count() == total(q, db)
+    if len(q.inputs) <= 2:
+        reqs = list(itertools.product(domain + [99], repeat=len(q.inputs)))
+    else:
+        reqs = sorted(expect) + [(99,) * len(q.inputs)]
+    got = answers(eng, q, reqs)
+    want = {r: expect[r] for r in reqs if r in expect}
+    assert got == want
+
+
+FIXED = [
+    "Q(A,C | ) = R(A,B), S(B,C)",
+    "Q(A,B,C | ) = R(A,B), S(B,C)",
+    "Q( | ) = R(A,B), S(B,C)",
+    "Q(B,C | A) = R(A,B), S(A,C)",
+    "Q(B,C,D | A) = R(A,B), S(A,C), T(A,D)",
+    "Q(A | ) = R(A,B), S(A,C), T(A,D)",
+    "Q(B | A) = S(A,B), T(B)",
+    "Q(A | B) = S(A,B), T(B)",
+    "Q(C | A) = R(A,B), S(B,C)",
+    "Q(B,D | A,C) = R(A,B), S(B,C), T(C,D), U(A,D)",
+    f"Q(C,D | E) = {RST}",
+    f"Q(B,C,D,E | A) = {RST}",
+    f"Q(E,D | A,C) = {RST}",
+    f"Q( | A,B,C) = {TRIANGLE}",
+    f"Q( | A,B) = {TRIANGLE}",
+    "Q(B | A) = E(A,B), E(B,C)",
+    "Q(A,B | ) = E(A,B), E(A,C), F(A,A)",
+    "Q(A | ) = R(A,B), Z()",
+    # non-hierarchical: view trees without indicator projections
+    f"Q(B,C | A) = {TRIANGLE}",
+    f"Q( | ) = {TRIANGLE}",
+    f"Q(A,B,C | ) = {TRIANGLE}",
+    f"Q(C | A,B) = {TRIANGLE}",
+    "Q(A,D | ) = R(A,B), S(B,C), T(C,D)",
+    "Q( | ) = R(A,B), S(B,C), T(C,D), U(D,A)",
+    "Q(A,C | ) = E(A,B), E(B,C), E(C,A)",
+]
+
+
+def random_query(rng: random.Random, kind: str) -> str:
+    """kind: 'cqap0', 'hierarchical' (δ > 0) or 'cyclic' (non-hierarchical fracture)."""
+    while True:
+        nvars = rng.randint(1, 4)
+        vs = [chr(ord("A") + i) for i in range(nvars)]
+        atoms = []
+        for k in range(rng.randint(1, 4)):
+            rel = f"R{rng.randint(0, k)}"        # sometimes a self-join
+            arity = rng.randint(1, min(3, nvars))
+            atoms.append((rel, tuple(rng.choice(vs) for _ in range(arity))))
+        arities: dict[str, int] = {}
+        if any(arities.setdefault(r, len(a)) != len(a) for r, a in atoms):
+            continue
+        used = sorted({v for _, a in atoms for v in a})
+        roles = {v: rng.choice("iob") for v in used}
+        text = (f"Q({','.join(v for v in used if roles[v] == 'o')} | "
+                f"{','.join(v for v in used if roles[v] == 'i')}) = "
+                + ", ".join(f"{r}({','.join(a)})" for r, a in atoms))
+        p = plan(text)
+        got = ("cyclic" if p.w is None else "cqap0" if p.delta == 0 else "hierarchical")
+        if got == kind:
+            return text
+
+
+def random_db(rng, schemas, domain, n):
+    return {r: {tuple(rng.choice(domain) for _ in range(a)): rng.randint(1, 2)
+                for _ in range(n)} for r, a in schemas.items()}
+
+
+def random_batch(rng, db, schemas, domain):
+    batch = {}
+    for r in rng.sample(sorted(schemas), rng.randint(1, len(schemas))):
+        a = schemas[r]
+        delta: dict[tuple, int] = {}
+        for _ in range(rng.randint(0, 5)):
+            t = tuple(rng.choice(domain) for _ in range(a))
+            delta[t] = delta.get(t, 0) + rng.randint(1, 2)
+        present = [t for t, m in db[r].items() if m > 0]
+        for t in rng.sample(present, min(len(present), rng.randint(0, 4))):
+            delta[t] = delta.get(t, 0) - rng.randint(1, db[r][t])
+        batch[r] = delta
+    return batch
+
+
+def run_stream(query: str, seed: int, batches: int = 6) -> None:
+    rng = random.Random(seed)
+    q = parse_query(query)
+    domain = [0, 1, 2, 3]
+    db = random_db(rng, q.schemas, domain, rng.randint(0, 8))
+    eng = Engine(query)
+    eng.load(**{r: table(rel, q.schemas[r], mult=rng.random() < 0.5 or q.schemas[r] == 0)
+                if rel else {f"c{j}": [] for j in range(q.schemas[r])}
+                for r, rel in db.items()})
+    check(eng, query, db, domain)
+    for _ in range(batches):
+        batch = random_batch(rng, db, q.schemas, domain)
+        eng.apply({r: table(d, q.schemas[r]) if d else
+                   {**{f"c{j}": [] for j in range(q.schemas[r])}, "mult": []}
+                   for r, d in batch.items()})
+        for r, d in batch.items():
+            for t, m in d.items():
+                db[r][t] = db[r].get(t, 0) + m
+        check(eng, query, db, domain)
+
+
+@pytest.mark.parametrize("query", FIXED)
+def test_fixed_queries_random_streams(query):
+    for seed in range(3):
+        run_stream(query, seed)
+
+
+def test_random_queries_random_streams():
+    rng = random.Random(2026)
+    for k in range(60):
+        run_stream(random_query(rng, ("cqap0", "hierarchical", "cyclic")[k % 3]), seed=k,
+                   batches=4)
+
+
+def test_o2_views_and_answers():
+    q = f"Q(B,C,D,E | A) = {RST}"
+    eng = Engine(q)
+    eng.load(**{r: table(rel, len(next(iter(rel)))) for r, rel in O2.items()})
+    assert eng.view("C", 0, marginal=True) == {(1, 1): 3, (1, 2): 1, (2, 1): 1}
+    assert eng.view("D", 0, marginal=True) == {(1, 1): 1, (1, 2): 3, (2, 1): 1}
+    assert eng.view("B", 0) == {(1, 1): 3, (1, 2): 3, (2, 1): 1}
+    assert eng.view("A", 0) == {(1,): 6, (2,): 1}
+    assert eng.view("A", 1) == {(1,): 3, (3,): 1}
+    assert answers(eng, q, [(1,), (2,), (3,)]) == {(1,): O2_Q1}
+    eng.apply({"S": {"c0": [1], "c1": [1], "c2": [5], "mult": [-1]}})
+    assert answers(eng, q, [(1,)]) == {(1,): O2_AFTER_DELETE}
+    eng.apply({"T": {"c0": [2], "c1": [4], "mult": [1]}})
+    assert answers(eng, q, [(2,)]) == {(2,): {(1, 1, 5, 4): 1}}
+
+
+def test_o3_triangle_lookup_and_o4_o5():
+    look = f"Q( | A,B,C) = {TRIANGLE}"
+    eng = Engine(look)
+    eng.load(**{r: table(rel, 2) for r, rel in O3.items()})
+    assert eng.count() == 8
+    assert answers(eng, look, [(1, 2, 3), (1, 2, 1), (2, 1, 1)]) == {
+        (1, 2, 3): {(): 1}, (1, 2, 1): {(): 1}}
+    eng.apply({"S": {"c0": [2], "c1": [3], "mult": [-1]}})
+    assert eng.count() == 7
+    eng.apply({"S": {"c0": [3], "c1": [3], "mult": [1]}})
+    assert eng.count() == 8 and answers(eng, look, [(1, 3, 3)]) == {(1, 3, 3): {(): 1}}
+    q4 = "Q(B | A) = R(A,B), S(B)"
+    e4 = Engine(q4)
+    e4.load(**{r: table(rel, len(next(iter(rel)))) for r, rel in O4.items()})
+    assert answers(e4, q4, [(1,), (2,), (3,)]) == {(1,): {(10,): 1}, (2,): {(10,): 1},
+                                                   (3,): {(12,): 2}}
+    e4.apply({"S": {"c0": [11], "mult": [1]}})
+    assert answers(e4, q4, [(1,)]) == {(1,): {(10,): 1, (11,): 1}}
+    e5 = Engine(FOUR_CYCLE)
+    e5.load(**{r: table(rel, 2) for r, rel in O5.items()})
+    assert answers(e5, FOUR_CYCLE, [(10, 20), (10, 21), (11, 20), (11, 21)]) == {
+        (10, 20): {(1, 5): 1, (1, 6): 2}, (10, 21): {(2, 5): 1}, (11, 20): {(1, 5): 1}}
+
+
+def test_refusals_leave_state_untouched():
+    q = "Q(C | A) = R(A,B), S(B,C)"
+    eng = Engine(q, relations={"R": ["src", "dst"], "S": ["src", "dst"]})
+    eng.load(R=pa.table({"src": [1, 1], "dst": [2, 3]}), S={"src": [2], "dst": [7]})
+    before = (eng.count(), answers(eng, q, [(1,)]))
+    bad = [
+        {"R": {"src": [1], "dst": [2], "mult": [-2]}},                 # below zero
+        {"R": {"src": [1], "dst": [2]}},                               # no mult
+        {"R": {"src": [1.5], "dst": [2], "mult": [1]}},                # float
+        {"R": {"src": [1], "mult": [1]}},                              # missing column
+        {"X": {"src": [1], "dst": [2], "mult": [1]}},                  # unknown relation
+        {"S": {"src": [2], "dst": [8], "mult": [1]},
+         "R": pa.table({"src": [1, None], "dst": [2, 2], "mult": [1, 1]})},  # null, 2nd rel
+    ]
+    for b in bad:
+        with pytest.raises(InputError):
+            eng.apply(b)
+        assert (eng.count(), answers(eng, q, [(1,)])) == before
+    with pytest.raises(InputError):
+        eng.load(R={"src": [1], "dst": [2], "mult": [-1]})
+    assert (eng.count(), answers(eng, q, [(1,)])) == before
+    with pytest.raises(InputError):
+        eng.request({"B": [1]})
+    with pytest.raises(InputError):
+        Engine(q, relations={"R": ["a"]})
+    with pytest.raises(UnsupportedQueryError):    # a 7-cycle: no VO search above 6 variables
+        Engine("Q( | ) = R(A,B), S(B,C), T(C,D), U(D,E), V(E,F), W(F,G), X(G,A)")
+
+
+def test_int64_overflow_is_refused():
+    q = "Q( | ) = R(A), S(A)"
+    eng = Engine(q)
+    big = 2 ** 62
+    eng.load(R={"a": [1], "mult": [big]}, S={"a": [1], "mult": [1]})
+    assert eng.count() == big
+    with pytest.raises(IntegerOverflowError):
+        eng.apply({"S": {"a": [1], "mult": [3]}})
+    assert eng.count() == big
+
+
+def test_request_table_types():
+    q = "Q(B | A) = R(A,B)"
+    eng = Engine(q)
+    eng.load(R={"a": np.array([5, 5, 6], dtype=np.int32), "b": [1, 2, 3]})
+    out = eng.request(pa.table({"A": pa.array([6, 5, 6], pa.int16())}))
+    assert out.column_names == ["request", "B", "mult"]
+    assert out.to_pydict() == {"request": [0, 1, 1, 2], "B": [3, 1, 2, 3], "mult": [1] * 4}
+
+
+@pytest.mark.parametrize("query", ["Q(B,C | A) = R(A,B), S(A,C)", "Q(C | A) = R(A,B), S(B,C)",
+                                   "Q(A | ) = R(A,B), S(B)"])
+def test_larger_relations_small_batches(query):
+    """Batches much smaller than the views take the packed searchsorted/insert merge path."""
+    rng = random.Random(11)
+    q = parse_query(query)
+    domain = list(range(25))
+    db = random_db(rng, q.schemas, domain, 300)
+    eng = Engine(query)
+    eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})
+    check(eng, query, db, domain)
+    for _ in range(5):
+        batch = random_batch(rng, db, q.schemas, domain)
+        eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
+        for r, d in batch.items():
+            for t, m in d.items():
+                db[r][t] = db[r].get(t, 0) + m
+        check(eng, query, db, domain)
