@@ -90,7 +90,7 @@ class TriangleEngineBase:
     names: tuple[str, ...] = ()
     symmetric = False
 
-    def __init__(self, epsilons: list[Fraction], backend: str | Backend | None = None):
+    def __init__(self, epsilons: list[Fraction | None], backend: str | Backend | None = None):
         self.backend = get_backend(backend)
         self.k = self.backend.kernels
         self.xp = self.backend.xp  # NumPy, or CuPy: every array of the state lives there
@@ -109,6 +109,11 @@ class TriangleEngineBase:
         # takes the delta path (so a run of large batches costs one recount each).
         self.stale = False
         self.policy = None  # set by the concrete engines
+
+    @property
+    def epsilon_auto(self) -> bool:
+        """True when the engine picks ε itself (``epsilon="auto"``) at every rebuild."""
+        return any(r.auto for r in self.rels)
 
     # ------------------------------------------------------------------ sizes
     @property

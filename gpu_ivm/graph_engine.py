@@ -15,6 +15,7 @@ a batch-local wedge kernel; then Δ is stored with view maintenance heavy part f
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import ConflictError, InputError
 from .queries.api import FreeQueryResults
-from .rational import parse_epsilon
+from .rational import parse_epsilon_setting
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
@@ -35,9 +36,12 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     ----------
     directed : bool
         Count directed 3-cycles of a directed graph instead of undirected triangles.
-    epsilon : str, Fraction, int or float
-        The IVM^ε exponent in [0, 1] (default ``"1/2"``, the optimal trade-off); 1 and 0 give
-        classical first-order IVM.
+    epsilon : "auto", str, Fraction, int or float
+        The IVM^ε exponent in [0, 1], or ``"auto"`` (default): the engine picks ε from the
+        degree distribution at load and at every major rebalancing (see
+        :mod:`gpu_ivm.eps_policy`; ``epsilon`` then reads the current choice). ε = 1/2 bounds
+        the worst-case work per update by O(√N) but maintains views for every vertex of degree
+        >= √N; 1 and 0 give classical first-order IVM.
     backend : str, optional
         ``"cpu"``, ``"cuda"`` or ``"auto"``; default from ``GPU_IVM_BACKEND`` or ``"cpu"``.
     on_conflict : {"error", "ignore"}
@@ -67,19 +71,27 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
 
     names = ("E",)
 
-    def __init__(self, *, directed: bool = False, epsilon="1/2", backend=None,
+    def __init__(self, *, directed: bool = False, epsilon="auto", backend=None,
                  on_conflict: str = "error", adaptive: bool = True, maintain=None,
                  track_changes: bool = False):
         if on_conflict not in ("error", "ignore"):
             raise InputError(f"on_conflict must be 'error' or 'ignore', got {on_conflict!r}",
                              column="on_conflict")
         self.directed = bool(directed)
-        self.epsilon = parse_epsilon(epsilon)
+        eps = parse_epsilon_setting(epsilon)
         self.on_conflict = on_conflict
-        super().__init__([self.epsilon], backend)
+        super().__init__([eps], backend)
         self.symmetric = not self.directed
+        self.rels[0].symmetric = self.symmetric
         self.policy = AdaptivePolicy(enabled=adaptive)
-        self._init_queries(maintain, [self.epsilon] * 3, track_changes)
+        # the free-query structures keep a fixed ε (1/2 under "auto")
+        self._init_queries(maintain, [Fraction(1, 2) if eps is None else eps] * 3,
+                           track_changes)
+
+    @property
+    def epsilon(self) -> Fraction:
+        """The ε in use (under ``epsilon="auto"``, the one chosen at the last rebuild)."""
+        return self.rels[0].eps
 
     # ------------------------------------------------------------------ results
     @property

@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from .encoding import transpose
+from .eps_policy import choose_epsilon
 from .rational import Thresholds
 from .store import ZStore
 
@@ -23,12 +24,20 @@ def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 class PartRel:
-    """Heavy/light partition of one relation, with exact integer thresholds."""
+    """Heavy/light partition of one relation, with exact integer thresholds.
 
-    def __init__(self, name: str, eps: Fraction, n: int, id_capacity: int = 0, kernels=None):
+    ``eps=None`` (``epsilon="auto"``): ε is chosen from the degrees at every strict
+    repartition (:func:`gpu_ivm.eps_policy.choose_epsilon`; ``symmetric``: updates are
+    evaluated in their cheaper orientation, the undirected graph); until the first one it is 1.
+    """
+
+    def __init__(self, name: str, eps: Fraction | None, n: int, id_capacity: int = 0,
+                 kernels=None):
         self.name = name
-        self.eps = eps
-        self.th = Thresholds.of(n, eps)
+        self.auto = eps is None
+        self.symmetric = False
+        self.eps = Fraction(1) if eps is None else eps
+        self.th = Thresholds.of(n, self.eps)
         self.kernels = kernels
         self.h = ZStore(id_capacity, kernels)
         self.l = ZStore(id_capacity, kernels)
@@ -76,15 +85,18 @@ class PartRel:
         return sort_pairs(self.xp.concatenate([hk, lk]), self.xp.concatenate([hv, lv]))
 
     def rebuild(self, n: int, keys: np.ndarray | None = None, vals: np.ndarray | None = None):
-        """Strict repartition with threshold N^ε (heavy iff degree >= ⌈N^ε⌉)."""
+        """Strict repartition with threshold N^ε (heavy iff degree >= ⌈N^ε⌉); ε chosen anew
+        from the degrees first when it is automatic."""
         if keys is None:
             keys, vals = self.items()
-        self.th = Thresholds.of(n, self.eps)
         xp = self.xp
         cap = self.id_capacity
         firsts = keys >> 32
         deg = (xp.bincount(firsts, minlength=cap)[:cap] if keys.shape[0]
                else xp.zeros(cap, np.int64))
+        if self.auto:
+            self.eps = choose_epsilon(n, deg, self.symmetric)
+        self.th = Thresholds.of(n, self.eps)
         heavy = deg >= self.th.strict
         heavy &= deg > 0
         self.heavy = xp.zeros(cap, np.bool_)

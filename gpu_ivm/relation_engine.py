@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from fractions import Fraction
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import InputError
 from .queries.api import FreeQueryResults
-from .rational import parse_epsilon
+from .rational import parse_epsilon_setting
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
@@ -36,8 +37,8 @@ def _epsilons(epsilon) -> list:
         missing = [r for r in REL_NAMES if r not in epsilon]
         if missing:
             raise InputError(f"per-relation epsilon is missing {missing}", column="epsilon")
-        return [parse_epsilon(epsilon[r]) for r in REL_NAMES]
-    e = parse_epsilon(epsilon)
+        return [parse_epsilon_setting(epsilon[r]) for r in REL_NAMES]
+    e = parse_epsilon_setting(epsilon)
     return [e, e, e]
 
 
@@ -46,8 +47,10 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
 
     Parameters
     ----------
-    epsilon : str, Fraction, float or mapping
-        One ε in [0, 1] for all relations (default ``"1/2"``), or ``{"R": .., "S": .., "T": ..}``.
+    epsilon : "auto", str, Fraction, float or mapping
+        One ε in [0, 1] for all relations, ``"auto"`` (default: each relation's ε is picked
+        from its degree distribution at load and at every major rebalancing, see
+        :mod:`gpu_ivm.eps_policy`), or ``{"R": .., "S": .., "T": ..}`` (values may be "auto").
     backend : str, optional
         ``"cpu"``, ``"cuda"`` or ``"auto"`` (default from ``GPU_IVM_BACKEND``, else cpu).
     adaptive : bool
@@ -72,12 +75,19 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
 
     names = REL_NAMES
 
-    def __init__(self, *, epsilon="1/2", backend=None, adaptive: bool = True, maintain=None,
+    def __init__(self, *, epsilon="auto", backend=None, adaptive: bool = True, maintain=None,
                  track_changes: bool = False):
-        self.epsilons = _epsilons(epsilon)
-        super().__init__(self.epsilons, backend)
+        eps = _epsilons(epsilon)
+        super().__init__(eps, backend)
         self.policy = AdaptivePolicy(enabled=adaptive)
-        self._init_queries(maintain, self.epsilons, track_changes)
+        # the free-query structures keep a fixed ε (1/2 where it is "auto")
+        self._init_queries(maintain, [Fraction(1, 2) if e is None else e for e in eps],
+                           track_changes)
+
+    @property
+    def epsilons(self) -> list[Fraction]:
+        """The ε of R, S and T in use (automatic ones: chosen at the last rebuild)."""
+        return [r.eps for r in self.rels]
 
     def count(self) -> int:
         """The current value of Q."""
