@@ -72,10 +72,15 @@ def _work(n: int, eps: Fraction, d: np.ndarray, symmetric: bool) -> int:
     return max(light, heavy)
 
 
+def work_bound(n: int) -> int:
+    """``WORK_FACTOR``·⌈√n⌉, the most modelled work per update the rule accepts."""
+    return WORK_FACTOR * Thresholds.of(n, Fraction(1, 2)).strict
+
+
 def choose_epsilon(n: int, degrees, symmetric: bool) -> Fraction:
     """ε for a strict partition with base ``n`` of keys with these degrees (any array; zeros
     are ignored): the largest candidate whose worst-case work fits the bound."""
-    bound = WORK_FACTOR * Thresholds.of(n, Fraction(1, 2)).strict
+    bound = work_bound(n)
     d = _sorted_degrees(degrees)
     for eps in CANDIDATES:
         if _work(n, eps, d, symmetric) <= bound:

@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 
 from .encoding import transpose
-from .eps_policy import choose_epsilon
+from .eps_policy import choose_epsilon, work_bound
 from .rational import Thresholds
 from .store import ZStore
 
@@ -29,6 +29,9 @@ class PartRel:
     ``eps=None`` (``epsilon="auto"``): ε is chosen from the degrees at every strict
     repartition (:func:`gpu_ivm.eps_policy.choose_epsilon`; ``symmetric``: updates are
     evaluated in their cheaper orientation, the undirected graph); until the first one it is 1.
+    Between rebuilds a light key may grow past the rule's work bound (possible when ⌈3θ/2⌉
+    exceeds it): ``watch`` is then that bound, ``over`` flags the light keys above it and
+    ``n_over`` counts them, so the engine can choose ε again before the next major rebalancing.
     """
 
     def __init__(self, name: str, eps: Fraction | None, n: int, id_capacity: int = 0,
@@ -45,6 +48,9 @@ class PartRel:
         self.xp = self.h.xp
         self.heavy = self.xp.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
+        self.watch: int | None = None
+        self.over = self.xp.zeros(id_capacity, np.bool_)
+        self.n_over = 0
 
     def __len__(self) -> int:
         return len(self.h) + len(self.l)
@@ -56,6 +62,9 @@ class PartRel:
             new = self.xp.zeros(max(capacity, 2 * self.heavy.shape[0]), np.bool_)
             new[: self.heavy.shape[0]] = self.heavy
             self.heavy = new
+            over = self.xp.zeros(new.shape[0], np.bool_)
+            over[: self.over.shape[0]] = self.over
+            self.over = over
 
     @property
     def id_capacity(self) -> int:
@@ -107,3 +116,20 @@ class PartRel:
         tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
         self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels)
         self.max_abs = int(xp.abs(vals).max()) if vals.shape[0] else 0
+        self.watch_lights(n)
+
+    def watch_lights(self, n: int) -> None:
+        """Start counting the light keys above the work bound of base ``n`` (auto ε only)."""
+        bound = work_bound(n)
+        self.watch = bound if self.auto and self.th.up > bound else None
+        cap = self.id_capacity
+        self.over = self.xp.zeros(cap, np.bool_)
+        if self.watch is not None:
+            self.over[:] = ~self.heavy[:cap] & (self.degree(self.xp.arange(cap)) > bound)
+        self.n_over = int(self.over.sum())
+
+    def track_lights(self, keys: np.ndarray, deg: np.ndarray) -> None:
+        """Update ``over`` / ``n_over`` for touched unique ``keys`` of current degree ``deg``."""
+        new = ~self.heavy[keys] & (deg > self.watch)
+        self.n_over += int(new.sum()) - int(self.over[keys].sum())
+        self.over[keys] = new

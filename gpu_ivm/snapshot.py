@@ -578,6 +578,7 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         order = np.argsort(t, kind="stable")
         K.ht = ZStore.from_sorted(dev(t[order]), dev(hv[order]), cap, kern)
         K.max_abs = int(meta.get("max_abs", 0))
+        K.watch_lights(N)
     cap = eng.rels[0].id_capacity
     eng.views = [ViewStore.build(dev(ks), dev(vs), cap, getattr(eng, "k", None))
                  for ks, vs in views]
