@@ -1,10 +1,10 @@
 """ε chosen by the engine vs fixed ε, on uniform R-MAT and on celebrity churn, in one process.
 
-Each stream is generated once; then, round after round, every ε setting loads the base graph
-from scratch and applies every batch (delta path forced, so only ε differs), the settings
-alternating within a round so that a change in the machine's load hits all of them alike.
-Prints one line per (stream, ε, round) and a summary per stream: updates/s (best round and
-mean over rounds) and the ratio of the default (``auto``) to each fixed ε.
+Each stream is generated once; then, per round, one engine per ε setting loads the base graph
+(delta path forced, so only ε differs) and every batch goes to all of them before the next
+one, in a rotating order, so that a change in the machine's load (a shared machine) hits every
+setting alike. Prints per stream and setting the updates/s over all rounds, the median and p99
+batch time, and the ratios of each fixed ε's time to the default's (``auto``).
 
 Run from the repository root::
 
@@ -24,18 +24,33 @@ from gpu_ivm.workloads import celebrity_churn, mixed_stream
 SETTINGS = ("auto", "1/2", "1")
 
 
-def measure(stream, epsilon: str) -> dict:
-    """Load the base graph and apply every batch; updates/s over the batches only."""
+def load(stream, epsilon: str) -> GraphEngine:
     g = GraphEngine(epsilon=epsilon)
-    g.policy.force = "delta"
+    g.policy.force = "delta"  # only ε differs between the engines
     g.load((stream.base_src, stream.base_dst))
-    secs, ups = [], 0
-    for b in stream.batches():
-        secs.append(g.apply(b).seconds)
-        ups += int(len(b["src"]))
-    return {"epsilon": str(g.epsilon), "heavy": int(np.count_nonzero(g.rels[0].heavy)),
-            "updates_per_s": ups / sum(secs), "median_ms": float(np.median(secs)) * 1e3,
-            "p99_ms": float(np.percentile(secs, 99)) * 1e3, "count": g.count()}
+    return g
+
+
+def measure(stream, settings, rounds: int) -> dict[str, dict]:
+    """Per setting, one engine per round; batch i goes to every engine of the round before batch
+    i + 1, in a rotating order, so a change in the machine's load hits every setting alike.
+    Returns per setting the per-batch seconds (all rounds) and the engine facts."""
+    out = {s: {"seconds": [], "updates": 0} for s in settings}
+    for rnd in range(rounds):
+        engines = {s: load(stream, s) for s in settings}
+        for i, b in enumerate(stream.batches()):
+            k = (i + rnd) % len(settings)
+            for s in settings[k:] + settings[:k]:
+                out[s]["seconds"].append(engines[s].apply(b).seconds)
+                out[s]["updates"] += int(len(b["src"]))
+        counts = {g.count() for g in engines.values()}
+        assert len(counts) == 1, f"settings disagree on the count: {counts}"
+        for s, g in engines.items():
+            out[s].update(epsilon=str(g.epsilon), count=g.count(),
+                          heavy=int(np.count_nonzero(g.rels[0].heavy)),
+                          revisions=g._stats["eps_revisions"])
+        del engines
+    return out
 
 
 def main(argv=None) -> int:
@@ -63,23 +78,19 @@ def main(argv=None) -> int:
         st = make()
         print(f"{name}: scale {a.scale}, {st.n_base:,} base edges, {a.batches} batches of "
               f"{a.batch_size:,} (generated in {time.perf_counter() - t:.1f} s)", flush=True)
-        runs: dict[str, list[dict]] = {s: [] for s in SETTINGS}
-        for rnd in range(a.rounds):
-            order = SETTINGS if rnd % 2 == 0 else SETTINGS[::-1]
-            for s in order:
-                r = measure(st, s)
-                runs[s].append(r)
-                print(f"  round {rnd} epsilon={s:4s} (in use {r['epsilon']}, {r['heavy']} heavy)"
-                      f" {r['updates_per_s']:>12,.0f} updates/s  median {r['median_ms']:7.2f} ms"
-                      f"  p99 {r['p99_ms']:7.2f} ms", flush=True)
-        counts = {r["count"] for rs in runs.values() for r in rs}
-        assert len(counts) == 1, f"settings disagree on the count: {counts}"
-        best = {s: max(r["updates_per_s"] for r in rs) for s, rs in runs.items()}
-        mean = {s: float(np.mean([r["updates_per_s"] for r in rs])) for s, rs in runs.items()}
-        print(f"  summary ({name}): " + ", ".join(
-            f"{s}: best {best[s]:,.0f} / mean {mean[s]:,.0f} updates/s" for s in SETTINGS))
-        print("  auto / fixed (best rounds): " + ", ".join(
-            f"vs {s}: {best['auto'] / best[s]:.2f}x" for s in SETTINGS[1:]), flush=True)
+        res = measure(st, SETTINGS, a.rounds)
+        for s in SETTINGS:
+            r, sec = res[s], np.asarray(res[s]["seconds"])
+            print(f"  epsilon={s:4s} (in use {r['epsilon']}, {r['heavy']} heavy, "
+                  f"{r['revisions']} revisions) {r['updates'] / sec.sum():>12,.0f} updates/s  "
+                  f"median {np.median(sec) * 1e3:7.2f} ms  p99 "
+                  f"{np.percentile(sec, 99) * 1e3:7.2f} ms", flush=True)
+        auto = np.asarray(res["auto"]["seconds"])
+        print("  fixed / auto, total time: " + ", ".join(
+            f"{s}: {np.sum(res[s]['seconds']) / auto.sum():.2f}x" for s in SETTINGS[1:])
+            + "; median of per-batch ratios: " + ", ".join(
+            f"{s}: {np.median(np.asarray(res[s]['seconds']) / auto):.2f}x"
+            for s in SETTINGS[1:]), flush=True)
     return 0
 
 

@@ -80,12 +80,23 @@ def test_first_batches_of_a_fresh_process_compile_nothing():
     assert out["new"] == {}
 
 
-def test_slow_warm_up_prints_one_notice():
-    code = ("import gpu_ivm.warmup as w\n"
-            "w.NOTICE_AFTER_S = 0.0\n"
+def test_slow_warm_up_prints_one_notice(tmp_path):
+    """A cold cache (an empty NUMBA_CACHE_DIR) compiles: one notice, from the first warm-up."""
+    code = ("import os; os.environ['NUMBA_CACHE_DIR'] = " + repr(str(tmp_path)) + "\n"
+            "import gpu_ivm.warmup as w\n"
+            "w.NOTICE_AFTER_S = 0.5\n"
             "first = w.warm_up('cpu', ['vertex_counts'])\n"
             "import time; time.sleep(0.2)\n"
             "print(first > 0, w.warm_up('cpu', ['vertex_counts']))\n")
     res = _run(code)
     assert res.stdout.split() == ["True", "0.0"]
     assert res.stderr.count("compiling kernels, first run only") == 1
+
+
+def test_warm_cache_prints_no_notice():
+    """With the cache warm nothing compiles, so no notice, however long the loading takes."""
+    _run("import gpu_ivm.warmup as w; w.warm_up('cpu')")  # fills the cache if it is cold
+    res = _run("import gpu_ivm.warmup as w\nw.NOTICE_AFTER_S = 0.0\nw.warm_up('cpu')\n"
+               "import time; time.sleep(0.2)\nprint(w._cache_misses())")
+    assert res.stdout.split() == ["0"]
+    assert "compiling kernels" not in res.stderr
