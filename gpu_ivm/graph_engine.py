@@ -132,7 +132,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         if self.size or self.batches_applied:
             raise InputError("load() needs an empty engine; apply batches instead")
         # kernels loaded (or compiled, cold cache) once per process before any timed batch
-        warm_up(self.backend.name, self.maintain, self.track_changes)
+        warm_up(self.backend, self.maintain, self.track_changes)
         el = io.read_edges(edges)
         src, dst = el.src, el.dst
         loops = src == dst

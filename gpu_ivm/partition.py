@@ -131,5 +131,5 @@ class PartRel:
     def track_lights(self, keys: np.ndarray, deg: np.ndarray) -> None:
         """Update ``over`` / ``n_over`` for touched unique ``keys`` of current degree ``deg``."""
         new = ~self.heavy[keys] & (deg > self.watch)
-        self.n_over += int(new.sum()) - int(self.over[keys].sum())
+        self.n_over += int(new.sum() - self.over[keys].sum())  # one read on a device
         self.over[keys] = new

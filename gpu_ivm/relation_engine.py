@@ -114,7 +114,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         if self.size or self.batches_applied:
             raise InputError("load() needs an empty engine; apply batches instead")
         # kernels loaded (or compiled, cold cache) once per process before any timed batch
-        warm_up(self.backend.name, self.maintain, self.track_changes)
+        warm_up(self.backend, self.maintain, self.track_changes)
         parts = []
         for src in (R, S, T):
             if src is None:

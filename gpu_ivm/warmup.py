@@ -30,7 +30,7 @@ _started: set[tuple] = set()
 _running: list[tuple] = []  # the workload's own load() calls must not start another warm-up
 
 
-def warm_up(backend: str | None = None, maintain=(), track_changes: bool = False) -> float:
+def warm_up(backend=None, maintain=(), track_changes: bool = False) -> float:
     """Run the tiny workload once per process and configuration; return the seconds it took
     (0 when it had run before).
 
@@ -40,24 +40,33 @@ def warm_up(backend: str | None = None, maintain=(), track_changes: bool = False
     """
     from .backend import get_backend
 
-    name = get_backend(backend).name
+    be = get_backend(backend)  # a Backend object is used as given (never re-resolved by name)
+    name = be.name
     key = (name, tuple(sorted(maintain or ())), bool(track_changes))
     if key in _started or _running:
         return 0.0
     _started.add(key)
+    if name == "cuda" and _simulated():
+        return 0.0  # the CUDA simulator runs kernels as Python: nothing to compile
     _running.append(key)
     t = time.perf_counter()
     done = threading.Event()
     watcher = threading.Thread(target=_notice, args=(name, done), daemon=True)
     watcher.start()
     try:
-        _with_thresholds(1, name, key[1], key[2])  # the parallel variants
-        _with_thresholds(1 << 62, name, key[1], key[2])  # the sequential ones
+        _with_thresholds(1, be, key[1], key[2])  # the parallel variants
+        _with_thresholds(1 << 62, be, key[1], key[2])  # the sequential ones
     finally:
         done.set()
         _running.clear()
     seconds[key] = time.perf_counter() - t
     return seconds[key]
+
+
+def _simulated() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
 
 
 def _notice(backend: str, done: threading.Event) -> None:
@@ -87,7 +96,7 @@ def _cache_misses() -> int:
     return misses
 
 
-def _with_thresholds(value: int, backend: str, maintain, track_changes: bool) -> None:
+def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None:
     from . import engine
     from .kernels import delta_kernels
 
@@ -99,7 +108,7 @@ def _with_thresholds(value: int, backend: str, maintain, track_changes: bool) ->
         delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = saved
 
 
-def _workload(backend: str, maintain, track_changes: bool) -> None:
+def _workload(backend, maintain, track_changes: bool) -> None:
     from .graph_engine import GraphEngine
     from .relation_engine import RelationEngine
 
