@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-GPU_IVM = ("gpu_ivm_eps_half", "gpu_ivm_eps_half_delta", "gpu_ivm_eps_0_delta",
-           "gpu_ivm_eps_1_delta", "gpu_ivm_factorized")
+GPU_IVM = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_half_delta",
+           "gpu_ivm_eps_0_delta", "gpu_ivm_eps_1_delta", "gpu_ivm_factorized")
 RECOUNTS = ("recount", "recount_scipy", "recount_networkit", "duckdb_recount")
 PEERS = ("duckdb_delta", "pathway")
 ALL = GPU_IVM + RECOUNTS + PEERS
@@ -45,8 +45,8 @@ class ScalingConfig:
     batch_size: int = 1000
     n_batches: int = 10
     recount_timed: int = 3
-    systems: tuple[str, ...] = ("gpu_ivm_eps_half", "gpu_ivm_eps_1_delta", "recount",
-                                "recount_networkit", "duckdb_delta", "pathway")
+    systems: tuple[str, ...] = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
+                                "recount", "recount_networkit", "duckdb_delta", "pathway")
     seed: int = 1
     cap_s: float = 180.0
     #: skip a scale when gpu_ivm's peak memory, extrapolated from the previous scale, would
@@ -64,7 +64,7 @@ class WindowConfig:
     fixed_batch: int = 1000  # the variant with a fixed number of stream changes per batch
     max_batches: int | None = None  # cut long streams (None: the whole stream)
     recount_timed: int = 20
-    systems: tuple[str, ...] = ("gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
+    systems: tuple[str, ...] = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
                                 "gpu_ivm_factorized", "recount", "recount_scipy",
                                 "recount_networkit", "duckdb_delta", "duckdb_recount",
                                 "pathway")
@@ -79,7 +79,7 @@ class StaticConfig:
     batch_size: int = 1000
     seed: int = 5
     recount_timed: int = 6
-    systems: tuple[str, ...] = ("gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
+    systems: tuple[str, ...] = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
                                 "gpu_ivm_factorized", "recount", "recount_scipy",
                                 "recount_networkit", "duckdb_delta", "duckdb_recount",
                                 "pathway")
@@ -126,6 +126,22 @@ class QueriesConfig:
 
 
 @dataclass(frozen=True)
+class CelebrityConfig:
+    """Celebrity churn (``workloads.celebrity_churn``): R-MAT plus ``n_celebrities`` vertices
+    of degree ``celebrity_degree``; each batch toggles ``batch_size`` celebrity pairs."""
+
+    scale: int = 18
+    n_celebrities: int = 64
+    celebrity_degree: int = 40_000
+    batch_size: int = 1000
+    n_batches: int = 30
+    seed: int = 1
+    recount_timed: int = 3
+    systems: tuple[str, ...] = ALL
+    cap_s: float = 180.0
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     replay: ReplayConfig
@@ -135,6 +151,7 @@ class Profile:
     static: StaticConfig
     spark: SparkConfig
     queries: QueriesConfig = field(default_factory=QueriesConfig)
+    celebrity: CelebrityConfig = field(default_factory=CelebrityConfig)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -154,7 +171,7 @@ QUICK = Profile(
     name="quick",
     replay=ReplayConfig(scale=16, batches={1000: 10, 10_000: 5, 100_000: 2},
                         recount_timed={1000: 2, 10_000: 2, 100_000: 1}, cap_s=60.0,
-                        systems=("gpu_ivm_eps_half", "gpu_ivm_eps_half_delta",
+                        systems=("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_half_delta",
                                  "gpu_ivm_eps_0_delta", "gpu_ivm_eps_1_delta",
                                  "gpu_ivm_factorized", "recount", "recount_scipy",
                                  "recount_networkit", "duckdb_recount", "duckdb_delta")),
@@ -165,6 +182,8 @@ QUICK = Profile(
     spark=SparkConfig(scale=14, batches={1000: 5, 10_000: 3}, cap_s=120.0),
     storage=StorageConfig(sizes=(1 << 18, 1 << 22), time_budget=60.0, repeats=1),
     queries=QueriesConfig(scale=14, n_batches=6, cap_s=120.0),
+    celebrity=CelebrityConfig(scale=16, n_batches=10, recount_timed=2, cap_s=60.0,
+                              systems=tuple(x for x in ALL if x != "pathway")),
 )
 
 TINY = Profile(
@@ -184,6 +203,11 @@ TINY = Profile(
     storage=StorageConfig(sizes=(1 << 12, 1 << 13), batch=200, time_budget=30.0,
                           repeats=1, warmup=False),
     queries=QueriesConfig(scale=8, batch_size=50, n_batches=3, cap_s=60.0),
+    celebrity=CelebrityConfig(scale=8, n_celebrities=8, celebrity_degree=200, batch_size=20,
+                              n_batches=3, recount_timed=2, cap_s=60.0,
+                              systems=GPU_IVM + ("recount", "recount_scipy",
+                                                 "recount_networkit", "duckdb_recount",
+                                                 "duckdb_delta")),
 )
 
 PROFILES = {p.name: p for p in (TINY, QUICK, FULL)}

@@ -17,6 +17,7 @@ SCALING_PNG = "scaling_throughput.png"
 STORAGE_PNG = "storage_scaling.png"
 
 _STYLE = {
+    "gpu_ivm_auto": dict(color="C9", marker="*", lw=2.2),
     "gpu_ivm_eps_half": dict(color="C0", marker="o", lw=2.2),
     "gpu_ivm_eps_half_delta": dict(color="C0", marker="s", linestyle="--"),
     "gpu_ivm_eps_0_delta": dict(color="C9", marker="v"),

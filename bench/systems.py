@@ -81,7 +81,9 @@ class GpuIvmSystem(System):
         self._last: dict = {}
 
     def describe(self) -> dict:
-        return {"epsilon": self.epsilon, "force": self.force, "adaptive": self.adaptive}
+        chosen = None if self.engine is None else str(self.engine.epsilon)
+        return {"epsilon": self.epsilon, "force": self.force, "adaptive": self.adaptive,
+                "epsilon_chosen": chosen}
 
     def load(self, base_src, base_dst) -> float:
         self.engine = GraphEngine(epsilon=self.epsilon, adaptive=self.adaptive)
@@ -168,6 +170,8 @@ class RecountSystem(RecountBase):
 
 #: name -> factory of a fresh system
 SYSTEMS: dict[str, Callable[[], System]] = {
+    "gpu_ivm_auto": lambda: GpuIvmSystem("gpu_ivm_auto", "gpu_ivm default (ε auto, adaptive)",
+                                         epsilon="auto"),
     "gpu_ivm_eps_half": lambda: GpuIvmSystem("gpu_ivm_eps_half", "gpu_ivm ε=½ (adaptive)"),
     "gpu_ivm_eps_half_delta": lambda: GpuIvmSystem(
         "gpu_ivm_eps_half_delta", "gpu_ivm ε=½ delta", force="delta"),

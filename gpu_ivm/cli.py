@@ -94,10 +94,10 @@ def _replay_meta(args, files, sizes: list[int], n_applied: int, engine_cfg: dict
 def _engine_cfg(args, maintain: list[str]) -> dict:
     """The engine options recorded in (and checked against) a snapshot's manifest; graph
     runs without --emit keep the layout of earlier versions."""
-    from .rational import parse_epsilon
+    from .rational import parse_epsilon_setting
 
-    e = parse_epsilon(args.epsilon)
-    eps = f"{e.numerator}/{e.denominator}"
+    e = parse_epsilon_setting(args.epsilon)
+    eps = "auto" if e is None else f"{e.numerator}/{e.denominator}"
     if args.relations:
         cfg = {"form": "relations", "epsilon": eps}
     else:
@@ -649,8 +649,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--relations", action="store_true",
                    help="the three-relation form: maintain Q = sum R(a,b)*S(b,c)*T(c,a) over "
                         "bag relations instead of the triangles of one graph")
-    r.add_argument("--epsilon", default="1/2", type=epsilon_arg,
-                   help="IVM^eps exponent in [0, 1], e.g. 1/2 (default), 1/3, 0.5")
+    r.add_argument("--epsilon", default="auto", type=epsilon_arg,
+                   help="IVM^eps exponent in [0, 1] (e.g. 1/2, 1/3, 0.5), or auto (default: "
+                        "chosen from the degree distribution at load and at every major "
+                        "rebalancing)")
     r.add_argument("--directed", action="store_true", help="maintain directed 3-cycles")
     r.add_argument("--json", action="store_true",
                    help="JSON lines on stdout: one for the base (kind base) or the resumed "
@@ -718,8 +720,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="updates per batch (default 1000)")
     d.add_argument("--batches", type=positive_int, default=30, metavar="N",
                    help="number of batches (default 30)")
-    d.add_argument("--epsilon", default="1/2", type=epsilon_arg,
-                   help="IVM^eps exponent in [0, 1] (default 1/2)")
+    d.add_argument("--epsilon", default="auto", type=epsilon_arg,
+                   help="IVM^eps exponent in [0, 1], or auto (default)")
     d.set_defaults(fn=cmd_demo)
     from .spark_glue.cli import add_parser as add_spark_replay
 

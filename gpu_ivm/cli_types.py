@@ -27,15 +27,18 @@ BACKENDS = ("cpu", "cuda", "auto")
 
 
 def epsilon_arg(value: str) -> str:
-    """An IVM^eps exponent: a fraction in [0, 1] such as ``1/2``, ``0.5``, ``0`` or ``1``;
-    returned as given (the engine parses it exactly)."""
+    """An IVM^eps exponent: ``auto`` or a fraction in [0, 1] such as ``1/2``, ``0.5``, ``0`` or
+    ``1``; returned as given (the engine parses it exactly)."""
     from .rational import parse_epsilon
+
+    if value.strip().lower() == "auto":
+        return value
 
     try:
         parse_epsilon(value)
     except InputError:
         raise argparse.ArgumentTypeError(
-            f"{value!r} is not a fraction in [0, 1] (e.g. 1/2, 0.5, 0 or 1)") from None
+            f"{value!r} is not auto or a fraction in [0, 1] (e.g. 1/2, 0.5, 0 or 1)") from None
     return value
 
 

@@ -94,7 +94,7 @@ class TriangleEngineBase:
     symmetric = False
     unit_multiplicities = False  # the graph form: every stored multiplicity is 1
 
-    def __init__(self, epsilons: list[Fraction], backend: str | Backend | None = None):
+    def __init__(self, epsilons: list[Fraction | None], backend: str | Backend | None = None):
         self.backend = get_backend(backend)
         self.k = self.backend.kernels
         self.xp = self.backend.xp  # NumPy, or CuPy: every array of the state lives there
@@ -107,7 +107,8 @@ class TriangleEngineBase:
         self.batches_applied = 0
         self.last_batch_id: int | None = None  # the caller's id of the last applied batch
         self.last_report: BatchReport | None = None
-        self._stats = {"major": 0, "moves": 0, "to_heavy": 0, "to_light": 0}
+        self._stats = {"major": 0, "moves": 0, "to_heavy": 0, "to_light": 0,
+                       "eps_revisions": 0}
         # True after a batch took the recompute path: the stores hold the right tuples and Q is
         # right, but partitions, views and N are brought up to date only when a batch next
         # takes the delta path (so a run of large batches costs one recount each).
@@ -116,6 +117,11 @@ class TriangleEngineBase:
         # profile mode's counters (PROFILE_WORK): updates evaluated by the count kernel, entries
         # they read, and Σ min(deg x, deg y) over them (the min-degree bound of the graph form)
         self.work = {"updates": 0, "entries": 0, "min_degree_sum": 0}
+
+    @property
+    def epsilon_auto(self) -> bool:
+        """True when the engine picks ε itself (``epsilon="auto"``) at every rebuild."""
+        return any(r.auto for r in self.rels)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -232,6 +238,8 @@ class TriangleEngineBase:
         ih, il = select_many(xp, [hm, ~hm])
         self._apply_part_deltas(k, keys[ih], deltas[ih], keys[il], deltas[il])
         K.heavy[clear] = False
+        if K.watch is not None:  # auto ε: light keys that grew past the rule's work bound
+            K.track_lights(ux, deg_new)
         return dq
 
     def _move(self, k: int, to_heavy: np.ndarray, to_light: np.ndarray) -> None:
@@ -297,6 +305,7 @@ class TriangleEngineBase:
                 self.Q += self._phase(k, keys, deltas, q_delta_for(k),
                                       None if old is None else old[i])
             self._major_check()
+            self._epsilon_check()
             self.policy.observe_delta(time.perf_counter() - t1, self, plist)
         return path
 
@@ -377,6 +386,19 @@ class TriangleEngineBase:
             self._stats["major"] += 1
             try:
                 self._rebuild(n)
+            except ResourceLimitError as e:
+                self._degrade(e)
+
+    def _epsilon_check(self) -> None:
+        """Auto ε: when more light keys grew past the rule's work bound than it allows (one in
+        the undirected graph, whose updates take their cheaper orientation; else none),
+        rebuild now, choosing ε again, instead of waiting for the next major rebalancing."""
+        allowed = 1 if self.symmetric else 0
+        if any(r.watch is not None and r.n_over > allowed for r in self.rels):
+            self._stats["major"] += 1
+            self._stats["eps_revisions"] += 1
+            try:
+                self._rebuild(self.N)
             except ResourceLimitError as e:
                 self._degrade(e)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import ConflictError, InputError
 from .queries.api import FreeQueryResults
-from .rational import EpsilonLike, parse_epsilon
+from .rational import EpsilonLike, parse_epsilon_setting
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
@@ -38,10 +39,12 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     ----------
     directed : bool
         Count directed 3-cycles of a directed graph instead of undirected triangles.
-    epsilon : str, Fraction, int or float
-        The IVM^ε exponent in [0, 1] (default ``"1/2"``: O(√N) amortized time per update, the
-        best worst-case bound (optimal under the OMv conjecture); not always the fastest ε on a
-        given graph, see docs/benchmarks.md); 1 and 0 give classical first-order IVM.
+    epsilon : "auto", str, Fraction, int or float
+        The IVM^ε exponent in [0, 1], or ``"auto"`` (default): the engine picks ε from the
+        degree distribution at load and at every major rebalancing (see
+        :mod:`gpu_ivm.eps_policy`; ``epsilon`` then reads the current choice). ε = 1/2 bounds
+        the worst-case work per update by O(√N) but maintains views for every vertex of degree
+        >= √N; 1 and 0 give classical first-order IVM.
     backend : str, optional
         ``"cpu"``, ``"cuda"`` or ``"auto"``; default from ``GPU_IVM_BACKEND`` or ``"cpu"``.
     on_conflict : {"error", "ignore"}
@@ -86,7 +89,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             return super().__new__(InsertOnlyGraphEngine)
         return super().__new__(cls)
 
-    def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "1/2",
+    def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "auto",
                  backend: str | Backend | None = None, on_conflict: str = "error",
                  adaptive: bool = True, maintain: str | Iterable[str] | None = None,
                  track_changes: bool = False, mode: str = "general"):
@@ -94,12 +97,20 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             raise InputError(f"on_conflict must be 'error' or 'ignore', got {on_conflict!r}",
                              column="on_conflict")
         self.directed = bool(directed)
-        self.epsilon = parse_epsilon(epsilon)
+        eps = parse_epsilon_setting(epsilon)
         self.on_conflict = on_conflict
-        super().__init__([self.epsilon], backend)
+        super().__init__([eps], backend)
         self.symmetric = not self.directed
+        self.rels[0].symmetric = self.symmetric
         self.policy = AdaptivePolicy(enabled=adaptive)
-        self._init_queries(maintain, [self.epsilon] * 3, track_changes)
+        # the free-query structures keep a fixed ε (1/2 under "auto")
+        self._init_queries(maintain, [Fraction(1, 2) if eps is None else eps] * 3,
+                           track_changes)
+
+    @property
+    def epsilon(self) -> Fraction:
+        """The ε in use (under ``epsilon="auto"``, the one chosen at the last rebuild)."""
+        return self.rels[0].eps
 
     # ------------------------------------------------------------------ summary
     def __len__(self) -> int:
@@ -162,6 +173,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         t0 = time.perf_counter()
         if self.size or self.batches_applied:
             raise InputError("load() needs an empty engine; apply batches instead")
+        # kernels loaded (or compiled, cold cache) once per process before any timed batch
+        warm_up(self.backend, self.maintain, self.track_changes)
         el = io.read_edges(edges, **read_options)
         src, dst = el.src, el.dst
         loops = src == dst
@@ -176,7 +189,6 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         self._build(keys, ones)
         self._queries_build([(keys >> 32, keys & 0xFFFFFFFF, ones)] * 3)
         self.batches_applied = 0
-        warm_up()
         return self._report(t0, batch=-1, rows=n, updates=self.num_edges,
                             triangles=self.count(), delta=self.count(), path="load",
                             self_loops=n_loops)

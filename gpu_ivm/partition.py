@@ -13,6 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from .encoding import transpose
+from .eps_policy import choose_epsilon, work_bound
 from .overflow import max_abs, sum_squares
 from .rational import Thresholds
 from .store import ZStore
@@ -40,14 +41,24 @@ class PartRel:
     :mod:`gpu_ivm.kernels.row_index`). Off by default: on the 2-core CPU it halves the entries
     the count kernel reads but the tables' upkeep and memory made whole batches slower
     (docs/benchmarks.md, "Row hash tables").
+
+    ``eps=None`` (``epsilon="auto"``): ε is chosen from the degrees at every strict
+    repartition (:func:`gpu_ivm.eps_policy.choose_epsilon`; ``symmetric``: updates are
+    evaluated in their cheaper orientation, the undirected graph); until the first one it is 1.
+    Between rebuilds a light key may grow past the rule's work bound (possible when ⌈3θ/2⌉
+    exceeds it): ``watch`` is then that bound, ``over`` flags the light keys above it and
+    ``n_over`` counts them, so the engine can choose ε again before the next major rebalancing.
     """
 
     index_min: int | None = _index_min_from_env()
 
-    def __init__(self, name: str, eps: Fraction, n: int, id_capacity: int = 0, kernels=None):
+    def __init__(self, name: str, eps: Fraction | None, n: int, id_capacity: int = 0,
+                 kernels=None):
         self.name = name
-        self.eps = eps
-        self.th = Thresholds.of(n, eps)
+        self.auto = eps is None
+        self.symmetric = False
+        self.eps = Fraction(1) if eps is None else eps
+        self.th = Thresholds.of(n, self.eps)
         self.kernels = kernels
         self.h = ZStore(id_capacity, kernels, self.index_min)
         self.l = ZStore(id_capacity, kernels, self.index_min)
@@ -58,6 +69,9 @@ class PartRel:
         # upper bound of Σ multiplicity² (None: recount from the parts); exact when _sq_exact
         self._sq: int | None = 0
         self._sq_exact = True
+        self.watch: int | None = None
+        self.over = self.xp.zeros(id_capacity, np.bool_)
+        self.n_over = 0
 
     # the parts: replacing one (rebuild, restore) forgets the cached sum of squares
     @property
@@ -112,6 +126,9 @@ class PartRel:
             new = self.xp.zeros(max(capacity, 2 * self.heavy.shape[0]), np.bool_)
             new[: self.heavy.shape[0]] = self.heavy
             self.heavy = new
+            over = self.xp.zeros(new.shape[0], np.bool_)
+            over[: self.over.shape[0]] = self.over
+            self.over = over
 
     @property
     def id_capacity(self) -> int:
@@ -141,15 +158,18 @@ class PartRel:
         return sort_pairs(self.xp.concatenate([hk, lk]), self.xp.concatenate([hv, lv]))
 
     def rebuild(self, n: int, keys: np.ndarray | None = None, vals: np.ndarray | None = None):
-        """Strict repartition with threshold N^ε (heavy iff degree >= ⌈N^ε⌉)."""
+        """Strict repartition with threshold N^ε (heavy iff degree >= ⌈N^ε⌉); ε chosen anew
+        from the degrees first when it is automatic."""
         if keys is None:
             keys, vals = self.items()
-        self.th = Thresholds.of(n, self.eps)
         xp = self.xp
         cap = self.id_capacity
         firsts = keys >> 32
         deg = (xp.bincount(firsts, minlength=cap)[:cap] if keys.shape[0]
                else xp.zeros(cap, np.int64))
+        if self.auto:
+            self.eps = choose_epsilon(n, deg, self.symmetric)
+        self.th = Thresholds.of(n, self.eps)
         heavy = deg >= self.th.strict
         heavy &= deg > 0
         self.heavy = xp.zeros(cap, np.bool_)
@@ -163,3 +183,20 @@ class PartRel:
         self.max_abs = max_abs(xp, vals)
         self._sq = sum_squares(xp, vals)
         self._sq_exact = True
+        self.watch_lights(n)
+
+    def watch_lights(self, n: int) -> None:
+        """Start counting the light keys above the work bound of base ``n`` (auto ε only)."""
+        bound = work_bound(n)
+        self.watch = bound if self.auto and self.th.up > bound else None
+        cap = self.id_capacity
+        self.over = self.xp.zeros(cap, np.bool_)
+        if self.watch is not None:
+            self.over[:] = ~self.heavy[:cap] & (self.degree(self.xp.arange(cap)) > bound)
+        self.n_over = int(self.over.sum())
+
+    def track_lights(self, keys: np.ndarray, deg: np.ndarray) -> None:
+        """Update ``over`` / ``n_over`` for touched unique ``keys`` of current degree ``deg``."""
+        new = ~self.heavy[keys] & (deg > self.watch)
+        self.n_over += int(new.sum() - self.over[keys].sum())  # one read on a device
+        self.over[keys] = new

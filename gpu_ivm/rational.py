@@ -53,6 +53,18 @@ def parse_epsilon(value: object) -> Fraction:
     return eps
 
 
+def parse_epsilon_setting(value: object) -> Fraction | None:
+    """Like :func:`parse_epsilon`, but ``"auto"`` (the engines' default) gives None: the engine
+    then picks ε itself at each rebuild (:mod:`gpu_ivm.eps_policy`).
+
+    >>> parse_epsilon_setting("auto") is None, parse_epsilon_setting("1/3")
+    (True, Fraction(1, 3))
+    """
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    return parse_epsilon(value)
+
+
 def _iroot_floor(k: int, q: int) -> int:
     """floor(k ** (1/q)) for integers k >= 0, q >= 1, exactly."""
     if k < 2 or q == 1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
 from .errors import InputError, IntegerOverflowError
 from .overflow import VALUE_LIMIT, max_abs
 from .queries.api import FreeQueryResults
-from .rational import EpsilonLike, parse_epsilon
+from .rational import EpsilonLike, parse_epsilon_setting
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
@@ -39,8 +40,8 @@ def _epsilons(epsilon) -> list:
         missing = [r for r in REL_NAMES if r not in epsilon]
         if missing:
             raise InputError(f"per-relation epsilon is missing {missing}", column="epsilon")
-        return [parse_epsilon(epsilon[r]) for r in REL_NAMES]
-    e = parse_epsilon(epsilon)
+        return [parse_epsilon_setting(epsilon[r]) for r in REL_NAMES]
+    e = parse_epsilon_setting(epsilon)
     return [e, e, e]
 
 
@@ -49,8 +50,10 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
 
     Parameters
     ----------
-    epsilon : str, Fraction, float or mapping
-        One ε in [0, 1] for all relations (default ``"1/2"``), or ``{"R": .., "S": .., "T": ..}``.
+    epsilon : "auto", str, Fraction, float or mapping
+        One ε in [0, 1] for all relations, ``"auto"`` (default: each relation's ε is picked
+        from its degree distribution at load and at every major rebalancing, see
+        :mod:`gpu_ivm.eps_policy`), or ``{"R": .., "S": .., "T": ..}`` (values may be "auto").
     backend : str, optional
         ``"cpu"``, ``"cuda"`` or ``"auto"`` (default from ``GPU_IVM_BACKEND``, else cpu).
     adaptive : bool
@@ -75,13 +78,20 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
 
     names = REL_NAMES
 
-    def __init__(self, *, epsilon: EpsilonLike | Mapping[str, EpsilonLike] = "1/2",
+    def __init__(self, *, epsilon: EpsilonLike | Mapping[str, EpsilonLike] = "auto",
                  backend: str | Backend | None = None, adaptive: bool = True,
                  maintain: str | Iterable[str] | None = None, track_changes: bool = False):
-        self.epsilons = _epsilons(epsilon)
-        super().__init__(self.epsilons, backend)
+        eps = _epsilons(epsilon)
+        super().__init__(eps, backend)
         self.policy = AdaptivePolicy(enabled=adaptive)
-        self._init_queries(maintain, self.epsilons, track_changes)
+        # the free-query structures keep a fixed ε (1/2 where it is "auto")
+        self._init_queries(maintain, [Fraction(1, 2) if e is None else e for e in eps],
+                           track_changes)
+
+    @property
+    def epsilons(self) -> list[Fraction]:
+        """The ε of R, S and T in use (automatic ones: chosen at the last rebuild)."""
+        return [r.eps for r in self.rels]
 
     def count(self) -> int:
         """The current value of Q."""
@@ -132,6 +142,8 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         t0 = time.perf_counter()
         if self.size or self.batches_applied:
             raise InputError("load() needs an empty engine; apply batches instead")
+        # kernels loaded (or compiled, cold cache) once per process before any timed batch
+        warm_up(self.backend, self.maintain, self.track_changes)
         parts = []
         for src in (R, S, T):
             if src is None:
@@ -161,7 +173,6 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         consolidated = [(be.to_device(k), be.to_device(v)) for k, v in consolidated]
         self._build(consolidated)
         self._queries_build([(k >> 32, k & 0xFFFFFFFF, v) for k, v in consolidated])
-        warm_up()
         return self._report(t0, batch=-1, rows=rows, updates=self.size, triangles=self.Q,
                             delta=self.Q, path="load")
 

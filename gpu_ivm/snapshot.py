@@ -227,7 +227,8 @@ def _config(engine) -> dict:
     if isinstance(engine, GraphEngine):
         return {"form": "graph", "query": "directed 3-cycles" if engine.directed
                 else "triangles", "directed": engine.directed,
-                "epsilon": _eps_str(engine.epsilon), "on_conflict": engine.on_conflict,
+                "epsilon": _eps_str(engine.epsilon), "epsilon_auto": engine.epsilon_auto,
+                "on_conflict": engine.on_conflict,
                 "adaptive": adaptive, "maintain": list(engine.maintain),
                 "track_changes": engine.track_changes,
                 # insert-only / auto engines (gpu_ivm.insert_only) record their mode
@@ -235,7 +236,8 @@ def _config(engine) -> dict:
     if isinstance(engine, RelationEngine):
         return {"form": "relations", "query": "sum R(a,b)*S(b,c)*T(c,a)",
                 "epsilon": {nm: _eps_str(e) for nm, e in zip(engine.names, engine.epsilons)},
-                "adaptive": adaptive, "maintain": list(engine.maintain),
+                "epsilon_auto": engine.epsilon_auto, "adaptive": adaptive,
+                "maintain": list(engine.maintain),
                 "track_changes": engine.track_changes}
     raise InputError(f"cannot snapshot a {type(engine).__name__}; expected a GraphEngine or "
                      "a RelationEngine", column="engine")
@@ -275,7 +277,8 @@ def _write_folder(engine, folder: Path, metadata: dict | None) -> dict:
                    (f"{K.name}.l.arrow", _kv_table(lk, lv)),
                    (f"{K.name}.heavy.arrow", pa.table({"id": pa.array(heavy_ids)}))]
         ak, av = items(K)
-        rel_meta.append({"name": K.name, "epsilon": _eps_str(K.eps), "max_abs": int(K.max_abs),
+        rel_meta.append({"name": K.name, "epsilon": _eps_str(K.eps), "epsilon_auto": K.auto,
+                         "max_abs": int(K.max_abs),
                          "tuples": int(ak.shape[0]), "heavy": len(K.h), "light": len(K.l),
                          "heavy_keys": int(heavy_ids.shape[0]),
                          "tuples_sha256": _digest_arrays(ak, av)})
@@ -636,7 +639,8 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
     dev = eng.backend.to_device  # the state goes to the backend's memory once
     for K, got, meta in zip(eng.rels, parts, rel_meta):
         cap = K.id_capacity
-        K.th = Thresholds.of(N, K.eps)
+        K.th = Thresholds.of(N, K.eps)  # the ε in use (for "auto": the one last chosen)
+        K.auto = bool(meta.get("epsilon_auto", False))  # "auto" chooses again at rebuilds
         heavy = np.zeros(cap, np.bool_)
         heavy[got["heavy"]] = True
         K.heavy = dev(heavy)
@@ -649,6 +653,7 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         order = np.argsort(t, kind="stable")
         K.ht = ZStore.from_sorted(dev(t[order]), dev(hv[order]), cap, kern, ix)
         K.max_abs = int(meta.get("max_abs", 0))
+        K.watch_lights(N)
     cap = eng.rels[0].id_capacity
     eng.views = [ViewStore.build(dev(ks), dev(vs), cap, getattr(eng, "k", None))
                  for ks, vs in views]

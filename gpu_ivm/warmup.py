@@ -1,38 +1,114 @@
 """Load every compiled kernel once per process, so that no user batch pays for it.
 
-Numba's compiled kernels are cached on disk (``cache=True``) but each is loaded into the
-process at its first call (tens of milliseconds each); without this the first batch after a
-load was about ten times slower than the next ones in the benchmark. ``warm_up()`` runs a
-small deterministic workload through both engines once, touching the sequential and the
-parallel variants of the kernels; engines call it at the end of ``load()``.
+Numba's CPU kernels are cached on disk (``cache=True``: compiled once per machine and Numba
+version), but each is still loaded into the process at its first call, tens of milliseconds
+per kernel and type signature, and a cold cache compiles (seconds). Without a warm-up that cost
+fell on the first batches after a load. ``warm_up()`` runs a small deterministic workload
+through both engines on the caller's backend, with the thresholds above which the parallel
+variants run lowered to 1 and then raised above every size (so both the sequential and the
+parallel variants are loaded), and with the caller's free-variable results maintained.
+Engines call it at the start of ``load()``, so the first load of a process pays it once per
+configuration; when it takes more than a second and has compiled something (a cold cache, or
+the CUDA backend), a one-line notice goes to stderr while it runs. ``seconds`` records what
+each warm-up took.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+import time
+
 import numpy as np
 
-_done = False
+NOTICE = "gpu_ivm: compiling kernels, first run only"
+NOTICE_AFTER_S = 1.0
+
+#: seconds each warm-up took, by (backend, maintained results, track_changes)
+seconds: dict[tuple, float] = {}
+_started: set[tuple] = set()
+_running: list[tuple] = []  # the workload's own load() calls must not start another warm-up
 
 
-def warm_up() -> None:
-    """Run the tiny workload once per process (no-op afterwards)."""
-    global _done
-    if _done:
+def warm_up(backend=None, maintain=(), track_changes: bool = False) -> float:
+    """Run the tiny workload once per process and configuration; return the seconds it took
+    (0 when it had run before).
+
+    >>> _ = warm_up("cpu")
+    >>> warm_up("cpu")
+    0.0
+    """
+    from .backend import get_backend
+
+    be = get_backend(backend)  # a Backend object is used as given (never re-resolved by name)
+    name = be.name
+    key = (name, tuple(sorted(maintain or ())), bool(track_changes))
+    if key in _started or _running:
+        return 0.0
+    _started.add(key)
+    if name == "cuda" and _simulated():
+        return 0.0  # the CUDA simulator runs kernels as Python: nothing to compile
+    _running.append(key)
+    t = time.perf_counter()
+    done = threading.Event()
+    watcher = threading.Thread(target=_notice, args=(name, done), daemon=True)
+    watcher.start()
+    try:
+        _with_thresholds(1, be, key[1], key[2])  # the parallel variants
+        _with_thresholds(1 << 62, be, key[1], key[2])  # the sequential ones
+    finally:
+        done.set()
+        _running.clear()
+    seconds[key] = time.perf_counter() - t
+    return seconds[key]
+
+
+def _simulated() -> bool:
+    from numba import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+def _notice(backend: str, done: threading.Event) -> None:
+    """Print the notice once the warm-up has run ``NOTICE_AFTER_S`` and has compiled a CPU
+    kernel (a slow warm-up on a busy machine that only loads cached code is no compilation);
+    the CUDA kernels are always compiled."""
+    if done.wait(NOTICE_AFTER_S):
         return
-    _done = True
+    while not done.is_set():
+        if backend != "cpu" or _cache_misses():
+            print(NOTICE, file=sys.stderr, flush=True)
+            return
+        done.wait(0.25)
+
+
+def _cache_misses() -> int:
+    """Signatures the CPU kernels of this process compiled instead of loading from the cache."""
+    from numba.core.registry import CPUDispatcher
+
+    misses = 0
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not name.startswith("gpu_ivm"):
+            continue
+        for v in list(vars(mod).values()):
+            if isinstance(v, CPUDispatcher):
+                misses += sum(v.stats.cache_misses.values())
+    return misses
+
+
+def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None:
     from . import engine
     from .kernels import delta_kernels
 
-    # lower the thresholds above which the parallel variants run, so they are loaded too
     saved = (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN)
-    delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = 1, 1
+    delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = value, value
     try:
-        _workload()
+        _workload(backend, list(maintain) or None, track_changes)
     finally:
         delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = saved
 
 
-def _workload() -> None:
+def _workload(backend, maintain, track_changes: bool) -> None:
     from .graph_engine import GraphEngine
     from .relation_engine import RelationEngine
 
@@ -41,13 +117,16 @@ def _workload() -> None:
     src = rng.integers(0, n, 900)
     dst = rng.integers(0, n, 900)
     src[:300] = rng.integers(0, 3, 300)  # hubs, so heavy keys and views exist
+    kw = {"backend": backend, "adaptive": False, "maintain": maintain,
+          "track_changes": track_changes}
     for directed in (False, True):
-        g = GraphEngine(directed=directed, epsilon="1/3", on_conflict="ignore", adaptive=False)
-        g.load((src[:400], dst[:400]))
-        g.apply({"src": src[400:], "dst": dst[400:], "sign": np.ones(500, np.int64)})
-        g.apply({"src": src[:700], "dst": dst[:700], "sign": -np.ones(700, np.int64)})
-        g.apply({"src": src[:3], "dst": dst[:3], "sign": np.ones(3, np.int64)})
-    r = RelationEngine(epsilon="1/3", adaptive=False)
+        for eps in ("1/3", "1"):
+            g = GraphEngine(directed=directed, epsilon=eps, on_conflict="ignore", **kw)
+            g.load((src[:400], dst[:400]))
+            g.apply({"src": src[400:], "dst": dst[400:], "sign": np.ones(500, np.int64)})
+            g.apply({"src": src[:700], "dst": dst[:700], "sign": -np.ones(700, np.int64)})
+            g.apply({"src": src[:3], "dst": dst[:3], "sign": np.ones(3, np.int64)})
+    r = RelationEngine(epsilon="1/3", **kw)
     rel = np.array(["R", "S", "T"])[rng.integers(0, 3, 900)]
     r.apply({"rel": rel, "src": src, "dst": dst, "mult": np.ones(900, np.int64)})
     r.apply({"rel": rel[:5], "src": src[:5], "dst": dst[:5], "mult": -np.ones(5, np.int64)})

@@ -1,4 +1,5 @@
-"""Deterministic workloads: R-MAT graphs, mixed insert/delete streams, sliding windows.
+"""Deterministic workloads: R-MAT graphs, mixed insert/delete streams, celebrity churn,
+sliding windows.
 
 Everything here is vectorized numpy (no Python loop over edges) and fully determined by its
 arguments and ``seed``.
@@ -13,7 +14,8 @@ import numpy as np
 
 from gpu_ivm.errors import InputError
 
-__all__ = ["rmat_edges", "MixedStream", "mixed_stream", "sliding_window_stream"]
+__all__ = ["rmat_edges", "MixedStream", "mixed_stream", "CelebrityChurn", "celebrity_churn",
+           "sliding_window_stream"]
 
 
 def _dedup_sorted(keys: np.ndarray) -> np.ndarray:
@@ -280,6 +282,143 @@ def mixed_stream(scale: int, *, edge_factor: int = 16, batch_size: int, n_batche
     n_base = int(base_fraction * src.shape[0])
     return MixedStream(src, dst, n_base, int(batch_size), int(n_batches),
                        float(delete_fraction), int(seed))
+
+
+@dataclass
+class CelebrityChurn:
+    """An R-MAT graph plus a few "celebrity" vertices of very high degree, and a stream of
+    batches that toggle edges among the celebrities (the adversarial case of first-order IVM:
+    every update joins two vertices of degree far above √N).
+
+    The base graph is the R-MAT edge set on ids ``[0, 2**scale)``, each celebrity (ids
+    ``2**scale + i``) joined to ``celebrity_degree`` distinct R-MAT vertices, and each pair of
+    celebrities joined with probability 1/2. Every batch toggles ``batch_size`` distinct
+    celebrity pairs drawn uniformly: a present edge is deleted, an absent one inserted, so
+    every batch is valid under set semantics when applied in order.
+
+    Attributes
+    ----------
+    base_src, base_dst : numpy.ndarray of int64
+        The base graph, each undirected edge once (``src < dst``).
+    celebrities : numpy.ndarray of int64
+        The celebrity ids.
+    pair_src, pair_dst : numpy.ndarray of int64
+        Every celebrity pair (``src < dst``), the edges the batches toggle.
+    pair_present : numpy.ndarray of bool
+        Which pairs the base graph holds.
+    batch_size, n_batches, seed : int
+        Shape of the stream and seed of the toggles.
+
+    Examples
+    --------
+    >>> st = celebrity_churn(8, n_celebrities=6, celebrity_degree=40, batch_size=5,
+    ...                      n_batches=3, seed=1)
+    >>> [len(b["src"]) for b in st.batches()]
+    [5, 5, 5]
+    >>> deg = np.bincount(np.r_[st.base_src, st.base_dst])
+    >>> bool((deg[st.celebrities] >= 40).all())
+    True
+    """
+
+    base_src: np.ndarray
+    base_dst: np.ndarray
+    celebrities: np.ndarray
+    pair_src: np.ndarray
+    pair_dst: np.ndarray
+    pair_present: np.ndarray
+    batch_size: int
+    n_batches: int
+    seed: int = 0
+
+    @property
+    def n_base(self) -> int:
+        """Edges of the base graph."""
+        return int(self.base_src.shape[0])
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    def __iter__(self) -> Iterator[dict]:
+        return self.batches()
+
+    def _toggles(self) -> Iterator[np.ndarray]:
+        rng = np.random.default_rng([int(self.seed), 0xCE1E])
+        for _ in range(self.n_batches):
+            yield rng.choice(self.pair_src.shape[0], self.batch_size, replace=False)
+
+    def batches(self) -> Iterator[dict]:
+        """Yield the batches: dicts of int64 arrays ``src``, ``dst``, ``sign`` (+1 / -1);
+        every call replays the same sequence."""
+        present = self.pair_present.copy()
+        for idx in self._toggles():
+            sign = np.where(present[idx], -1, 1).astype(np.int64)
+            present[idx] = ~present[idx]
+            yield {"src": self.pair_src[idx], "dst": self.pair_dst[idx], "sign": sign}
+
+    def final_edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The edge set after every batch: the base graph with the celebrity pairs toggled."""
+        present = self.pair_present.copy()
+        for idx in self._toggles():
+            present[idx] = ~present[idx]
+        other = ~self._is_pair(self.base_src, self.base_dst)
+        return (np.concatenate([self.base_src[other], self.pair_src[present]]),
+                np.concatenate([self.base_dst[other], self.pair_dst[present]]))
+
+    def _is_pair(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        first = int(self.celebrities[0]) if self.celebrities.shape[0] else 0
+        return (src >= first) & (dst >= first) if self.celebrities.shape[0] else \
+            np.zeros(src.shape[0], bool)
+
+
+def celebrity_churn(scale: int, *, n_celebrities: int = 64, celebrity_degree: int = 40_000,
+                    batch_size: int = 1000, n_batches: int = 30, edge_factor: int = 16,
+                    seed: int = 0) -> CelebrityChurn:
+    """Celebrity churn over an R-MAT graph (see :class:`CelebrityChurn`).
+
+    Parameters
+    ----------
+    scale, edge_factor : int
+        The R-MAT graph (:func:`rmat_edges`, same ``seed``).
+    n_celebrities : int, default 64
+        Vertices added with very high degree (at least 2).
+    celebrity_degree : int, default 40,000
+        R-MAT vertices each celebrity is joined to (at most ``2**scale``); its degree is this
+        plus its celebrity neighbours.
+    batch_size, n_batches : int
+        Toggles per batch (at most the number of pairs, n·(n-1)/2) and number of batches.
+    seed : int, default 0
+        Seeds the graph, the celebrities' neighbours, the base pairs and the toggles.
+
+    Examples
+    --------
+    >>> st = celebrity_churn(6, n_celebrities=4, celebrity_degree=10, batch_size=6,
+    ...                      n_batches=2, seed=3)
+    >>> st.pair_src.shape[0], st.celebrities.tolist()
+    (6, [64, 65, 66, 67])
+    """
+    n_cel, deg = int(n_celebrities), int(celebrity_degree)
+    n_pairs = n_cel * (n_cel - 1) // 2
+    if n_cel < 2:
+        raise InputError("n_celebrities must be at least 2")
+    if not 0 <= deg <= (1 << int(scale)):
+        raise InputError(f"celebrity_degree must be in [0, 2**scale = {1 << int(scale)}]")
+    if not 0 <= batch_size <= n_pairs or n_batches < 0:
+        raise InputError(f"batch_size must be in [0, {n_pairs}] (the celebrity pairs) and "
+                         "n_batches non-negative")
+    src, dst = rmat_edges(scale, edge_factor, seed=seed)
+    rng = np.random.default_rng([int(seed), 0xCE1EB])
+    n = 1 << int(scale)
+    cel = n + np.arange(n_cel, dtype=np.int64)
+    # each celebrity's neighbours: deg distinct R-MAT vertices (the first deg of a permutation)
+    fans = np.argsort(rng.random((n_cel, n)), axis=1)[:, :deg].astype(np.int64) if deg else \
+        np.zeros((n_cel, 0), np.int64)
+    iu, ju = np.triu_indices(n_cel, k=1)
+    pair_src, pair_dst = cel[iu], cel[ju]
+    present = rng.random(n_pairs) < 0.5
+    base_src = np.concatenate([src, fans.ravel(), pair_src[present]])
+    base_dst = np.concatenate([dst, np.repeat(cel, deg), pair_dst[present]])
+    return CelebrityChurn(base_src, base_dst, cel, pair_src, pair_dst, present,
+                          int(batch_size), int(n_batches), int(seed))
 
 
 def sliding_window_stream(src: np.ndarray, dst: np.ndarray, t: np.ndarray, *, window: int,

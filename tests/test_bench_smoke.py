@@ -38,14 +38,19 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     replay = [r for r in systems if r["scenario"] == "replay"]
     storage = [r for r in results if r["scenario"] == "storage"]
     assert {r["system"] for r in replay} == {
-        "gpu_ivm_eps_half", "gpu_ivm_eps_half_delta", "gpu_ivm_eps_0_delta",
+        "gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_half_delta", "gpu_ivm_eps_0_delta",
         "gpu_ivm_eps_1_delta", "gpu_ivm_factorized", "recount", "recount_scipy",
         "recount_networkit", "duckdb_recount", "duckdb_delta"}
     # the SNAP scenarios need ../shared/data (present in CI; a clone elsewhere has none)
     from conftest import DATA
 
     snap = {"windows", "snap_static"} if DATA.is_dir() else set()
-    assert {r["scenario"] for r in systems} == {"replay", "scaling"} | snap
+    assert {r["scenario"] for r in systems} == {"replay", "celebrity", "scaling"} | snap
+    celebrity = [r for r in systems if r["scenario"] == "celebrity"]
+    assert {r["system"] for r in celebrity} == {r["system"] for r in replay}
+    assert all(r["ok"] for r in celebrity if r["status"] == "ok")
+    assert {r["epsilon_chosen"] for r in celebrity if r["system"] == "gpu_ivm_eps_1_delta"} \
+        == {"1"}
     queries = [r for r in results if r["scenario"] == "queries"]
     assert {(r["epsilon"], r["maintain"]) for r in queries} == {
         (e, m) for e in ("0", "1/2", "1")
@@ -75,7 +80,8 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
 
     md = (tmp_path / "benchmarks.md").read_text()
     assert "python -m bench --profile tiny" in md
-    for heading in ("## What is measured", "## Replay", "## Scaling", "## Sliding windows",
+    for heading in ("## What is measured", "## Replay", "## Celebrity churn", "## Scaling",
+                    "## Sliding windows",
                     "## Static SNAP", "## Per-vertex counts", "## Spark", "## Storage", "## Goals",
                     "## Where the time goes"):
         assert heading in md

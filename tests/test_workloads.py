@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from gpu_ivm.errors import InputError
-from gpu_ivm.workloads import MixedStream, mixed_stream, rmat_edges, sliding_window_stream
+from gpu_ivm.workloads import (
+    MixedStream,
+    celebrity_churn,
+    mixed_stream,
+    rmat_edges,
+    sliding_window_stream,
+)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -224,3 +230,57 @@ def test_sliding_window_mathoverflow_final_state():
         now += day
         n += 1
     assert present == _window_oracle(src, dst, t, now - day - 30 * day, now - day)
+
+
+# --------------------------------------------------------------------------- celebrity churn
+
+
+def test_celebrity_churn_degrees():
+    st = celebrity_churn(9, n_celebrities=7, celebrity_degree=120, batch_size=10, n_batches=2,
+                         seed=4)
+    n = 2**9
+    base = _pairs(st.base_src, st.base_dst)
+    assert len(set(base)) == len(base) and all(a < b for a, b in base)
+    assert st.celebrities.tolist() == list(range(n, n + 7))
+    rmat = set(_pairs(*rmat_edges(9, seed=4)))
+    assert rmat <= set(base)  # the R-MAT graph of the same seed, untouched
+    cel = set(st.celebrities.tolist())
+    for c in cel:
+        fans = {a for a, b in base if b == c and a not in cel}
+        assert len(fans) == 120 and max(fans) < n  # distinct R-MAT vertices
+        assert not any(a == c for a, b in base if b not in cel)
+    pairs = {(a, b) for a, b in base if a in cel and b in cel}
+    assert pairs == set(_pairs(st.pair_src[st.pair_present], st.pair_dst[st.pair_present]))
+    assert len(_pairs(st.pair_src, st.pair_dst)) == 7 * 6 // 2
+    assert len(base) == len(rmat) + 7 * 120 + len(pairs)
+
+
+def test_celebrity_churn_toggles_valid_and_deterministic():
+    kw = dict(n_celebrities=9, celebrity_degree=50, batch_size=20, n_batches=6)
+    st = celebrity_churn(8, seed=2, **kw)
+    present = set(_pairs(st.base_src, st.base_dst))
+    cel = set(st.celebrities.tolist())
+    batches = list(st.batches())
+    assert len(batches) == 6
+    for b in batches:
+        assert len(b["src"]) == 20
+        assert all(a in cel and c in cel and a < c for a, c in _pairs(b["src"], b["dst"]))
+        _apply(present, b)  # every delete hits a present edge, every insert an absent one
+    fs, fd = st.final_edges()
+    final = _pairs(fs, fd)
+    assert len(set(final)) == len(final) and set(final) == present
+    again = list(celebrity_churn(8, seed=2, **kw).batches())
+    assert all(np.array_equal(x[k], y[k]) for x, y in zip(batches, again, strict=True)
+               for k in ("src", "dst", "sign"))
+    other = list(celebrity_churn(8, seed=3, **kw).batches())
+    assert any(not np.array_equal(x["src"], y["src"]) for x, y in zip(batches, other,
+                                                                      strict=True))
+
+
+@pytest.mark.parametrize("kw", [dict(n_celebrities=1), dict(celebrity_degree=2**8 + 1),
+                                dict(batch_size=4 * 3 // 2 + 1, n_celebrities=4),
+                                dict(n_batches=-1)])
+def test_celebrity_churn_refuses_bad_shapes(kw):
+    args = dict(n_celebrities=4, celebrity_degree=10, batch_size=2, n_batches=1) | kw
+    with pytest.raises(InputError):
+        celebrity_churn(8, **args)

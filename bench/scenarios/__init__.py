@@ -4,8 +4,18 @@ one dict per measurement to ``ctx.emit`` (see :mod:`bench.context`). Register ne
 
 from __future__ import annotations
 
-from bench.scenarios import queries, replay, scaling, snap_static, spark, storage, windows
+from bench.scenarios import (
+    celebrity,
+    queries,
+    replay,
+    scaling,
+    snap_static,
+    spark,
+    storage,
+    windows,
+)
 
-SCENARIOS = {m.NAME: m for m in (replay, scaling, windows, snap_static, queries, spark, storage)}
+SCENARIOS = {m.NAME: m for m in (replay, celebrity, scaling, windows, snap_static, queries,
+                                 spark, storage)}
 
 __all__ = ["SCENARIOS"]
