@@ -15,6 +15,7 @@ each warm-up took.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -22,7 +23,8 @@ import time
 import numpy as np
 
 NOTICE = "gpu_ivm: compiling kernels, first run only"
-NOTICE_AFTER_S = 1.0
+#: seconds a compiling warm-up runs before the notice (``$GPU_IVM_NOTICE_AFTER``, default 1)
+NOTICE_AFTER_S = float(os.environ.get("GPU_IVM_NOTICE_AFTER", "1"))
 
 #: seconds each warm-up took, by (backend, maintained results, track_changes)
 seconds: dict[tuple, float] = {}

@@ -22,6 +22,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # machine that would add lines to the stderr of subprocesses whose error output the tests
 # check line by line. Tests of the progress lines set the threshold themselves.
 os.environ.setdefault("GPU_IVM_PROGRESS_AFTER", "1e9")
+# likewise the warm-up's "compiling kernels" notice (a cold cache); tests/test_warmup.py sets
+# the threshold itself
+os.environ.setdefault("GPU_IVM_NOTICE_AFTER", "1e9")
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
