@@ -8,7 +8,7 @@ Examples
 >>> epsilon_arg("2")
 Traceback (most recent call last):
 ...
-argparse.ArgumentTypeError: '2' is not a fraction in [0, 1] (e.g. 1/2, 0.5, 0 or 1)
+argparse.ArgumentTypeError: '2' is not a fraction in [0, 1] or auto (e.g. 1/2, 0.5, 0, 1, auto)
 >>> positive_int("0")
 Traceback (most recent call last):
 ...
@@ -38,7 +38,7 @@ def epsilon_arg(value: str) -> str:
         parse_epsilon(value)
     except InputError:
         raise argparse.ArgumentTypeError(
-            f"{value!r} is not auto or a fraction in [0, 1] (e.g. 1/2, 0.5, 0 or 1)") from None
+            f"{value!r} is not a fraction in [0, 1] or auto (e.g. 1/2, 0.5, 0, 1, auto)") from None
     return value
 
 

@@ -126,11 +126,16 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         >>> g = GraphEngine()
         >>> _ = g.load({"src": [1, 2, 3], "dst": [2, 3, 1]})
         >>> g
-        GraphEngine(undirected, epsilon=1/2, edges=3, triangles=1, backend='cpu')
+        GraphEngine(undirected, epsilon=1 (auto), edges=3, triangles=1, backend='cpu')
+        >>> GraphEngine(epsilon="1/2")
+        GraphEngine(undirected, epsilon=1/2, edges=0, triangles=0, backend='cpu')
+
+        ``(auto)``: ε was chosen by the engine (``epsilon="auto"``, the default).
         """
         extra = f", maintain={list(self.maintain[1:])}" if self.fq is not None else ""
         return (f"GraphEngine({'directed' if self.directed else 'undirected'}, "
-                f"epsilon={self.epsilon}, edges={self.num_edges}, "
+                f"epsilon={self.epsilon}{' (auto)' if self.epsilon_auto else ''}, "
+                f"edges={self.num_edges}, "
                 f"{'cycles' if self.directed else 'triangles'}={self.count()}, "
                 f"backend={self.backend.name!r}{extra})")
 

@@ -113,8 +113,10 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         >>> e
         RelationEngine(epsilon={'R': '0', 'S': '1/2', 'T': '1'}, tuples={'R': 1, 'S': 1, 'T': 1},
                        count=2, backend='cpu')
+
+        An ε chosen by the engine (``"auto"``) shows as e.g. ``'1 (auto)'``.
         """
-        eps = {K.name: str(K.eps) for K in self.rels}
+        eps = {K.name: str(K.eps) + (" (auto)" if K.auto else "") for K in self.rels}
         sizes = {K.name: len(K) for K in self.rels}
         extra = f", maintain={list(self.maintain[1:])}" if self.fq is not None else ""
         return (f"RelationEngine(epsilon={eps}, tuples={sizes}, count={self.Q}, "

@@ -500,12 +500,13 @@ def test_cli_resume_names_the_differing_options(replay_files, tmp_path, capsys):
     base, bdir, _ = replay_files
     snaps = tmp_path / "snaps"
     common = ["replay", "--base", base, "--batches", bdir]
-    assert run(common + ["--snapshot-dir", snaps], capsys)[0] == 0
+    # an explicit epsilon (the default, auto, is recorded as "auto")
+    assert run(common + ["--snapshot-dir", snaps, "--epsilon", "1/2"], capsys)[0] == 0
     code, _, err = run(common + ["--resume", snaps, "--epsilon", "1/3"], capsys)
     assert code == 2
     assert "epsilon: '1/2' in the snapshot, '1/3' now" in err and "directed" not in \
         err.split("(epsilon")[1].split(")")[0]
-    code, _, err = run(common + ["--resume", snaps, "--directed"], capsys)
+    code, _, err = run(common + ["--resume", snaps, "--directed", "--epsilon", "1/2"], capsys)
     assert code == 2 and "directed: False in the snapshot, True now" in err
 
 
