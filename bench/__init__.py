@@ -5,8 +5,9 @@ Modules, one job each:
 - :mod:`bench.cli` parses the command line; :mod:`bench.runner` runs the scenarios and
   regenerates the report;
 - :mod:`bench.config` holds the profiles (tiny / quick / full sizes);
-- :mod:`bench.systems` holds the systems under test behind a small :class:`~bench.systems.System`
-  interface (gpu_ivm configurations, recount-per-batch);
+- :mod:`bench.system_base` holds the small :class:`~bench.system_base.System` interface and the
+  recount-per-batch base; :mod:`bench.systems` holds the systems under test (gpu_ivm
+  configurations, recount-per-batch) and registers the peers of :mod:`bench.peers`;
 - :mod:`bench.scenarios` holds the measurements (``replay``, ``storage``), each yielding plain
   dict records;
 - :mod:`bench.results` writes and reads the JSON-lines result files;

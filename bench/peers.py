@@ -1,4 +1,4 @@
-"""Peer systems: what a user would pick instead of gpu_ivm, as :class:`bench.systems.System`
+"""Peer systems: what a user would pick instead of gpu_ivm, as :class:`bench.system_base.System`
 adapters.
 
 * recount per batch with scipy (masked SpGEMM on the degree-ordered upper triangle) and with
@@ -29,7 +29,7 @@ import numpy as np
 
 from bench.edgeset import EdgeSet, packed, sorted_unique
 from bench.machine import REPO
-from bench.systems import RecountBase, System
+from bench.system_base import RecountBase, System
 
 PATHWAY_VENV = REPO / "bench" / ".venvs" / "pathway"
 PATHWAY_REQUIREMENTS = REPO / "bench" / "requirements-pathway.txt"

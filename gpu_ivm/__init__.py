@@ -28,7 +28,9 @@ from .kernel_cache import configure as _configure_kernel_cache
 
 _configure_kernel_cache()
 
-from . import cq
+# insert_only registers GraphEngine's insert-only / auto modes and their snapshot format
+from . import cq, insert_only  # noqa: F401
+from ._version import __version__
 from .backend import Backend, get_backend
 from .engine import BatchReport
 from .errors import (
@@ -50,8 +52,6 @@ from .static import (
     list_triangles,
     vertex_triangle_counts,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Backend",

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import io
+from . import io, snapshot, warmup
 from .backend import Backend
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
@@ -30,6 +30,17 @@ from .queries.api import FreeQueryResults
 from .rational import EpsilonLike, parse_epsilon_setting
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
+
+# GraphEngine(mode="insert_only" / "auto") makes the subclass of gpu_ivm.insert_only, which
+# imports this module: that module registers the class and its mode check here when imported
+# (the package gpu_ivm imports it), so this module does not import its own subclass.
+_mode_engine: dict[str, Any] = {}
+
+
+def register_mode_engine(cls: type, check_mode) -> None:
+    """Record the engine class of the non-general modes and the function that checks a mode
+    name (:mod:`gpu_ivm.insert_only` calls this when imported)."""
+    _mode_engine.update({"class": cls, "check": check_mode})
 
 
 class GraphEngine(FreeQueryResults, TriangleEngineBase):
@@ -83,8 +94,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def __new__(cls, *args: Any, mode: str = "general", **kwargs: Any) -> GraphEngine:
         # mode="insert_only" / "auto" make the insert-only engine (gpu_ivm.insert_only)
         if cls is GraphEngine and str(mode).replace("-", "_") != "general":
-            from .insert_only import InsertOnlyGraphEngine, check_mode
-
+            InsertOnlyGraphEngine, check_mode = _mode_engine["class"], _mode_engine["check"]
             check_mode(mode)
             return super().__new__(InsertOnlyGraphEngine)
         return super().__new__(cls)
@@ -416,3 +426,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,
                                   wedge)
         return first + int(wedge.sum())
+
+
+# the snapshot reader and the warm-up workload build engines of this class (see their modules)
+snapshot.register_form("graph", GraphEngine)
+warmup.register_engine("graph", GraphEngine)

@@ -44,11 +44,12 @@ from typing import Any
 
 import numpy as np
 
-from . import io
+from . import io, snapshot
+from ._version import __version__
 from .encoding import pack, unpack
 from .engine import BatchReport, group_starts
 from .errors import InputError, IntegerOverflowError, InvariantError
-from .graph_engine import GraphEngine
+from .graph_engine import GraphEngine, register_mode_engine
 from .kernels import stamp_kernels as sk
 from .overflow import isqrt_ceil, refuses
 from .store import ZStore
@@ -336,8 +337,6 @@ def write_snapshot(engine: InsertOnlyGraphEngine, folder, metadata: dict | None)
 
     import pyarrow as pa
 
-    import gpu_ivm
-
     from . import snapshot as sn
 
     keys, stamps = engine.stamped_edges()
@@ -347,7 +346,7 @@ def write_snapshot(engine: InsertOnlyGraphEngine, folder, metadata: dict | None)
              for name, t in tables}
     man = {
         "format": sn.FORMAT, "format_version": sn.FORMAT_VERSION,
-        "library_version": gpu_ivm.__version__, "created_unix": _time.time(),
+        "library_version": __version__, "created_unix": _time.time(),
         **sn._config(engine), "mode": engine.mode, "insert_only_active": True,
         "key_kind": engine.encoder.kind, "num_keys": len(engine.encoder),
         "N": int(engine.N), "Q": int(engine.Q), "count": int(engine.count()),
@@ -400,3 +399,8 @@ def load_snapshot(eng: InsertOnlyGraphEngine, man: dict, folder, table, keys_arr
     if eng.count() != man.get("count") or eng.size != man.get("size"):
         raise SnapshotError("count or size differs from the manifest", file=folder)
     return eng
+
+
+# GraphEngine(mode=...) builds this class; the snapshot module writes and reads its state here
+register_mode_engine(InsertOnlyGraphEngine, check_mode)
+snapshot.register_insert_only_format(write_snapshot, load_snapshot)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import io
+from . import io, snapshot, warmup
 from .backend import Backend
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
@@ -288,3 +288,8 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             return sum_products(deltas, self._path_weights(k, xs, ys, False))
 
         return q_delta
+
+
+# the snapshot reader and the warm-up workload build engines of this class (see their modules)
+snapshot.register_form("relations", RelationEngine)
+warmup.register_engine("relations", RelationEngine)

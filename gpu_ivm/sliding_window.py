@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from . import io
+from . import io, stamp_warmup
 from .encoding import IdEncoder, pack, unpack
 from .errors import InputError
 from .kernels import stamp_kernels as sk
@@ -371,4 +371,8 @@ class SlidingWindow:
         """A window restored from a snapshot folder, verified (checksums, count)."""
         from .window_snapshot import load
 
-        return load(path)
+        return load(path, cls)
+
+
+# the kernel warm-up of the insert-only engine and the window runs a window of this class
+stamp_warmup.register_window(SlidingWindow)

@@ -66,7 +66,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ._version import __version__
 from .errors import GpuIvmError, InputError, InvariantError
+from .rational import Thresholds
+from .store import ZStore
+from .views import ViewStore
 
 __all__ = [
     "FORMAT",
@@ -89,6 +93,33 @@ MANIFEST = "manifest.json"
 SLEEP_ENV = "GPU_IVM_SNAPSHOT_SLEEP"
 NUMBERED = re.compile(r"^snapshot-(\d+)$")
 _TEMP_MARKERS = (".tmp-", ".old-")
+
+# The engines import this module (``engine.snapshot()`` / ``restore()``), so it does not import
+# them: each engine module registers its class under its manifest form when imported (the
+# package ``gpu_ivm`` imports them all), and the insert-only engine its own writer and reader.
+_FORMS: dict[str, type] = {}
+_INSERT_ONLY_FORMAT: dict[str, Any] = {}
+
+
+def register_form(form: str, cls: type) -> None:
+    """Record ``cls`` as the engine class of the manifest form ``form`` ("graph",
+    "relations"); called by the engine modules when imported."""
+    _FORMS[form] = cls
+
+
+def register_insert_only_format(write, load) -> None:
+    """Record the writer and reader of the insert-only state (:mod:`gpu_ivm.insert_only`
+    calls this when imported): ``write(engine, folder, metadata) -> manifest`` and
+    ``load(engine, manifest, folder, table, keys) -> engine``."""
+    _INSERT_ONLY_FORMAT.update(write=write, load=load)
+
+
+def _form_class(form: str) -> type:
+    try:
+        return _FORMS[form]
+    except KeyError:
+        raise RuntimeError(f"no engine class registered for the snapshot form {form!r} "
+                           "(import gpu_ivm)") from None
 
 
 class SnapshotError(GpuIvmError, ValueError):
@@ -220,9 +251,7 @@ def _eps_str(e: Fraction) -> str:
 
 # ---------------------------------------------------------------------------- saving
 def _config(engine) -> dict:
-    from .graph_engine import GraphEngine
-    from .relation_engine import RelationEngine
-
+    GraphEngine, RelationEngine = _form_class("graph"), _form_class("relations")
     adaptive = bool(getattr(getattr(engine, "policy", None), "enabled", True))
     if isinstance(engine, GraphEngine):
         return {"form": "graph", "query": "directed 3-cycles" if engine.directed
@@ -253,12 +282,8 @@ def _encoder_table(engine) -> pa.Table:
 
 
 def _write_folder(engine, folder: Path, metadata: dict | None) -> dict:
-    import gpu_ivm
-
     if getattr(engine, "insert_only_active", False):
-        from .insert_only import write_snapshot
-
-        return write_snapshot(engine, folder, metadata)
+        return _INSERT_ONLY_FORMAT["write"](engine, folder, metadata)
 
     files: dict[str, dict] = {}
     tables: list[tuple[str, pa.Table]] = [("encoder.arrow", _encoder_table(engine))]
@@ -291,7 +316,7 @@ def _write_folder(engine, folder: Path, metadata: dict | None) -> dict:
     man: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "library_version": gpu_ivm.__version__,
+        "library_version": __version__,
         "created_unix": time.time(),
         **_config(engine),
         "key_kind": engine.encoder.kind,
@@ -492,9 +517,7 @@ def _check_pairs(fpath: Path, keys: np.ndarray, vals: np.ndarray, n_ids: int) ->
 
 
 def _new_engine(man: dict, mpath: Path, backend):
-    from .graph_engine import GraphEngine
-    from .relation_engine import RelationEngine
-
+    GraphEngine, RelationEngine = _form_class("graph"), _form_class("relations")
     try:
         if man["form"] == "graph":
             return GraphEngine(directed=bool(man["directed"]), epsilon=man["epsilon"],
@@ -596,9 +619,7 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
     if len(set(keys_arr.tolist())) != n_ids:
         raise SnapshotError("duplicate keys", file=folder / "encoder.arrow")
     if io_state:
-        from .insert_only import load_snapshot
-
-        return load_snapshot(eng, man, folder, table, keys_arr)
+        return _INSERT_ONLY_FORMAT["load"](eng, man, folder, table, keys_arr)
     parts = []
     for K in eng.rels:
         got = {}
@@ -628,10 +649,6 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
     except (KeyError, TypeError, ValueError) as e:
         raise SnapshotError(f"manifest lacks or garbles a counter: {e}", file=mpath) from None
     # assemble
-    from .rational import Thresholds
-    from .store import ZStore
-    from .views import ViewStore
-
     if n_ids:
         eng.encoder.commit(keys_arr)
     eng._grow_ids(max(n_ids, 1))

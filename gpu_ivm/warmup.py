@@ -31,6 +31,16 @@ seconds: dict[tuple, float] = {}
 _started: set[tuple] = set()
 _running: list[tuple] = []  # the workload's own load() calls must not start another warm-up
 
+# The engines call warm_up() from load(), so this module does not import them: the engine
+# modules register their classes here when imported (the package ``gpu_ivm`` imports both).
+_engines: dict[str, type] = {}
+
+
+def register_engine(kind: str, cls: type) -> None:
+    """Record the engine class the workload runs for ``kind`` ("graph" or "relations");
+    called by :mod:`gpu_ivm.graph_engine` and :mod:`gpu_ivm.relation_engine` when imported."""
+    _engines[kind] = cls
+
 
 def warm_up(backend=None, maintain=(), track_changes: bool = False) -> float:
     """Run the tiny workload once per process and configuration; return the seconds it took
@@ -111,9 +121,7 @@ def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None
 
 
 def _workload(backend, maintain, track_changes: bool) -> None:
-    from .graph_engine import GraphEngine
-    from .relation_engine import RelationEngine
-
+    GraphEngine, RelationEngine = _engines["graph"], _engines["relations"]
     rng = np.random.default_rng(12345)
     n = 64
     src = rng.integers(0, n, 900)

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ._version import __version__
+
 FORM = "sliding_window"
 
 
@@ -44,8 +46,6 @@ def _key_array(keys: np.ndarray) -> pa.Array:
 
 def save(sw, path) -> dict:
     """Write ``sw`` to the folder ``path`` atomically; returns the manifest."""
-    import gpu_ivm
-
     from . import snapshot as sn
     from .encoding import unpack
 
@@ -79,7 +79,7 @@ def save(sw, path) -> dict:
         files = {name: {"rows": t.num_rows, **sn._write_bytes(tmp / name, sn._table_bytes(t))}
                  for name, t in tables.items()}
         man = {"format": sn.FORMAT, "format_version": sn.FORMAT_VERSION,
-               "library_version": gpu_ivm.__version__, "created_unix": time.time(),
+               "library_version": __version__, "created_unix": time.time(),
                "form": FORM, "window": sw.window, "step": sw.step_len, "t0": sw.t0,
                "steps_closed": sw.k, "count": sw.count_, "edges": sw.num_edges,
                "stamps": sw._seq, "t_max": sw._t_max, "key_kind": sw.encoder.kind,
@@ -102,12 +102,12 @@ def save(sw, path) -> dict:
     return man
 
 
-def load(path):
+def load(path, cls: type):
     """A :class:`SlidingWindow` restored from ``path``, verified (checksums, ranges, the count
-    against a static recount of the stored window)."""
+    against a static recount of the stored window). ``cls`` is the ``SlidingWindow`` class
+    (passed by ``SlidingWindow.restore``, so this module need not import its module)."""
     from . import snapshot as sn
     from .encoding import unpack
-    from .sliding_window import SlidingWindow
     from .static import count_triangles_dense
 
     folder = Path(path)
@@ -130,8 +130,7 @@ def load(path):
     cal = sn._int_col(table("calendar.arrow", {"change": "int"}), "change")
     pend = table("pending.arrow", {"src": kcol, "dst": kcol, "time": "int"})
     try:
-        sw = SlidingWindow(window=int(man["window"]), step=int(man["step"]),
-                           start=man["t0"])
+        sw = cls(window=int(man["window"]), step=int(man["step"]), start=man["t0"])
         k, count, n_edges = int(man["steps_closed"]), int(man["count"]), int(man["edges"])
         seq = int(man["stamps"])
     except (KeyError, TypeError, ValueError) as e:

@@ -320,7 +320,8 @@ def test_driver_engine_dead_letter_conflicts(tmp_path):
     assert DriverEngine(tmp_path).engine.num_edges == 4  # durable
 
 
-@pytest.mark.parametrize("name", ["_state", "hypercube", "ingest", "sink", "cli", "__init__"])
+@pytest.mark.parametrize("name", ["_state", "hypercube", "hypercube_routing", "ingest", "sink",
+                                  "cli", "__init__"])
 def test_spark_glue_docstring_examples(name):
     """The docstring examples of gpu_ivm.spark_glue (none of them needs Spark)."""
     import doctest

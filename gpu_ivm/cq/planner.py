@@ -19,40 +19,14 @@ class: CQAP_0 iff δ = 0, CQAP_1 iff δ = 1 (Prop. 5.30), "other" otherwise.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from .syntax import Atom, Query, parse_query
+from .variable_order import VONode
 
 __all__ = ["Component", "Plan", "VONode", "acc_top", "canonical_vo", "fracture",
            "is_hierarchical", "plan", "rho"]
-
-
-@dataclass
-class VONode:
-    """A variable of a variable order; ``atoms`` are the atom indices hanging under it."""
-
-    var: str
-    children: list[VONode] = field(default_factory=list)
-    atoms: list[int] = field(default_factory=list)
-
-    def walk(self):
-        """Pre-order: (node, ancestors list)."""
-        stack = [(self, [])]
-        while stack:
-            node, anc = stack.pop()
-            yield node, anc
-            for c in reversed(node.children):
-                stack.append((c, anc + [node.var]))
-
-    def subtree_atoms(self) -> list[int]:
-        out = list(self.atoms)
-        for c in self.children:
-            out += c.subtree_atoms()
-        return out
-
-    def subtree_vars(self) -> list[str]:
-        return [n.var for n, _ in self.walk()]
 
 
 @dataclass

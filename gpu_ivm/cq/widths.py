@@ -21,6 +21,8 @@ import itertools
 from fractions import Fraction
 from functools import lru_cache
 
+from .variable_order import VONode
+
 __all__ = ["access_top_orders", "best_order", "min_static_width", "order_to_vo", "rho_star"]
 
 MAX_VARIABLES = 6
@@ -158,8 +160,6 @@ def min_static_width(comp) -> Fraction | None:
 
 def order_to_vo(parent: dict, comp) -> list:
     """The VONode forest of a parent map, each atom under its deepest variable."""
-    from .planner import VONode
-
     nodes = {v: VONode(v) for v in parent}
     roots = []
     for v in sorted(parent, key=comp.variables.index):
