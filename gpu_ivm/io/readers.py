@@ -13,11 +13,12 @@ import pyarrow as pa
 from gpu_ivm.errors import InputError
 
 from .columns import int_column, rel_column, sign_column
-from .files import read_file
+from .files import file_kind, read_ipc, read_parquet
 from .ids import check_ids, id_pair
 from .layout import EDGES, GRAPH_UPDATES, RELATION, RELATION_UPDATES, Gathered, Layout, check_picks
 from .results import EdgeList, GraphUpdates, RelationUpdates
-from .sources import gather_memory
+from .sources import gather_memory, gather_table
+from .text import read_delimited
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -40,11 +41,19 @@ def _gather(source: Any, layout: Layout, picks: Mapping[str, Any], header: bool 
     check_ids(ids)
     if header is not None and not isinstance(header, bool):
         raise InputError(f"header= must be True, False or None, got {header!r}")
-    if isinstance(source, (str, os.PathLike)):
-        return read_file(pathlib.Path(source), layout, picks, header, ids)
+    if not isinstance(source, (str, os.PathLike)):
+        if header is not None:
+            raise InputError("header= applies to text and CSV files only")
+        return gather_memory(source, layout, picks)
+    path = pathlib.Path(source)
+    kind = file_kind(path)
+    if kind in ("text", "csv"):
+        return read_delimited(path, kind, layout, picks, header, ids)
     if header is not None:
-        raise InputError("header= applies to text and CSV files only")
-    return gather_memory(source, layout, picks)
+        raise InputError(f"{path.name}: header= applies to text and CSV files only; "
+                         f"{kind} files name their columns")
+    table = read_parquet(path) if kind == "parquet" else read_ipc(path)
+    return gather_table(table, layout, picks, path.name)
 
 
 def _located(g: Gathered, convert: Callable[[], _T]) -> _T:
