@@ -781,3 +781,15 @@ def test_snap_ca_grqc() -> None:
     assert edges.src.dtype == np.int64 and edges.dst.dtype == np.int64
     assert not edges.keys_are_strings and edges.time is None
     assert edges.src[0] == 3466 and edges.dst[0] == 937
+
+
+def test_ids_int_keeps_src_and_dst_in_place() -> None:
+    # ids="int" on a typed source whose columns differ in kind: each column is parsed in its
+    # own place (an earlier version swapped src and dst when only dst held strings)
+    for src, dst in (([1, 2], ["3", "4"]), (["1", "2"], [3, 4]), (["5", "6"], ["7", "8"])):
+        edges = read_edges({"src": src, "dst": dst}, ids="int")
+        assert edges.src.tolist() == [int(v) for v in src]
+        assert edges.dst.tolist() == [int(v) for v in dst]
+    with pytest.raises(InputError, match="not an integer") as excinfo:
+        read_edges({"src": [1, 2], "dst": ["3", "x"]}, ids="int")
+    check_error(excinfo, "dst", 1)

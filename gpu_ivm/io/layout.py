@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpu_ivm.errors import InputError, InputNote
@@ -23,9 +23,6 @@ HEADER_WORDS = frozenset(
 )
 #: Header words that name a column no reader uses (a weight): never taken by position.
 UNUSED_WORDS = frozenset({"weight", "w", "wt"})
-
-Pick = "str | int | None"
-
 
 @dataclass(frozen=True)
 class Layout:
@@ -92,7 +89,6 @@ class Gathered:
     text_like: bool = False
     line_of: Callable[[int], int] | None = None
     where: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 def check_picks(layout: Layout, picks: Mapping[str, Any]) -> dict[str, str | int]:
