@@ -111,25 +111,6 @@ def _first_rows(path: pathlib.Path, codec: str | None,
         size *= 8
 
 
-def _options(kind: str, names: list[str], keep: Mapping[int, pa.DataType], skip: int,
-             delimiter: str) -> dict[str, Any]:
-    csv_file = kind == "csv"
-    return {
-        "read_options": pacsv.ReadOptions(skip_rows=skip, column_names=names),
-        "parse_options": pacsv.ParseOptions(
-            delimiter=delimiter, quote_char='"' if csv_file else False,
-            ignore_empty_lines=True,
-        ),
-        "convert_options": pacsv.ConvertOptions(
-            column_types={names[i]: t for i, t in keep.items()},
-            include_columns=[names[i] for i in sorted(keep)],
-            null_values=[""] if csv_file else [],
-            strings_can_be_null=csv_file,
-            quoted_strings_can_be_null=False,
-        ),
-    }
-
-
 def _field_count_error(where: str, layout: Layout, picks: Mapping[str, Any], fields: list[str],
                        ncols: int, row: int, line: int, named: bool) -> InputError:
     k = len(fields)
@@ -197,10 +178,21 @@ def read_delimited(
 
     types = {i: pa.string() if is_text(k, i) else pa.int64() for k, i in chosen.items()}
     names_f = [f"f{i}" for i in range(ncols)]
+    named = names is not None
 
     def parse(types: Mapping[int, pa.DataType], delimiter: str) -> pa.Table:
+        options = {
+            "read_options": pacsv.ReadOptions(skip_rows=skip + hdr, column_names=names_f),
+            "parse_options": pacsv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True,
+                                                quote_char='"' if kind == "csv" else False),
+            "convert_options": pacsv.ConvertOptions(
+                column_types={names_f[i]: t for i, t in types.items()},
+                include_columns=[names_f[i] for i in sorted(types)],
+                null_values=[""] if kind == "csv" else [], strings_can_be_null=kind == "csv",
+                quoted_strings_can_be_null=False),
+        }
         with open_stream(path, codec) as stream:
-            return pacsv.read_csv(stream, **_options(kind, names_f, types, skip + hdr, delimiter))
+            return pacsv.read_csv(stream, **options)
 
     def text_lines() -> tuple[pa.ChunkedArray, np.ndarray]:
         return text_rows(lambda: open_stream(path, codec), where)
@@ -209,51 +201,47 @@ def read_delimited(
         with open_stream(path, codec) as stream:
             return next(line for n, (line, _) in enumerate(csv_rows(stream)) if n == row + hdr)
 
-    line_of: Callable[[int], int] = csv_line if kind == "csv" else (
-        lambda row: int(text_lines()[1][row + hdr]))
+    def gathered(columns: Mapping[str, Any], nrows: int,
+                 line_of: Callable[[int], int]) -> Gathered:
+        return Gathered(cols={k: (shown[k], columns[k]) for k in chosen}, nrows=nrows,
+                        text_like=True, line_of=line_of, where=where)
+
     try:
+        table = None
         if kind == "csv" or (is_regular(sample) and pa.string() not in types.values()):
-            try:
+            try:  # the fast path: one typed parse
                 table = parse(types, "," if kind == "csv" else "\t" if b"\t" in sample else " ")
-                cols = {k: (shown[k], table.column(names_f[i])) for k, i in chosen.items()}
-                return Gathered(cols=cols, nrows=table.num_rows, text_like=True,
-                                line_of=line_of, where=where)
             except pa.ArrowInvalid:
                 pass
-        as_text = dict.fromkeys(types, pa.string())
-        if kind == "csv":
+        if table is None and kind == "csv":
             try:
-                table = parse(as_text, ",")
+                table = parse(dict.fromkeys(types, pa.string()), ",")
             except pa.ArrowInvalid as exc:
                 with open_stream(path, codec) as stream:
-                    bad = ((n - hdr, line, f) for n, (line, f) in enumerate(csv_rows(stream))
-                           if len(f) != ncols)
-                    row, line, fields = next(bad, (None, 0, []))
-                if row is not None:
-                    raise _field_count_error(where, layout, picks, fields, ncols, row, line,
-                                             names is not None) from None
-                raise InputError(f"cannot parse {where}: {exc}") from exc
-            cols = {k: (shown[k], table.column(names_f[i])) for k, i in chosen.items()}
-            return Gathered(cols=cols, nrows=table.num_rows, text_like=True, line_of=line_of,
-                            where=where)
+                    bad = next(((n - hdr, line, f) for n, (line, f) in
+                                enumerate(csv_rows(stream)) if len(f) != ncols), None)
+                if bad is None:
+                    raise InputError(f"cannot parse {where}: {exc}") from exc
+                raise _field_count_error(where, layout, picks, bad[2], ncols, bad[0], bad[1],
+                                         named) from None
+        if table is not None:
+            columns = {k: table.column(names_f[i]) for k, i in chosen.items()}
+            return gathered(columns, table.num_rows, csv_line if kind == "csv" else
+                            lambda row: int(text_lines()[1][row + hdr]))
         fields, numbers = text_lines()
-        counts = pc.list_value_length(fields).to_numpy(zero_copy_only=False)
-        bad = np.flatnonzero(counts != ncols)
+        bad = np.flatnonzero(pc.list_value_length(fields).to_numpy(zero_copy_only=False) != ncols)
         if bad.size:
             r = int(bad[0])
-            shown_fields = [f.decode("utf-8", "replace") for f in fields[r].as_py()]
-            raise _field_count_error(where, layout, picks, shown_fields, ncols, r - hdr,
-                                     int(numbers[r]), names is not None)
+            got = [f.decode("utf-8", "replace") for f in fields[r].as_py()]
+            raise _field_count_error(where, layout, picks, got, ncols, r - hdr, int(numbers[r]),
+                                     named)
         fields = fields.slice(hdr)
-        cols = {}
-        for k, i in chosen.items():
-            try:
-                cols[k] = (shown[k], pc.cast(pc.list_element(fields, i), pa.string()))
-            except pa.ArrowInvalid as exc:
-                raise InputError(f"{where}: column {shown[k]!r} is not valid text: {exc}",
-                                 column=shown[k]) from exc
-        return Gathered(cols=cols, nrows=len(fields), text_like=True,
-                        line_of=lambda row: int(numbers[row + hdr]), where=where)
+        try:
+            columns = {k: pc.cast(pc.list_element(fields, i), pa.string())
+                       for k, i in chosen.items()}
+        except pa.ArrowInvalid as exc:
+            raise InputError(f"{where}: a picked column is not valid UTF-8 text: {exc}") from exc
+        return gathered(columns, len(fields), lambda row: int(numbers[row + hdr]))
     except OSError as exc:
         raise corrupt(path, codec, exc) from exc
 
