@@ -24,6 +24,7 @@ HEADER_WORDS = frozenset(
 #: Header words that name a column no reader uses (a weight): never taken by position.
 UNUSED_WORDS = frozenset({"weight", "w", "wt"})
 
+
 @dataclass(frozen=True)
 class Layout:
     """The columns a reader wants.
@@ -39,7 +40,6 @@ class Layout:
     aliases: Mapping[str, tuple[str, ...]]
     soft: tuple[str, ...] = ()
     text_str: tuple[str, ...] = ()
-    ids: tuple[str, ...] = ("src", "dst")
 
     def display(self, key: str) -> str:
         return self.aliases[key][0]
@@ -85,7 +85,6 @@ class Gathered:
     """
 
     cols: dict[str, tuple[str, Any]]
-    nrows: int
     text_like: bool = False
     line_of: Callable[[int], int] | None = None
     where: str = ""

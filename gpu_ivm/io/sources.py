@@ -78,7 +78,7 @@ def _table(table: pa.Table | pa.RecordBatch, layout: Layout, picks: Mapping[str,
 def gather_table(table: pa.Table | pa.RecordBatch, layout: Layout, picks: Mapping[str, Any],
                  what: str) -> Gathered:
     """Pick the layout's columns from an Arrow table (read from a file named ``what``)."""
-    return Gathered(cols=_table(table, layout, picks, what), nrows=table.num_rows, where=what)
+    return Gathered(cols=_table(table, layout, picks, what), where=what)
 
 
 def gather_memory(source: Any, layout: Layout, picks: Mapping[str, Any]) -> Gathered:
@@ -143,7 +143,7 @@ def gather_memory(source: Any, layout: Layout, picks: Mapping[str, Any]) -> Gath
                 f"column {name!r} has {length} rows but column {first_name!r} has {nrows}",
                 column=name,
             )
-    return Gathered(cols=cols, nrows=nrows)
+    return Gathered(cols=cols)
 
 
 def _transpose(rows: Sequence[Any], width: int) -> list[Any]:

@@ -172,7 +172,7 @@ def read_delimited(
     def is_text(key: str, i: int) -> bool:
         if key in layout.text_str:
             return True
-        if key in layout.ids:
+        if key in ("src", "dst"):
             return ids == "str" or not all(i < len(r) and is_int(r[i]) for r in data)
         return False
 
@@ -201,10 +201,9 @@ def read_delimited(
         with open_stream(path, codec) as stream:
             return next(line for n, (line, _) in enumerate(csv_rows(stream)) if n == row + hdr)
 
-    def gathered(columns: Mapping[str, Any], nrows: int,
-                 line_of: Callable[[int], int]) -> Gathered:
-        return Gathered(cols={k: (shown[k], columns[k]) for k in chosen}, nrows=nrows,
-                        text_like=True, line_of=line_of, where=where)
+    def gathered(columns: Mapping[str, Any], line_of: Callable[[int], int]) -> Gathered:
+        return Gathered(cols={k: (shown[k], columns[k]) for k in chosen}, text_like=True,
+                        line_of=line_of, where=where)
 
     try:
         table = None
@@ -226,7 +225,7 @@ def read_delimited(
                                          named) from None
         if table is not None:
             columns = {k: table.column(names_f[i]) for k, i in chosen.items()}
-            return gathered(columns, table.num_rows, csv_line if kind == "csv" else
+            return gathered(columns, csv_line if kind == "csv" else
                             lambda row: int(text_lines()[1][row + hdr]))
         fields, numbers = text_lines()
         bad = np.flatnonzero(pc.list_value_length(fields).to_numpy(zero_copy_only=False) != ncols)
@@ -241,7 +240,7 @@ def read_delimited(
                        for k, i in chosen.items()}
         except pa.ArrowInvalid as exc:
             raise InputError(f"{where}: a picked column is not valid UTF-8 text: {exc}") from exc
-        return gathered(columns, len(fields), lambda row: int(numbers[row + hdr]))
+        return gathered(columns, lambda row: int(numbers[row + hdr]))
     except OSError as exc:
         raise corrupt(path, codec, exc) from exc
 
@@ -251,5 +250,5 @@ def _empty(layout: Layout, picks: Mapping[str, Any], where: str,
     """Zero rows (an empty, comment-only or header-only file)."""
     keys = keys if keys is not None else list(layout.keys[: layout.required])
     shown = shown or {k: label(layout, k, picks) for k in keys}
-    return Gathered(cols={k: (shown[k], np.empty(0, np.int64)) for k in keys}, nrows=0,
-                    text_like=True, where=where)
+    return Gathered(cols={k: (shown[k], np.empty(0, np.int64)) for k in keys}, text_like=True,
+                    where=where)
