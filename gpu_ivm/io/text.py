@@ -31,8 +31,10 @@ PEEK_BYTES = 1 << 14
 """How much of a text or CSV file is looked at before it is parsed (more when the comment
 lines at its top fill that)."""
 _SAMPLE_ROWS = 64
-def text_rows(source: Callable[[], Any], where: str) -> tuple[pa.ChunkedArray, np.ndarray]:
-    """The fields (``list<binary>``) of every data row of a text file, and their 1-based lines.
+def text_rows(source: Callable[[], Any],
+              where: str) -> tuple[pa.Array, np.ndarray, np.ndarray, np.ndarray]:
+    """Every data row of a text file: ``(fields, first, count, line)``, the fields of all data
+    rows in one array, each row's first field and number of fields, and its 1-based line.
 
     ``source()`` opens the file. Runs of spaces and tabs separate fields; blank lines and lines
     whose first non-blank byte is ``#`` or ``%`` are not data rows. Lines end with LF, CRLF or
@@ -44,22 +46,34 @@ def text_rows(source: Callable[[], Any], where: str) -> tuple[pa.ChunkedArray, n
             "read_options": pacsv.ReadOptions(column_names=["line"]),
             "parse_options": pacsv.ParseOptions(delimiter=delimiter, quote_char=False,
                                                 ignore_empty_lines=False),
-            "convert_options": pacsv.ConvertOptions(column_types={"line": pa.binary()},
+            "convert_options": pacsv.ConvertOptions(column_types={"line": pa.large_binary()},
                                                     null_values=[]),
         }
         try:
             with source() as stream:
-                lines = pacsv.read_csv(stream, **options).column(0)
+                lines = pacsv.read_csv(stream, **options).column(0).combine_chunks()
             break
         except pa.ArrowInvalid as exc:
             error = exc
     else:
         raise InputError(f"{where}: cannot parse: {error}") from error
-    trimmed = pc.replace_substring_regex(lines, r"^[ \t]+|[ \t]+$", "")
-    comment = pc.or_(pc.starts_with(trimmed, "#"), pc.starts_with(trimmed, "%"))
-    data = pc.and_not(pc.greater(pc.binary_length(trimmed), 0), comment)
-    numbers = np.flatnonzero(data.to_numpy(zero_copy_only=False)) + 1
-    return pc.split_pattern_regex(trimmed.filter(data), r"[ \t]+"), numbers
+    parts = pc.split_pattern(pc.replace_substring(lines, "\t", " "), " ")
+    fields = pc.list_flatten(parts)
+    kept = pc.greater(pc.binary_length(fields), 0)
+    fields = fields.filter(kept)
+    count = np.bincount(pc.list_parent_indices(parts).filter(kept).to_numpy(),
+                        minlength=len(lines))
+    first = np.cumsum(count) - count
+    data = count > 0
+    heads = fields.take(first[data])
+    comment = pc.or_(pc.starts_with(heads, "#"), pc.starts_with(heads, "%"))
+    data[data] = ~comment.to_numpy(zero_copy_only=False)
+    rows = np.flatnonzero(data)
+    return fields, first[rows], count[rows], rows + 1
+
+
+def _row(fields: pa.Array, first: int, count: int) -> list[str]:
+    return [f.decode("utf-8", "replace") for f in fields.slice(first, count).to_pylist()]
 
 
 def csv_rows(stream: pa.NativeFile) -> Iterator[tuple[int, list[str]]]:
@@ -101,10 +115,10 @@ def _first_rows(path: pathlib.Path, codec: str | None,
             body = b"\n".join(lines[skip : skip + 2 * _SAMPLE_ROWS]).decode("utf-8", "replace")
             rows = [r for r in csv.reader(body.split("\n")) if r][:_SAMPLE_ROWS]
         else:
-            fields, numbers = text_rows(lambda b=head: pa.BufferReader(b), path.name)
+            fields, first, count, numbers = text_rows(lambda b=head: pa.BufferReader(b),
+                                                      path.name)
             skip = int(numbers[0]) - 1 if numbers.size else 0
-            rows = [[f.decode("utf-8", "replace") for f in r]
-                    for r in fields.slice(0, _SAMPLE_ROWS).to_pylist()]
+            rows = [_row(fields, f, c) for f, c in zip(first[:_SAMPLE_ROWS], count)]
             lines = head.splitlines()
         if rows or complete:
             return skip, rows, b"\n".join(lines[skip : skip + 2 * _SAMPLE_ROWS]), complete
@@ -194,7 +208,7 @@ def read_delimited(
         with open_stream(path, codec) as stream:
             return pacsv.read_csv(stream, **options)
 
-    def text_lines() -> tuple[pa.ChunkedArray, np.ndarray]:
+    def text_lines() -> tuple[pa.Array, np.ndarray, np.ndarray, np.ndarray]:
         return text_rows(lambda: open_stream(path, codec), where)
 
     def csv_line(row: int) -> int:
@@ -226,17 +240,15 @@ def read_delimited(
         if table is not None:
             columns = {k: table.column(names_f[i]) for k, i in chosen.items()}
             return gathered(columns, csv_line if kind == "csv" else
-                            lambda row: int(text_lines()[1][row + hdr]))
-        fields, numbers = text_lines()
-        bad = np.flatnonzero(pc.list_value_length(fields).to_numpy(zero_copy_only=False) != ncols)
+                            lambda row: int(text_lines()[3][row + hdr]))
+        fields, first, count, numbers = text_lines()
+        bad = np.flatnonzero(count != ncols)
         if bad.size:
             r = int(bad[0])
-            got = [f.decode("utf-8", "replace") for f in fields[r].as_py()]
-            raise _field_count_error(where, layout, picks, got, ncols, r - hdr, int(numbers[r]),
-                                     named)
-        fields = fields.slice(hdr)
+            raise _field_count_error(where, layout, picks, _row(fields, first[r], count[r]),
+                                     ncols, r - hdr, int(numbers[r]), named)
         try:
-            columns = {k: pc.cast(pc.list_element(fields, i), pa.string())
+            columns = {k: pc.cast(fields.take(first[hdr:] + i), pa.large_string())
                        for k, i in chosen.items()}
         except pa.ArrowInvalid as exc:
             raise InputError(f"{where}: a picked column is not valid UTF-8 text: {exc}") from exc
