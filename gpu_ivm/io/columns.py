@@ -270,9 +270,7 @@ def _numbers_to_int64(values: np.ndarray, name: str) -> np.ndarray:
 def id_column(raw: Any, name: str) -> np.ndarray:
     """Node ids: int64, or an object array of str."""
     values, all_str = column_values(raw, name)
-    if all_str:
-        return values if values.dtype == object else values.astype(object)
-    return _numbers_to_int64(values, name)
+    return values if all_str else _numbers_to_int64(values, name)
 
 
 def int_column(raw: Any, name: str) -> np.ndarray:
@@ -295,29 +293,19 @@ def sign_column(raw: Any, name: str) -> np.ndarray:
 
 
 def rel_column(raw: Any, name: str) -> np.ndarray:
+    """Relation codes, int8: ``"R"``, ``"S"``, ``"T"`` (any case) or 0, 1, 2."""
     values, all_str = column_values(raw, name)
     if all_str:
-        arr = pc.utf8_upper(pa.array(values, type=pa.string()))
-        idx = pc.index_in(arr, value_set=pa.array(["R", "S", "T", "0", "1", "2"]))
-        if idx.null_count:
-            i = first(idx.is_null().to_numpy(zero_copy_only=False))
-            raise InputError(
-                f"invalid relation {values[i]!r} in column {name!r}: expected 'R', 'S', 'T' "
-                "or 0, 1, 2",
-                column=name,
-                row=i,
-            )
-        return (idx.to_numpy(zero_copy_only=False) % 3).astype(np.int8)
-    codes = _numbers_to_int64(values, name)
-    bad = (codes < 0) | (codes > 2)
+        upper = pc.utf8_upper(pa.array(values, type=pa.string()))
+        idx = pc.index_in(upper, value_set=pa.array(["R", "S", "T", "0", "1", "2"]))
+        bad = idx.is_null().to_numpy(zero_copy_only=False)
+        codes = idx.fill_null(0).to_numpy(zero_copy_only=False) % 3
+    else:
+        codes = _numbers_to_int64(values, name)
+        bad = (codes < 0) | (codes > 2)
     if bad.any():
         i = first(bad)
-        raise InputError(
-            f"invalid relation {int(codes[i])} in column {name!r}: expected 'R', 'S', 'T' "
-            "or 0, 1, 2",
-            column=name,
-            row=i,
-        )
+        shown = repr(values[i]) if all_str else int(codes[i])
+        raise InputError(f"invalid relation {shown} in column {name!r}: expected 'R', 'S', 'T' "
+                         "or 0, 1, 2", column=name, row=i)
     return codes.astype(np.int8)
-
-
