@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import numpy as np
@@ -134,7 +135,7 @@ def test_text_one_column_string_other_int(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="all integers or all strings") as excinfo:
         read_edges(path)  # a mix of integer and string ids is refused (issue 13)
     check_error(excinfo, "dst", 0)
-    edges = read_edges(path, ids="str")
+    edges = read_edges(path, ids="str", header=False)
     assert edges.src.tolist() == ["1", "2"]
     assert edges.dst.tolist() == ["a", "b"]
 
@@ -315,7 +316,7 @@ def test_csv_type_changes_after_first_block(tmp_path: Path) -> None:
         read_edges(path)
     check_error(excinfo, "src", n)
     assert excinfo.value.line == n + 2
-    edges = read_edges(path, ids="str")
+    edges = read_edges(path, ids="str", header=False)
     assert edges.keys_are_strings and edges.src[0] == "0" and edges.dst[-1] == "bob"
 
 
@@ -793,3 +794,30 @@ def test_ids_int_keeps_src_and_dst_in_place() -> None:
     with pytest.raises(InputError, match="not an integer") as excinfo:
         read_edges({"src": [1, 2], "dst": ["3", "x"]}, ids="int")
     check_error(excinfo, "dst", 1)
+
+
+def _split_like_snap(text: str) -> list[list[str]]:
+    """Oracle: the data rows of SNAP text split with Python's re (blank and #/% lines out)."""
+    lines = (ln.strip(" \t") for ln in re.split(r"\r\n|\r|\n", text))
+    return [re.split(r"[ \t]+", ln) for ln in lines if ln and ln[0] not in "#%"]
+
+
+def test_irregular_text_with_control_and_foreign_bytes(tmp_path: Path) -> None:
+    # irregular blanks send the file down the whole-line path: fields may hold the control
+    # characters that path splits lines at, and a column that is not read may hold bytes
+    # that are not UTF-8
+    raw = b"# c\n a\x1fb  d\x1e\r\n\n\tc\te \n"
+    path = tmp_path / "ctl.txt"
+    path.write_bytes(raw)
+    rows = _split_like_snap(raw.decode())
+    edges = read_edges(path, ids="str", header=False)
+    assert edges.src.tolist() == [r[0] for r in rows]
+    assert edges.dst.tolist() == [r[1] for r in rows]
+    raw = b"1  2 caf\xe9\n% c\n3 4\tx\n"
+    path = tmp_path / "latin.txt"
+    path.write_bytes(raw)
+    rows = _split_like_snap(raw.decode("latin-1"))
+    with pytest.warns(InputNote, match="position 2"):
+        edges = read_edges(path)
+    assert edges.src.tolist() == [int(r[0]) for r in rows]
+    assert edges.dst.tolist() == [int(r[1]) for r in rows] and edges.time is None
