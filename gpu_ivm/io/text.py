@@ -3,9 +3,10 @@
 A first block (at least :data:`PEEK_BYTES`) is looked at to skip the comment lines at the top,
 apply the header rule (:mod:`.header`), pick the columns (:mod:`.layout`) and choose their
 types; then the whole file is parsed once with those types. A text file with irregular blanks
-or with comment lines below the top, or whose typed parse fails, is read again as whole lines
-and split with pyarrow's regex kernels (:func:`text_rows`); a CSV file is parsed again with
-every picked column as text. Field-count errors and the lines of bad rows are found there.
+or with comment lines below the top, or whose typed parse fails, is read again as one column
+of whole lines split with pyarrow compute kernels (:func:`text_rows`); a CSV file is parsed
+again with every picked column as text. These slower reads also find field-count errors and
+the 1-based line of a bad row.
 """
 
 from __future__ import annotations
