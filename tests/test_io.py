@@ -135,7 +135,7 @@ def test_text_one_column_string_other_int(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="all integers or all strings") as excinfo:
         read_edges(path)  # a mix of integer and string ids is refused (issue 13)
     check_error(excinfo, "dst", 0)
-    edges = read_edges(path, ids="str", header=False)
+    edges = read_edges(path, ids="str")
     assert edges.src.tolist() == ["1", "2"]
     assert edges.dst.tolist() == ["a", "b"]
 
@@ -316,7 +316,7 @@ def test_csv_type_changes_after_first_block(tmp_path: Path) -> None:
         read_edges(path)
     check_error(excinfo, "src", n)
     assert excinfo.value.line == n + 2
-    edges = read_edges(path, ids="str", header=False)
+    edges = read_edges(path, ids="str")
     assert edges.keys_are_strings and edges.src[0] == "0" and edges.dst[-1] == "bob"
 
 
