@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import numpy as np
@@ -781,3 +782,42 @@ def test_snap_ca_grqc() -> None:
     assert edges.src.dtype == np.int64 and edges.dst.dtype == np.int64
     assert not edges.keys_are_strings and edges.time is None
     assert edges.src[0] == 3466 and edges.dst[0] == 937
+
+
+def test_ids_int_keeps_src_and_dst_in_place() -> None:
+    # ids="int" on a typed source whose columns differ in kind: each column is parsed in its
+    # own place (an earlier version swapped src and dst when only dst held strings)
+    for src, dst in (([1, 2], ["3", "4"]), (["1", "2"], [3, 4]), (["5", "6"], ["7", "8"])):
+        edges = read_edges({"src": src, "dst": dst}, ids="int")
+        assert edges.src.tolist() == [int(v) for v in src]
+        assert edges.dst.tolist() == [int(v) for v in dst]
+    with pytest.raises(InputError, match="not an integer") as excinfo:
+        read_edges({"src": [1, 2], "dst": ["3", "x"]}, ids="int")
+    check_error(excinfo, "dst", 1)
+
+
+def _split_like_snap(text: str) -> list[list[str]]:
+    """Oracle: the data rows of SNAP text split with Python's re (blank and #/% lines out)."""
+    lines = (ln.strip(" \t") for ln in re.split(r"\r\n|\r|\n", text))
+    return [re.split(r"[ \t]+", ln) for ln in lines if ln and ln[0] not in "#%"]
+
+
+def test_irregular_text_with_control_and_foreign_bytes(tmp_path: Path) -> None:
+    # irregular blanks send the file down the whole-line path: fields may hold the control
+    # characters that path splits lines at, and a column that is not read may hold bytes
+    # that are not UTF-8
+    raw = b"# c\n a\x1fb  d\x1e\r\n\n\tc\te \n"
+    path = tmp_path / "ctl.txt"
+    path.write_bytes(raw)
+    rows = _split_like_snap(raw.decode())
+    edges = read_edges(path, ids="str", header=False)
+    assert edges.src.tolist() == [r[0] for r in rows]
+    assert edges.dst.tolist() == [r[1] for r in rows]
+    raw = b"1  2 caf\xe9\n% c\n3 4\tx\n"
+    path = tmp_path / "latin.txt"
+    path.write_bytes(raw)
+    rows = _split_like_snap(raw.decode("latin-1"))
+    with pytest.warns(InputNote, match="position 2"):
+        edges = read_edges(path)
+    assert edges.src.tolist() == [int(r[0]) for r in rows]
+    assert edges.dst.tolist() == [int(r[1]) for r in rows] and edges.time is None

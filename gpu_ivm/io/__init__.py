@@ -13,8 +13,8 @@ Every problem with the input raises :class:`gpu_ivm.errors.InputError` naming th
 the 0-based index of the first offending row and, for text and CSV files, its 1-based line.
 Columns a reader does not use are ignored with a :class:`gpu_ivm.errors.InputNote` warning.
 
-Modules: :mod:`.readers` (the public readers), :mod:`.files` (formats, compression, pyarrow
-reading), :mod:`.text` (irregular SNAP text), :mod:`.header` (the header rule),
+Modules: :mod:`.readers` (the public readers), :mod:`.files` (formats, compression, Parquet
+and Arrow IPC), :mod:`.text` (text and CSV files), :mod:`.header` (the header rule),
 :mod:`.layout` (which columns a reader takes), :mod:`.sources` (in-memory sources),
 :mod:`.columns` (conversion and validation), :mod:`.ids` (integer or string ids),
 :mod:`.batches` (batch folders), :mod:`.results` (the returned types).

@@ -10,14 +10,7 @@ from gpu_ivm.errors import InputError
 
 #: File extensions :func:`list_batch_files` picks up (matched case-insensitively).
 BATCH_EXTENSIONS: tuple[str, ...] = (
-    ".parquet",
-    ".pq",
-    ".csv",
-    ".csv.gz",
-    ".arrow",
-    ".arrows",
-    ".feather",
-    ".ipc",
+    ".parquet", ".pq", ".csv", ".csv.gz", ".arrow", ".arrows", ".feather", ".ipc",
 )
 
 _DIGITS = re.compile(r"(\d+)")

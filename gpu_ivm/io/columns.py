@@ -71,11 +71,7 @@ def _arrow_values(arr: pa.Array | pa.ChunkedArray, name: str) -> tuple[np.ndarra
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         return _primitive_to_numpy(arr), False
     if pa.types.is_boolean(t):
-        if len(arr) == 0:
-            return np.empty(0, dtype=np.int64), False
-        raise InputError(
-            f"column {name!r} holds booleans, which are not valid here", column=name, row=0
-        )
+        return np.zeros(len(arr), dtype=bool), False  # refused (if not empty) by the caller
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return arr.to_numpy(zero_copy_only=False), True
     if pa.types.is_null(t):  # only reachable with zero rows
@@ -111,9 +107,7 @@ def column_values(raw: Any, name: str) -> tuple[np.ndarray, bool]:
     if isinstance(raw, np.ndarray):
         arr = raw
     elif isinstance(raw, (list, tuple)):
-        arr = np.empty(len(raw), dtype=object)
-        for i, v in enumerate(raw):  # never let numpy stringify or nest a list of values
-            arr[i] = v
+        arr = np.fromiter(raw, dtype=object, count=len(raw))  # never nested or stringified
     else:
         try:
             arr = np.asarray(raw)
@@ -130,19 +124,7 @@ def column_values(raw: Any, name: str) -> tuple[np.ndarray, bool]:
     return arr, False
 
 
-_KINDS: dict[type, str] = {
-    str: "str",
-    int: "int",
-    float: "float",
-    bool: "bool",
-    type(None): "null",
-}
-
-
 def _kind_of(v: Any) -> str:
-    kind = _KINDS.get(type(v))
-    if kind is not None:
-        return kind
     if isinstance(v, (bool, np.bool_)):
         return "bool"
     if isinstance(v, str):
@@ -150,24 +132,29 @@ def _kind_of(v: Any) -> str:
     if isinstance(v, (int, np.integer)):
         return "int"
     if isinstance(v, (float, np.floating)):
-        return "float"
-    if type(v).__name__ in ("NAType", "NaTType"):
-        return "null"
-    return "other"
+        return "null" if v != v else "float"
+    return "null" if v is None or type(v).__name__ in ("NAType", "NaTType") else "other"
 
 
 def _ints_to_int64(values: list[int], name: str) -> np.ndarray:
     try:
         return np.array(values, dtype=np.int64)
     except OverflowError:
-        for i, v in enumerate(values):
-            if not _INT64_MIN <= v <= _INT64_MAX:
-                raise InputError(
-                    f"int64 overflow: value {v} in column {name!r} is outside the int64 range",
-                    column=name,
-                    row=i,
-                ) from None
-        raise
+        i = next(i for i, v in enumerate(values) if not _INT64_MIN <= v <= _INT64_MAX)
+        raise InputError(
+            f"int64 overflow: value {values[i]} in column {name!r} is outside the int64 range",
+            column=name,
+            row=i,
+        ) from None
+
+
+def _exact_int(v: Any, name: str, row: int) -> int:
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        if not np.isfinite(f) or f != int(f):
+            what = "non-finite" if not np.isfinite(f) else "non-integral"
+            raise InputError(f"{what} value {f!r} in column {name!r}", column=name, row=row)
+    return int(v)
 
 
 def _object_values(arr: np.ndarray, name: str) -> tuple[np.ndarray, bool]:
@@ -180,60 +167,34 @@ def _object_values(arr: np.ndarray, name: str) -> tuple[np.ndarray, bool]:
         inferred = None
     if inferred is not None:
         if inferred.null_count:
-            nulls = inferred.is_null().to_numpy(zero_copy_only=False)
-            raise null_error(name, first(nulls))
+            raise null_error(name, first(inferred.is_null().to_numpy(zero_copy_only=False)))
         t = inferred.type
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             return arr.copy(), True
         if pa.types.is_integer(t):
             return inferred.to_numpy(zero_copy_only=False), False
-    # Slow path: classify every value.
+    # Slow path (mixed kinds, or floats, which must not round large integers): every value.
     vals = arr.tolist()
-    first_group: str | None = None
-    has_float = False
+    strings = isinstance(vals[0], str)
     for i, v in enumerate(vals):
         kind = _kind_of(v)
-        if kind == "null" or (kind == "float" and v != v):
+        if kind == "null":
             raise null_error(name, i)
-        if kind == "bool":
+        if kind in ("bool", "other"):
+            problem = (f"boolean value {v!r} in column {name!r}: booleans are not valid here"
+                       if kind == "bool" else
+                       f"unsupported value {v!r} of type {type(v).__name__} in column {name!r}")
+            raise InputError(problem, column=name, row=i)
+        if (kind == "str") != strings:
             raise InputError(
-                f"boolean value {v!r} in column {name!r}: booleans are not valid here",
+                f"mixed value types in column {name!r}: row 0 holds a "
+                f"{'str' if strings else 'number'} but this row holds {type(v).__name__} {v!r}",
                 column=name,
                 row=i,
             )
-        if kind == "other":
-            raise InputError(
-                f"unsupported value {v!r} of type {type(v).__name__} in column {name!r}",
-                column=name,
-                row=i,
-            )
-        group = "str" if kind == "str" else "number"
-        if first_group is None:
-            first_group = group
-        elif group != first_group:
-            raise InputError(
-                f"mixed value types in column {name!r}: row 0 holds a {first_group} but this "
-                f"row holds {type(v).__name__} {v!r}",
-                column=name,
-                row=i,
-            )
-        if kind == "float":
-            has_float = True
-    if first_group == "str":
+    if strings:
         return np.array([str(v) for v in vals], dtype=object), True
-    if not has_float:
-        return _ints_to_int64([int(v) for v in vals], name), False
-    ints: list[int] = []
-    for i, v in enumerate(vals):
-        if isinstance(v, (float, np.floating)):
-            f = float(v)
-            if not np.isfinite(f) or f != int(f):
-                what = "non-finite" if not np.isfinite(f) else "non-integral"
-                raise InputError(f"{what} value {f!r} in column {name!r}", column=name, row=i)
-            ints.append(int(f))
-        else:
-            ints.append(int(v))
-    return _ints_to_int64(ints, name), False
+    return _ints_to_int64([_exact_int(v, name, i) for i, v in enumerate(vals)], name), False
 
 
 def _floats_to_int64(v: np.ndarray, name: str) -> np.ndarray:
@@ -309,13 +270,7 @@ def _numbers_to_int64(values: np.ndarray, name: str) -> np.ndarray:
 def id_column(raw: Any, name: str) -> np.ndarray:
     """Node ids: int64, or an object array of str."""
     values, all_str = column_values(raw, name)
-    if all_str:
-        return values if values.dtype == object else values.astype(object)
-    if values.dtype.kind == "b" and values.shape[0]:
-        raise InputError(
-            f"column {name!r} holds booleans: booleans are not node ids", column=name, row=0
-        )
-    return _numbers_to_int64(values, name)
+    return values if all_str else _numbers_to_int64(values, name)
 
 
 def int_column(raw: Any, name: str) -> np.ndarray:
@@ -338,29 +293,19 @@ def sign_column(raw: Any, name: str) -> np.ndarray:
 
 
 def rel_column(raw: Any, name: str) -> np.ndarray:
+    """Relation codes, int8: ``"R"``, ``"S"``, ``"T"`` (any case) or 0, 1, 2."""
     values, all_str = column_values(raw, name)
     if all_str:
-        arr = pc.utf8_upper(pa.array(values, type=pa.string()))
-        idx = pc.index_in(arr, value_set=pa.array(["R", "S", "T", "0", "1", "2"]))
-        if idx.null_count:
-            i = first(idx.is_null().to_numpy(zero_copy_only=False))
-            raise InputError(
-                f"invalid relation {values[i]!r} in column {name!r}: expected 'R', 'S', 'T' "
-                "or 0, 1, 2",
-                column=name,
-                row=i,
-            )
-        return (idx.to_numpy(zero_copy_only=False) % 3).astype(np.int8)
-    codes = _numbers_to_int64(values, name)
-    bad = (codes < 0) | (codes > 2)
+        upper = pc.utf8_upper(pa.array(values, type=pa.string()))
+        idx = pc.index_in(upper, value_set=pa.array(["R", "S", "T", "0", "1", "2"]))
+        bad = idx.is_null().to_numpy(zero_copy_only=False)
+        codes = idx.fill_null(0).to_numpy(zero_copy_only=False) % 3
+    else:
+        codes = _numbers_to_int64(values, name)
+        bad = (codes < 0) | (codes > 2)
     if bad.any():
         i = first(bad)
-        raise InputError(
-            f"invalid relation {int(codes[i])} in column {name!r}: expected 'R', 'S', 'T' "
-            "or 0, 1, 2",
-            column=name,
-            row=i,
-        )
+        shown = repr(values[i]) if all_str else int(codes[i])
+        raise InputError(f"invalid relation {shown} in column {name!r}: expected 'R', 'S', 'T' "
+                         "or 0, 1, 2", column=name, row=i)
     return codes.astype(np.int8)
-
-

@@ -13,7 +13,7 @@ Unless the caller says (``header=True``/``False``, ``--header``/``--no-header``)
   or kept on a guess.
 
 The rows below the first that it looks at are the next 64 data rows (those within the first
-16 KiB of the file; :data:`gpu_ivm.io.files.PEEK_BYTES`).
+16 KiB of the file; :data:`gpu_ivm.io.text.PEEK_BYTES`).
 """
 
 from __future__ import annotations

@@ -42,12 +42,11 @@ def id_pair(g: Gathered, ids: str) -> tuple[np.ndarray, np.ndarray]:
     if g.text_like and ids != "str":
         return _text_ids(g, ids)
     src, dst = id_column(src_raw, src_name), id_column(dst_raw, dst_name)
-    src_str, dst_str = src.dtype == object, dst.dtype == object
     if ids == "str":
         return _as_str(src), _as_str(dst)
-    if ids == "int" and (src_str or dst_str):
-        name, col = (src_name, src) if src_str else (dst_name, dst)
-        return _must_be_ints(col, name), _must_be_ints(dst if src_str else src, dst_name)
+    if ids == "int":
+        return _must_be_ints(src, src_name), _must_be_ints(dst, dst_name)
+    src_str, dst_str = src.dtype == object, dst.dtype == object
     if src_str != dst_str and src.shape[0]:
         kinds = {True: "strings", False: "integers"}
         raise InputError(

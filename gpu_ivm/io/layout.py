@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from gpu_ivm.errors import InputError, InputNote
@@ -23,8 +23,6 @@ HEADER_WORDS = frozenset(
 )
 #: Header words that name a column no reader uses (a weight): never taken by position.
 UNUSED_WORDS = frozenset({"weight", "w", "wt"})
-
-Pick = "str | int | None"
 
 
 @dataclass(frozen=True)
@@ -42,7 +40,6 @@ class Layout:
     aliases: Mapping[str, tuple[str, ...]]
     soft: tuple[str, ...] = ()
     text_str: tuple[str, ...] = ()
-    ids: tuple[str, ...] = ("src", "dst")
 
     def display(self, key: str) -> str:
         return self.aliases[key][0]
@@ -88,11 +85,9 @@ class Gathered:
     """
 
     cols: dict[str, tuple[str, Any]]
-    nrows: int
     text_like: bool = False
     line_of: Callable[[int], int] | None = None
     where: str = ""
-    notes: list[str] = field(default_factory=list)
 
 
 def check_picks(layout: Layout, picks: Mapping[str, Any]) -> dict[str, str | int]:
@@ -145,6 +140,12 @@ def choose(
     ``soft_ok(i)`` tells whether column ``i`` may take a soft key by position. Returns
     ``(key -> column index, indices of the ignored columns)``.
     """
+    def find(name: Any) -> int | None:
+        hits = [i for i, n in enumerate(names or ()) if n == name]
+        if len(hits) > 1:
+            raise InputError(f"duplicate column {name!r}", column=name)
+        return hits[0] if hits else None
+
     chosen: dict[str, int] = {}
     for key, value in picks.items():
         if isinstance(value, int):
@@ -156,32 +157,30 @@ def choose(
                 )
             chosen[key] = value
         elif names is not None:
-            hits = [i for i, n in enumerate(names) if n == value]
-            if not hits:
-                raise InputError(
-                    f"missing column {value!r} (picked with {key}=); found columns: "
-                    f"{list(names)!r}",
-                    column=value,
-                )
-            if len(hits) > 1:
-                raise InputError(f"duplicate column {value!r}", column=value)
-            chosen[key] = hits[0]
+            hit = find(value)
+            if hit is None:
+                raise InputError(f"missing column {value!r} (picked with {key}=); found "
+                                 f"columns: {list(names)!r}", column=value)
+            chosen[key] = hit
     by_name = False
-    if names is not None:
+    for key in layout.keys if names is not None else ():
+        for alias in layout.aliases[key] if key not in chosen else ():
+            hit = find(alias)
+            if hit is not None and hit not in chosen.values():
+                chosen[key], by_name = hit, True
+                break
+    str_pick = any(isinstance(v, str) for v in picks.values())
+    if names is None or (positional_ok and not by_name and not str_pick
+                         and ncols <= len(layout.keys)):
+        # every key not yet chosen takes the next free column, in layout order
+        free = [i for i in range(ncols) if i not in chosen.values()
+                and not (names is not None and str(names[i]).strip().lower() in UNUSED_WORDS)]
         for key in layout.keys:
-            if key in chosen:
+            if key in chosen or not free:
                 continue
-            for alias in layout.aliases[key]:
-                hits = [i for i, n in enumerate(names) if n == alias]
-                if len(hits) > 1:
-                    raise InputError(f"duplicate column {alias!r}", column=alias)
-                if hits and hits[0] not in chosen.values():
-                    chosen[key] = hits[0]
-                    by_name = True
-                    break
-    by_position = positional_ok and not by_name and not _any_str_pick(picks)
-    if names is None or (by_position and ncols <= len(layout.keys)):
-        _fill_by_position(names, ncols, layout, picks, chosen, soft_ok)
+            if key in layout.soft and soft_ok is not None and not soft_ok(free[0]):
+                continue
+            chosen[key] = free.pop(0)
     missing = [k for k in layout.keys[: layout.required] if k not in chosen]
     if missing:
         key = missing[0]
@@ -199,33 +198,6 @@ def choose(
         )
     used = set(chosen.values())
     return chosen, [i for i in range(ncols) if i not in used]
-
-
-def _any_str_pick(picks: Mapping[str, Any]) -> bool:
-    return any(isinstance(v, str) for v in picks.values())
-
-
-def _fill_by_position(
-    names: Sequence[Any] | None,
-    ncols: int,
-    layout: Layout,
-    picks: Mapping[str, Any],
-    chosen: dict[str, int],
-    soft_ok: Callable[[int], bool] | None,
-) -> None:
-    """Give every key not yet chosen the next free column, in layout order."""
-    free = [
-        i
-        for i in range(ncols)
-        if i not in chosen.values()
-        and not (names is not None and str(names[i]).strip().lower() in UNUSED_WORDS)
-    ]
-    for key in layout.keys:
-        if key in chosen or not free:
-            continue
-        if key in layout.soft and soft_ok is not None and not soft_ok(free[0]):
-            continue
-        chosen[key] = free.pop(0)
 
 
 def note_ignored(what: str, ignored: Sequence[str]) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -13,11 +13,12 @@ import pyarrow as pa
 from gpu_ivm.errors import InputError
 
 from .columns import int_column, rel_column, sign_column
-from .files import read_file
+from .files import file_kind, read_ipc, read_parquet
 from .ids import check_ids, id_pair
 from .layout import EDGES, GRAPH_UPDATES, RELATION, RELATION_UPDATES, Gathered, Layout, check_picks
 from .results import EdgeList, GraphUpdates, RelationUpdates
-from .sources import gather_memory
+from .sources import gather_memory, gather_table
+from .text import read_delimited
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -31,32 +32,46 @@ TableSource: TypeAlias = (
 Column: TypeAlias = "str | int | None"
 """A column option: a column name, a 0-based position, or None for the usual choice."""
 
-_T = TypeVar("_T")
+_CONVERT = {"time": int_column, "sign": sign_column, "mult": int_column, "rel": rel_column}
 
 
-def _gather(source: Any, layout: Layout, picks: Mapping[str, Any], header: bool | None,
-            ids: str) -> Gathered:
-    picks = check_picks(layout, picks)
-    check_ids(ids)
-    if header is not None and not isinstance(header, bool):
-        raise InputError(f"header= must be True, False or None, got {header!r}")
-    if isinstance(source, (str, os.PathLike)):
-        return read_file(pathlib.Path(source), layout, picks, header, ids)
-    if header is not None:
-        raise InputError("header= applies to text and CSV files only")
-    return gather_memory(source, layout, picks)
-
-
-def _located(g: Gathered, convert: Callable[[], _T]) -> _T:
-    """Run a conversion; a file's errors also name the 1-based line of the bad row."""
+def _read(source: Any, layout: Layout, picks: Mapping[str, Any], header: bool | None,
+          ids: str) -> dict[str, np.ndarray]:
+    """The layout's columns of a source, converted and validated (ids first, then the other
+    columns in layout order); a file's errors also name the 1-based line of the bad row."""
+    g = _gather(source, layout, check_picks(layout, picks), header, check_ids(ids))
     try:
-        return convert()
+        out = dict(zip(("src", "dst"), id_pair(g, ids)))
+        for key in layout.keys:
+            if key in g.cols and key not in out:
+                name, raw = g.cols[key]
+                out[key] = _CONVERT[key](raw, name)
+        return out
     except InputError as e:
         if g.line_of is None or e.row is None or e.line is not None:
             raise
         where = "" if e.detail.startswith(f"{g.where}:") else f"{g.where}: "
         raise InputError(where + e.detail, column=e.column, row=e.row,
                          line=g.line_of(e.row)) from None
+
+
+def _gather(source: Any, layout: Layout, picks: Mapping[str, Any], header: bool | None,
+            ids: str) -> Gathered:
+    if header is not None and not isinstance(header, bool):
+        raise InputError(f"header= must be True, False or None, got {header!r}")
+    if not isinstance(source, (str, os.PathLike)):
+        if header is not None:
+            raise InputError("header= applies to text and CSV files only")
+        return gather_memory(source, layout, picks)
+    path = pathlib.Path(source)
+    kind = file_kind(path)
+    if kind in ("text", "csv"):
+        return read_delimited(path, kind, layout, picks, header, ids)
+    if header is not None:
+        raise InputError(f"{path.name}: header= applies to text and CSV files only; "
+                         f"{kind} files name their columns")
+    table = read_parquet(path) if kind == "parquet" else read_ipc(path)
+    return gather_table(table, layout, picks, path.name)
 
 
 def read_edges(
@@ -135,17 +150,8 @@ def read_edges(
     >>> read_edges([(1, 2), (2, 3)]).dst.tolist()
     [2, 3]
     """
-    g = _gather(source, EDGES, {"src": src, "dst": dst, "time": time}, header, ids)
-
-    def convert() -> EdgeList:
-        s, d = id_pair(g, ids)
-        t = None
-        if "time" in g.cols:
-            name, raw = g.cols["time"]
-            t = int_column(raw, name)
-        return EdgeList(src=s, dst=d, time=t)
-
-    return _located(g, convert)
+    c = _read(source, EDGES, {"src": src, "dst": dst, "time": time}, header, ids)
+    return EdgeList(src=c["src"], dst=c["dst"], time=c.get("time"))
 
 
 def read_graph_updates(
@@ -185,14 +191,8 @@ def read_graph_updates(
     >>> read_graph_updates([(1, 2, 1), (2, 3, -1)]).sign.tolist()
     [1, -1]
     """
-    g = _gather(source, GRAPH_UPDATES, {"src": src, "dst": dst, "sign": sign}, header, ids)
-
-    def convert() -> GraphUpdates:
-        s, d = id_pair(g, ids)
-        name, raw = g.cols["sign"]
-        return GraphUpdates(src=s, dst=d, sign=sign_column(raw, name))
-
-    return _located(g, convert)
+    c = _read(source, GRAPH_UPDATES, {"src": src, "dst": dst, "sign": sign}, header, ids)
+    return GraphUpdates(src=c["src"], dst=c["dst"], sign=c["sign"])
 
 
 def read_relation_updates(
@@ -236,15 +236,8 @@ def read_relation_updates(
     ([0, 1, 2], [1, 2, -1])
     """
     picks = {"rel": rel, "src": src, "dst": dst, "mult": mult}
-    g = _gather(source, RELATION_UPDATES, picks, header, ids)
-
-    def convert() -> RelationUpdates:
-        s, d = id_pair(g, ids)
-        (rel_name, rel_raw), (mult_name, mult_raw) = g.cols["rel"], g.cols["mult"]
-        return RelationUpdates(rel=rel_column(rel_raw, rel_name), src=s, dst=d,
-                               mult=int_column(mult_raw, mult_name))
-
-    return _located(g, convert)
+    c = _read(source, RELATION_UPDATES, picks, header, ids)
+    return RelationUpdates(rel=c["rel"], src=c["src"], dst=c["dst"], mult=c["mult"])
 
 
 def read_relation(
@@ -282,15 +275,5 @@ def read_relation(
     >>> mult.tolist()
     [1, 1]
     """
-    g = _gather(source, RELATION, {"src": src, "dst": dst, "mult": mult}, header, ids)
-
-    def convert() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        s, d = id_pair(g, ids)
-        if "mult" in g.cols:
-            name, raw = g.cols["mult"]
-            m = int_column(raw, name)
-        else:
-            m = np.ones(s.shape[0], dtype=np.int64)
-        return s, d, m
-
-    return _located(g, convert)
+    c = _read(source, RELATION, {"src": src, "dst": dst, "mult": mult}, header, ids)
+    return c["src"], c["dst"], c.get("mult", np.ones(len(c["src"]), np.int64))

@@ -70,21 +70,16 @@ def _positional(columns: Sequence[Any], layout: Layout, picks: Mapping[str, Any]
     return {key: (label(layout, key, picks), columns[i]) for key, i in chosen.items()}
 
 
-def _table(table: pa.Table | pa.RecordBatch, layout: Layout, picks: Mapping[str, Any],
-           what: str) -> dict[str, tuple[str, Any]]:
-    return _named(list(table.schema.names), table.column, layout, picks, what)
-
-
 def gather_table(table: pa.Table | pa.RecordBatch, layout: Layout, picks: Mapping[str, Any],
                  what: str) -> Gathered:
     """Pick the layout's columns from an Arrow table (read from a file named ``what``)."""
-    return Gathered(cols=_table(table, layout, picks, what), nrows=table.num_rows)
+    return Gathered(cols=_named(table.schema.names, table.column, layout, picks, what), where=what)
 
 
 def gather_memory(source: Any, layout: Layout, picks: Mapping[str, Any]) -> Gathered:
     """Pick the layout's columns from an in-memory source."""
     if isinstance(source, (pa.Table, pa.RecordBatch)):
-        cols = _table(source, layout, picks, "table")
+        cols = _named(source.schema.names, source.column, layout, picks, "table")
     elif _has_to_arrow(source):
         # a cuDF (or Polars) DataFrame: its columns come to the host once, as Arrow, where the
         # id dictionary lives; the engine uploads the encoded batch to its backend once
@@ -92,7 +87,7 @@ def gather_memory(source: Any, layout: Layout, picks: Mapping[str, Any]) -> Gath
         if not isinstance(table, (pa.Table, pa.RecordBatch)):
             raise InputError(f"{type(source).__name__}.to_arrow() returned "
                              f"{type(table).__name__}, not a pyarrow Table")
-        cols = _table(table, layout, picks, "table")
+        cols = _named(table.schema.names, table.column, layout, picks, "table")
     elif is_dataframe(source):
 
         def df_getter(name: Any) -> Any:
@@ -143,7 +138,7 @@ def gather_memory(source: Any, layout: Layout, picks: Mapping[str, Any]) -> Gath
                 f"column {name!r} has {length} rows but column {first_name!r} has {nrows}",
                 column=name,
             )
-    return Gathered(cols=cols, nrows=nrows)
+    return Gathered(cols=cols)
 
 
 def _transpose(rows: Sequence[Any], width: int) -> list[Any]:
