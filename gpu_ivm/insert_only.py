@@ -47,9 +47,10 @@ import numpy as np
 from . import io
 from .encoding import pack, unpack
 from .engine import BatchReport, group_starts
-from .errors import InputError, InvariantError
+from .errors import InputError, IntegerOverflowError, InvariantError
 from .graph_engine import GraphEngine
 from .kernels import stamp_kernels as sk
+from .overflow import isqrt_ceil, refuses
 from .store import ZStore
 
 MODES = ("general", "insert_only", "auto")
@@ -194,6 +195,15 @@ class InsertOnlyGraphEngine(GraphEngine):
         self._store.add(both[order], vals[order])
 
     # ------------------------------------------------------------------ batches
+    @staticmethod
+    def _check_size(entries: int) -> None:
+        """Refuse, before any change, a batch after which the count could leave int64: with
+        unit multiplicities and ``entries`` stored (both directions of each edge), every value
+        the kernels sum is bounded as in :mod:`gpu_ivm.overflow` by ‖E‖₂³ = entries^1.5."""
+        if refuses([isqrt_ceil(entries)] * 3):
+            raise IntegerOverflowError(
+                f"a graph of {entries // 2:,} edges could give triangle counts beyond int64")
+
     def apply(self, updates: Any, *, batch_id: int | None = None,
               **read_options: Any) -> BatchReport:
         """Apply a batch of edge inserts (see :meth:`GraphEngine.apply`). In insert-only mode
@@ -236,7 +246,7 @@ class InsertOnlyGraphEngine(GraphEngine):
             ignored = int(net[bad].sum())
         gkey = gkey[~bad]
         gkey = self._commit_keys(gkey, new, n0)
-        self._check_overflow(1, int(gkey.shape[0]) * 2)
+        self._check_size(len(self._store) + 2 * int(gkey.shape[0]))
         B = gkey.shape[0]
         stamps = self._seq + 1 + np.arange(B, dtype=np.int64)
         self._store_new(gkey, stamps)

@@ -43,8 +43,10 @@ Examples
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -93,7 +95,7 @@ class SlidingWindow:
     their end is seen, and :meth:`close` closes the step holding the latest arrival.
     """
 
-    def __init__(self, window, step, *, start: int | None = None):
+    def __init__(self, window: int | str, step: int | str, *, start: int | None = None):
         self.window = parse_span(window, "window")
         self.step_len = parse_span(step, "step")
         self.t0 = None if start is None else int(start)
@@ -142,12 +144,14 @@ class SlidingWindow:
         return self.encoder.decode(a[keep]), self.encoder.decode(b[keep])
 
     # ------------------------------------------------------------------ input
-    def push(self, events) -> list[WindowStep]:
+    def push(self, events: Any, **read_options: Any) -> list[WindowStep]:
         """Add arrivals (columns ``src``, ``dst``, ``time``; anything
         :func:`gpu_ivm.io.read_edges` reads) and close every step that ended before the
         latest arrival seen. An arrival before the end of the last closed step is refused
-        with :class:`~gpu_ivm.errors.InputError` naming the row (nothing changes)."""
-        el = io.read_edges(events)
+        with :class:`~gpu_ivm.errors.InputError` naming the row (nothing changes).
+        ``read_options`` (``src=``, ``dst=``, ``time=``, ``header=``, ``ids=``) go to the
+        reader."""
+        el = io.read_edges(events, **read_options)
         if el.time is None:
             raise InputError("the events have no time column (expected src, dst, time)",
                              column="time")
@@ -355,7 +359,7 @@ class SlidingWindow:
         self._schedule(np.arange(n, dtype=np.int64))
 
     # ------------------------------------------------------------------ persistence
-    def snapshot(self, path) -> dict:
+    def snapshot(self, path: str | os.PathLike[str]) -> dict:
         """Write the whole state to folder ``path`` atomically (see
         :mod:`gpu_ivm.window_snapshot`); returns the manifest."""
         from .window_snapshot import save
@@ -363,7 +367,7 @@ class SlidingWindow:
         return save(self, path)
 
     @classmethod
-    def restore(cls, path) -> SlidingWindow:
+    def restore(cls, path: str | os.PathLike[str]) -> SlidingWindow:
         """A window restored from a snapshot folder, verified (checksums, count)."""
         from .window_snapshot import load
 
