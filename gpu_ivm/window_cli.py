@@ -98,6 +98,7 @@ def replay_events(args) -> int:
             "window": window, "step": step, "steps": K,
             "method": "offline" if args.offline else "online"}
     last_count = None
+    start = 0
     total = 0.0
     if args.offline:
         from .window_offline import offline_counts
@@ -138,7 +139,8 @@ def replay_events(args) -> int:
         print(f"check: ok, the last step's count {last_count:,} equals a static recount of "
               "the window's edges", file=sys.stderr, flush=True)
     if not args.json:
-        print(f"{K} steps, {t.shape[0]:,} events in {total:.2f} s ({head['method']}); final "
+        done = f"{K - start} of {K} steps" if start else f"{K} steps"
+        print(f"{done}, {t.shape[0]:,} events in {total:.2f} s ({head['method']}); final "
               f"count {last_count:,}")
     return 0
 
