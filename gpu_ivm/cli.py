@@ -120,27 +120,28 @@ def _resume_target(resume: str) -> tuple[Path, Path | None]:
     return r, None
 
 
-def _newest_valid(series: Path, below: int, backend) -> Path | None:
-    """The newest snapshot of ``series`` numbered below ``below`` that restores cleanly."""
+def _newest_valid(series: Path, below: int, backend, loader=None) -> Path | None:
+    """The newest snapshot of ``series`` numbered below ``below`` that restores cleanly
+    (with ``loader(path)``, default :func:`gpu_ivm.snapshot.load` on ``backend``)."""
     from .snapshot import SnapshotError, list_snapshots, load
 
     for n, p in reversed(list_snapshots(series)):
         if n >= below:
             continue
         try:
-            load(p, backend=backend)
+            load(p, backend=backend) if loader is None else loader(p)
         except SnapshotError:
             continue
         return p
     return None
 
 
-def _damaged(err, args, series: Path, newest: int):
+def _damaged(err, args, series: Path, newest: int, loader=None):
     """The error for a damaged newest snapshot: it names the newest valid older one and the
     option that resumes from it (never a silent fallback)."""
     from .snapshot import SnapshotError
 
-    older = _newest_valid(series, newest, args.backend)
+    older = _newest_valid(series, newest, args.backend, loader)
     hint = (f"the newest valid older snapshot is {older}; resume from it with "
             f"--resume {older}" if older is not None else
             f"no older snapshot in {series} is valid; start over without --resume "
@@ -276,7 +277,6 @@ def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
         other = [o for o, v in (("--base", args.base), ("--batches", args.batches),
                                 ("--relations", args.relations), ("--directed", args.directed),
                                 ("--emit", args.emit), ("--emit-changes", args.emit_changes),
-                                ("--snapshot-dir", args.snapshot_dir), ("--resume", args.resume),
                                 ("--on-conflict", args.on_conflict),
                                 ("--mode", args.mode != "general")) if v]
         if other:
@@ -284,6 +284,9 @@ def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
                          f"{', '.join(other)}")
         if args.window is None or args.step is None:
             parser.error("--events needs --window SPAN and --step SPAN")
+        if args.offline and (args.snapshot_dir or args.resume):
+            parser.error("--offline evaluates the whole log at once; it does not take "
+                         "--snapshot-dir or --resume")
         return
     if window_opts:
         parser.error(f"{', '.join(window_opts)}: sliding-window options, used with --events FILE")
@@ -665,11 +668,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="recount the final graph from scratch and fail (exit 1) on a "
                         "mismatch; prints the result on stderr")
     r.add_argument("--snapshot-dir", default=None, metavar="DIR",
-                   help="keep snapshots in DIR (DIR/snapshot-<n>, n = batch files applied; "
+                   help="keep snapshots in DIR (DIR/snapshot-<n>, n = batch files applied, "
+                        "or steps closed with --events; "
                         "the newest two are kept); each records a fingerprint of the base and "
                         "the engine options")
     r.add_argument("--snapshot-every", type=positive_int, default=1, metavar="K",
-                   help="snapshot after every K batch files (default 1) and after the last")
+                   help="snapshot after every K batch files (steps with --events; default "
+                        "1) and after the last")
     r.add_argument("--resume", default=None, metavar="DIR",
                    help="continue from the newest snapshot in DIR (or from the snapshot folder "
                         "DIR/snapshot-<n> itself), skipping the batch files it holds; the base, "

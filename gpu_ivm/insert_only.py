@@ -184,8 +184,9 @@ class InsertOnlyGraphEngine(GraphEngine):
                             triangles=self.count(), delta=self.count(), path="load",
                             self_loops=int(np.count_nonzero(loops)))
 
-    def _store_new(self, keys: np.ndarray, stamps: np.ndarray) -> None:
-        """Store undirected keys (u < v, absent) in both directions with their stamps."""
+    def _store_new(self, keys: np.ndarray, stamps: np.ndarray, absent: bool = False) -> None:
+        """Store undirected keys (u < v, sorted, unique) in both directions with their stamps;
+        ``absent``: the caller has checked that none is stored (the store skips its probe)."""
         if not keys.shape[0]:
             return
         a, b = unpack(keys)
@@ -193,7 +194,10 @@ class InsertOnlyGraphEngine(GraphEngine):
         vals = np.concatenate([stamps, stamps])
         order = np.argsort(both, kind="stable")
         self._store.grow_ids(max(len(self.encoder), 1))
-        self._store.add(both[order], vals[order])
+        if absent:
+            self._store.add_absent(both[order], vals[order])
+        else:
+            self._store.add(both[order], vals[order])
 
     # ------------------------------------------------------------------ batches
     @staticmethod
@@ -250,7 +254,7 @@ class InsertOnlyGraphEngine(GraphEngine):
         self._check_size(len(self._store) + 2 * int(gkey.shape[0]))
         B = gkey.shape[0]
         stamps = self._seq + 1 + np.arange(B, dtype=np.int64)
-        self._store_new(gkey, stamps)
+        self._store_new(gkey, stamps, absent=True)  # present ones were refused or dropped
         self._seq += B
         ga, gb = unpack(gkey)
         deg = self._store.live
@@ -273,6 +277,9 @@ class InsertOnlyGraphEngine(GraphEngine):
     def _commit_keys(self, gkey: np.ndarray, new: np.ndarray, n0: int) -> np.ndarray:
         """Commit the new user keys the surviving edges use, renumbered densely; returns the
         edges (sorted, u < v) in the committed ids."""
+        if not new.shape[0]:  # no new user key in the batch
+            self.encoder.commit(new)
+            return gkey
         ga, gb = unpack(gkey)
         used = np.unique(np.concatenate([ga[ga >= n0], gb[gb >= n0]]))
         if used.shape[0] and used[-1] >= n0 + used.shape[0]:

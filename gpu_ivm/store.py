@@ -266,6 +266,30 @@ class ZStore:
             self._index_update(keys, deltas)
         return old
 
+    def add_absent(self, keys: np.ndarray, vals: np.ndarray) -> None:
+        """Store sorted unique ``keys`` that are known to be absent (neither live nor a
+        tombstone) with nonzero ``vals``: :meth:`add` without locating each key in the runs
+        first (the insert-only engine has already probed them). Nothing is checked here.
+
+        >>> s = ZStore(0)
+        >>> s.add_absent(np.array([(1 << 32) | 2, (2 << 32) | 1]), np.array([5, 5]))
+        >>> len(s), s.get(np.array([(1 << 32) | 2])).tolist(), s.live[:3].tolist()
+        (2, [5], [0, 1, 1])
+        """
+        xp = self.xp
+        keys = xp.ascontiguousarray(keys, dtype=np.int64)
+        vals = xp.ascontiguousarray(vals, dtype=np.int64)
+        n = keys.shape[0]
+        if n == 0:
+            return
+        self.grow_ids(int(keys[-1] >> 32) + 1)
+        self.sk.first_key_counts(keys, n, self.live)
+        self.size += n
+        self._append_run(keys, vals)
+        self._settle()
+        if self.index_min:
+            self._index_update(keys, vals)
+
     # ----------------------------------------------------------------- row index
     def _index_update(self, keys, deltas) -> None:
         """Bring the row tables up to date with a batch just added (sorted unique ``keys``):

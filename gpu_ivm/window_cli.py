@@ -10,13 +10,18 @@ dropped) with an arrival at t, ``end_k − window ≤ t < end_k``. One line per 
 preceded by one ``kind: "window"`` line describing the run. Online by default
 (:class:`gpu_ivm.sliding_window.SlidingWindow`, fed step by step); ``--offline`` evaluates
 the whole log at once (:mod:`gpu_ivm.window_offline`), its step lines carry ``seconds: 0``
-and the evaluation time is on the ``window`` line.
+and the evaluation time is on the ``window`` line. Online runs take ``--snapshot-dir DIR
+[--snapshot-every K]`` (``DIR/snapshot-<k>``, k = steps closed, with a fingerprint of the
+events file and the window options) and ``--resume DIR`` (a ``kind: "resume"`` line, then the
+step lines after the snapshot's), with the batch replay's checks and messages
+(:mod:`gpu_ivm.cli`).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +98,7 @@ def replay_events(args) -> int:
             "window": window, "step": step, "steps": K,
             "method": "offline" if args.offline else "online"}
     last_count = None
+    start = 0
     total = 0.0
     if args.offline:
         from .window_offline import offline_counts
@@ -111,18 +117,14 @@ def replay_events(args) -> int:
             prev = c
         last_count = prev
     else:
-        from .sliding_window import SlidingWindow
-
         _header(args, head)
-        sw = SlidingWindow(window=window, step=step, start=t_min)
-        for lo in range(0, t.shape[0], CHUNK):
-            hi = min(lo + CHUNK, t.shape[0])
-            for rep in sw.push({"src": src[lo:hi], "dst": dst[lo:hi], "time": t[lo:hi]}):
-                total += rep.seconds
-                _line(args, rep.to_dict())
-        for rep in sw.close():
-            total += rep.seconds
-            _line(args, rep.to_dict())
+        sw, start = _online_start(args, head)
+        if sw is None:
+            from .sliding_window import SlidingWindow
+
+            sw = SlidingWindow(window=window, step=step, start=t_min)
+            _snap(args, sw, head)
+        total = _run_online(args, sw, start, src, dst, t, head)
         last_count = sw.count()
     if args.check:
         from .static import count_triangles_arrays
@@ -137,7 +139,8 @@ def replay_events(args) -> int:
         print(f"check: ok, the last step's count {last_count:,} equals a static recount of "
               "the window's edges", file=sys.stderr, flush=True)
     if not args.json:
-        print(f"{K} steps, {t.shape[0]:,} events in {total:.2f} s ({head['method']}); final "
+        done = f"{K - start} of {K} steps" if start else f"{K} steps"
+        print(f"{done}, {t.shape[0]:,} events in {total:.2f} s ({head['method']}); final "
               f"count {last_count:,}")
     return 0
 
@@ -150,3 +153,142 @@ def _header(args, head: dict) -> None:
               f"{head['window']}, step {head['step']}, {head['steps']} steps "
               f"({head['method']})", flush=True)
 
+
+
+def _run_online(args, sw, start: int, src, dst, t, head: dict) -> float:
+    """Close steps start + 1 .. K, pushing the events of up to CHUNK arrivals (or up to the
+    next snapshot) at a time and closing exactly the steps they fill, so that after each push
+    no arrival is pending and a snapshot holds the steps closed and nothing else. Returns the
+    summed step seconds."""
+    K, step, t_min = head["steps"], head["step"], head["t_min"]
+    every = args.snapshot_every if args.snapshot_dir is not None else K
+    ends = t_min + np.arange(1, K + 1, dtype=np.int64) * step
+    cuts = np.searchsorted(t, ends, side="left")  # events of step k: cuts[k-2] .. cuts[k-1]
+    total = 0.0
+    k = start
+    while k < K:
+        lo = int(cuts[k - 1]) if k else 0
+        # the last step to close in this push: the next snapshot point, or earlier once the
+        # push holds CHUNK arrivals
+        stop = min(K, (k // every + 1) * every)
+        k_to = min(stop, max(k + 1, int(np.searchsorted(cuts, lo + CHUNK, side="right"))))
+        hi = int(cuts[k_to - 1])
+        reps = sw.push({"src": src[lo:hi], "dst": dst[lo:hi], "time": t[lo:hi]}) \
+            if hi > lo else []
+        reps += sw.advance_to(k_to)
+        for rep in reps:
+            total += rep.seconds
+            _line(args, rep.to_dict())
+        k = k_to
+        if k % every == 0 or k == K:
+            _snap(args, sw, head)
+    return total
+
+
+def _cli_meta(args, head: dict) -> dict:
+    """The run's inputs as a snapshot records them: the events file with its content
+    fingerprint and the options that decide the steps."""
+    return {"events": str(args.events), "events_fingerprint": head["_fingerprint"],
+            "config": {"window": head["window"], "step": head["step"],
+                       "time_col": args.time_col or "time"}}
+
+
+def _snap(args, sw, head: dict) -> None:
+    if args.snapshot_dir is None:
+        return
+    from .window_snapshot import save_numbered
+
+    meta = _cli_meta(args, head)
+    meta["steps_closed"] = sw.k
+    save_numbered(sw, args.snapshot_dir, sw.k, metadata={"cli": meta})
+
+
+def _online_start(args, head: dict):
+    """(window, steps closed) restored from ``--resume``, or (None, 0) for a fresh run. Also
+    fingerprints the events when snapshots are kept, and checks the --snapshot-dir series
+    as the batch replay does."""
+    from . import cli
+
+    head["_fingerprint"] = None
+    if args.snapshot_dir is None and args.resume is None:
+        return None, 0
+    if args.snapshot_every < 1:
+        raise InputError(f"must be at least 1, got {args.snapshot_every}",
+                         option="--snapshot-every")
+    for value, option in ((args.snapshot_dir, "--snapshot-dir"), (args.resume, "--resume")):
+        cli._folder_option(value, option)
+    from .fingerprint import fingerprint
+
+    head["_fingerprint"] = fingerprint(args.events)
+    newer = cli._snapshot_series_check(args) if args.snapshot_dir is not None else []
+    if args.resume is None:
+        return None, 0
+    t_resume = time.perf_counter()
+    sw, latest = _resume(args, head)
+    if sw is None:
+        return None, 0
+    cli._drop_newer(newer, latest)
+    if args.json:
+        print(json.dumps({"kind": "resume", "step": sw.k, "triangles": sw.count(),
+                          "edges": sw.num_edges, "file": str(latest),
+                          "seconds": round(time.perf_counter() - t_resume, 6)}), flush=True)
+    else:
+        print(f"resumed from {latest}: {sw.k} of {head['steps']} steps already closed, "
+              f"{sw.num_edges:,} edges, {sw.count():,} triangles", flush=True)
+    return sw, sw.k
+
+
+def _resume(args, head: dict):
+    """The window of the newest snapshot in ``--resume`` (or of the snapshot folder it names)
+    and that folder; (None, None) with a note on stderr when there is none. A snapshot of
+    another events file or of other options is refused (exit 2, naming what differs); a
+    damaged newest snapshot names the newest valid older one."""
+    from . import cli
+    from .fingerprint import differences, short
+    from .snapshot import MANIFEST, SnapshotError, find_latest, list_snapshots, read_manifest
+    from .window_snapshot import FORM, load
+
+    series, named = cli._resume_target(args.resume)
+    snaps = []
+    if named is not None:
+        latest = named
+        man = read_manifest(latest)
+    else:
+        snaps = list_snapshots(series)
+        if not snaps:
+            print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
+                  "beginning", file=sys.stderr)
+            return None, None
+        try:
+            latest = find_latest(series)
+            man = read_manifest(latest)
+        except SnapshotError as e:
+            raise cli._damaged(e, args, series, snaps[-1][0], load) from None
+    meta = man.get("metadata", {}).get("cli") if isinstance(man.get("metadata"), dict) else None
+    if man.get("form") != FORM or not isinstance(meta, dict):
+        raise SnapshotError("not written by `gpu-ivm replay --events` (a "
+                            f"{man.get('form')!r} snapshot)", file=latest / MANIFEST)
+    now = _cli_meta(args, head)
+    if meta.get("config") != now["config"]:
+        raise InputError(f"{latest} was taken with other options ("
+                         f"{cli._config_differences(meta.get('config') or {}, now['config'])}"
+                         "); pass the same --window/--step/--time-col", option="--resume")
+    rec_fp = meta.get("events_fingerprint") or {}
+    diff = differences(rec_fp, now["events_fingerprint"])
+    if diff:
+        raise InputError(f"{latest} is a snapshot of another events file: it was taken with "
+                         f"--events {meta.get('events')} ({short(rec_fp)}), this run's "
+                         f"--events {args.events} differs ({', '.join(diff)}); resume with "
+                         "the same events, or use another snapshot folder", option="--resume")
+    try:
+        sw = load(latest)
+    except SnapshotError as e:
+        if named is not None:
+            raise
+        raise cli._damaged(e, args, series, snaps[-1][0], load) from None
+    if sw.k != meta.get("steps_closed") or sw.k > head["steps"] or sw._pending \
+            or sw.t0 != head["t_min"]:
+        raise SnapshotError(f"holds {sw.k} closed steps (recorded {meta.get('steps_closed')}, "
+                            f"the events have {head['steps']}) or pending arrivals",
+                            file=latest / MANIFEST)
+    return sw, latest

@@ -44,8 +44,10 @@ def _key_array(keys: np.ndarray) -> pa.Array:
     return pa.array(np.ascontiguousarray(keys, np.int64))
 
 
-def save(sw, path) -> dict:
-    """Write ``sw`` to the folder ``path`` atomically; returns the manifest."""
+def save(sw, path, *, metadata: dict | None = None) -> dict:
+    """Write ``sw`` to the folder ``path`` atomically; returns the manifest. ``metadata``
+    (JSON-serialisable) is stored in the manifest under ``"metadata"`` (the CLI records its
+    inputs there)."""
     from . import snapshot as sn
     from .encoding import unpack
 
@@ -83,7 +85,7 @@ def save(sw, path) -> dict:
                "form": FORM, "window": sw.window, "step": sw.step_len, "t0": sw.t0,
                "steps_closed": sw.k, "count": sw.count_, "edges": sw.num_edges,
                "stamps": sw._seq, "t_max": sw._t_max, "key_kind": sw.encoder.kind,
-               "num_keys": n, "files": files}
+               "num_keys": n, "files": files, "metadata": metadata or {}}
         man["manifest_sha256"] = sn._manifest_digest(man)
         sn._write_bytes(tmp / sn.MANIFEST,
                         (json.dumps(man, indent=1, sort_keys=True) + "\n").encode())
@@ -100,6 +102,28 @@ def save(sw, path) -> dict:
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return man
+
+
+def save_numbered(sw, folder, n: int, *, metadata: dict | None = None, keep: int = 2) -> Path:
+    """Save ``sw`` as ``folder/snapshot-<n>`` (zero-padded, as :func:`gpu_ivm.snapshot.
+    save_numbered`) and keep the newest ``keep`` numbered snapshots; leftover temporary
+    folders are removed. Returns the snapshot folder."""
+    from . import snapshot as sn
+
+    d = Path(folder)
+    d.mkdir(parents=True, exist_ok=True)
+    for p in d.iterdir():
+        if p.name.startswith("snapshot-") and any(m in p.name for m in sn._TEMP_MARKERS):
+            shutil.rmtree(p, ignore_errors=True)
+    target = d / f"snapshot-{int(n):06d}"
+    save(sw, target, metadata=metadata)
+    snaps = sn.list_snapshots(d)
+    for _, p in snaps[: max(len(snaps) - max(int(keep), 1), 0)]:
+        trash = d / f"{p.name}.old-{secrets.token_hex(4)}"
+        os.replace(p, trash)  # rename first: a crash never leaves a half-deleted snapshot
+        shutil.rmtree(trash, ignore_errors=True)
+    sn._fsync_dir(d)
+    return target
 
 
 def load(path, cls: type):

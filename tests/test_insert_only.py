@@ -242,3 +242,26 @@ def test_refused_configurations():
             GraphEngine(**{"mode": "insert_only", **kw})
     assert type(GraphEngine(mode="general")) is GraphEngine
     assert type(GraphEngine(mode="insert-only")) is InsertOnlyGraphEngine
+
+
+def test_store_add_absent_equals_add():
+    """The insert-only path stores its new edges with ZStore.add_absent (no probe): the store
+    it builds batch by batch must hold what ZStore.add builds and what a dict holds."""
+    from gpu_ivm.store import ZStore
+
+    rng = np.random.default_rng(4)
+    fast, ref, oracle = ZStore(0), ZStore(0), {}
+    for _ in range(60):
+        cand = (rng.integers(0, 40, 30) << 32) | rng.integers(0, 40, 30)
+        keys = np.unique([k for k in cand.tolist() if k not in oracle]).astype(np.int64)
+        vals = rng.integers(1, 1000, keys.shape[0])
+        fast.add_absent(keys, vals)
+        ref.add(keys, vals)
+        oracle.update(zip(keys.tolist(), vals.tolist()))
+        fk, fv = fast.items()
+        rk, rv = ref.items()
+        assert fk.tolist() == rk.tolist() == sorted(oracle)
+        assert fv.tolist() == rv.tolist() == [oracle[k] for k in sorted(oracle)]
+        assert len(fast) == len(ref) == len(oracle)
+        firsts = np.bincount(np.array(sorted(oracle)) >> 32, minlength=40)
+        assert fast.live[:40].tolist() == ref.live[:40].tolist() == firsts.tolist()

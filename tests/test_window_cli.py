@@ -180,3 +180,115 @@ def test_replay_mode_snapshot_resume(tmp_path, capsys):
     code, _, err = run(argv[:-4] + ["--resume", str(snaps), "--snapshot-dir", str(snaps)],
                        capsys)  # general mode against an insert-only snapshot: refused
     assert code == 2 and "mode" in err
+
+
+# ---------------------------------------------------------------- --snapshot-dir / --resume
+def _no_seconds(rows: list[dict]) -> list[dict]:
+    return [{k: v for k, v in d.items() if k != "seconds"} for d in rows if d["kind"] == "batch"]
+
+
+@pytest.fixture
+def long_events(tmp_path):
+    rng = np.random.default_rng(11)
+    n = 2_500
+    src, dst = rng.integers(0, 18, n), rng.integers(0, 18, n)
+    t = 500 + rng.integers(0, 600 * 1800, n)
+    path = tmp_path / "ev.txt"
+    path.write_text("".join(f"{a} {b} {c}\n" for a, b, c in zip(src, dst, t)))
+    return src, dst, t, path
+
+
+def test_events_resume_after_kill(long_events, tmp_path, capsys):
+    """A run killed mid-way (SIGKILL) and resumed from its snapshots prints exactly the step
+    lines of an uninterrupted run (seconds aside), whose counts equal brute-force recounts of
+    every step's window from the raw events."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    src, dst, t, path = long_events
+    opts = ["--window", "4h", "--step", "1800", "--json"]
+    code, out, err = run(["replay", "--events", str(path), *opts], capsys)
+    assert code == 0, err
+    full = _no_seconds(lines(out))
+    assert [d["triangles"] for d in full] == window_oracle(src, dst, t, 4 * 3600, 1800)
+    K = len(full)
+    assert K > 500  # more step lines than the pipe buffer holds: the child cannot finish
+
+    snaps = tmp_path / "snaps"
+    argv = ["replay", "--events", str(path), *opts, "--snapshot-dir", str(snaps),
+            "--snapshot-every", "3"]
+    env = {**os.environ, "GPU_IVM_NOTICE_AFTER": "1e9"}
+    child = subprocess.Popen([sys.executable, "-m", "gpu_ivm", *argv],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    seen = 0
+    for raw in child.stdout:
+        seen += json.loads(raw)["kind"] == "batch"
+        if seen == 40:
+            break
+    child.send_signal(signal.SIGKILL)
+    rest = child.stdout.read()
+    child.wait()
+    child.stdout.close()
+    first = _no_seconds([json.loads(x) for x in rest.decode().splitlines() if x.strip()])
+    assert len(first) < K  # killed before the end
+    code, out, err = run(argv + ["--resume", str(snaps)], capsys)
+    assert code == 0, err
+    got = lines(out)
+    assert got[0]["kind"] == "window" and got[1]["kind"] == "resume"
+    k = got[1]["step"]
+    assert k % 3 == 0 and 40 - 3 < k <= 40 + len(first)  # a snapshot follows its lines
+    assert got[1]["triangles"] == full[k - 1]["triangles"]
+    assert _no_seconds(got) == full[k:]
+    # a finished series resumes to nothing more, and the last snapshot is step K
+    code, out, err = run(argv + ["--resume", str(snaps)], capsys)
+    assert code == 0, err
+    got = lines(out)
+    assert got[1]["kind"] == "resume" and got[1]["step"] == K and _no_seconds(got) == []
+
+
+def test_events_resume_refusals(long_events, tmp_path, capsys):
+    import shutil
+
+    src, dst, t, path = long_events
+    snaps = tmp_path / "snaps"
+    base = ["replay", "--events", str(path), "--window", "4h", "--step", "1800", "--json"]
+    code, out, err = run(base + ["--resume", str(snaps), "--snapshot-dir", str(snaps),
+                                 "--snapshot-every", "100"], capsys)
+    assert code == 0 and "no complete snapshot" in err
+    full = _no_seconds(lines(out))
+    prev = (len(full) - 1) // 100 * 100  # the snapshot before the last step's
+    held = sorted(p.name for p in snaps.iterdir())
+    assert held == [f"snapshot-{prev:06d}", f"snapshot-{len(full):06d}"]
+    # a fresh run into a folder holding snapshots
+    code, _, err = run(base + ["--snapshot-dir", str(snaps)], capsys)
+    assert code == 2 and "already holds snapshots" in err
+    # other options, named
+    code, _, err = run(base[:4] + ["5h"] + base[5:] + ["--resume", str(snaps)], capsys)
+    assert code == 2 and "other options" in err and "window: 14400" in err
+    # another events file (same name, one event changed)
+    other = tmp_path / "other" / "ev.txt"
+    other.parent.mkdir()
+    text = path.read_text().splitlines()
+    text[0] = text[0].split()[0] + " 99 " + text[0].split()[2]
+    other.write_text("\n".join(text) + "\n")
+    code, _, err = run(["replay", "--events", str(other)] + base[3:] + ["--resume", str(snaps)],
+                       capsys)
+    assert code == 2 and "another events file" in err
+    # a damaged newest snapshot names the older one; resuming from it gives the same lines
+    newest = snaps / f"snapshot-{len(full):06d}"
+    edges = newest / "edges.arrow"
+    edges.write_bytes(edges.read_bytes()[:-8])
+    code, _, err = run(base + ["--resume", str(snaps)], capsys)
+    older = snaps / f"snapshot-{prev:06d}"
+    assert code == 2 and f"--resume {older}" in err
+    code, out, err = run(base + ["--resume", str(older), "--snapshot-dir", str(snaps)], capsys)
+    assert code == 0, err
+    assert _no_seconds(lines(out)) == full[prev:]
+    assert "removed 1 snapshot(s) newer" in err
+    shutil.rmtree(snaps)
+    with pytest.raises(SystemExit) as ei:
+        main(base + ["--offline", "--resume", str(snaps)])
+    assert ei.value.code == 2 and "does not take --snapshot-dir or --resume" in \
+        capsys.readouterr().err
