@@ -34,6 +34,14 @@ import time
 from pathlib import Path
 
 from .cli_input import add_input_options, in_file, input_options, show_input_notes
+from .cli_snapshots import (
+    config_differences,
+    damaged_snapshot_error,
+    drop_newer,
+    folder_option,
+    resume_target,
+    snapshot_series_check,
+)
 from .errors import GpuIvmError, InputError
 from .progress import announce_if_slow
 
@@ -110,51 +118,6 @@ def _engine_cfg(args, maintain: list[str]) -> dict:
     return cfg
 
 
-def _resume_target(resume: str) -> tuple[Path, Path | None]:
-    """(snapshot series folder, the snapshot folder itself when ``--resume`` names one)."""
-    from .snapshot import MANIFEST, NUMBERED
-
-    r = Path(resume)
-    if r.is_dir() and (NUMBERED.match(r.name) or (r / MANIFEST).exists()):
-        return r.parent, r
-    return r, None
-
-
-def _newest_valid(series: Path, below: int, backend, loader=None) -> Path | None:
-    """The newest snapshot of ``series`` numbered below ``below`` that restores cleanly
-    (with ``loader(path)``, default :func:`gpu_ivm.snapshot.load` on ``backend``)."""
-    from .snapshot import SnapshotError, list_snapshots, load
-
-    for n, p in reversed(list_snapshots(series)):
-        if n >= below:
-            continue
-        try:
-            load(p, backend=backend) if loader is None else loader(p)
-        except SnapshotError:
-            continue
-        return p
-    return None
-
-
-def _damaged(err, args, series: Path, newest: int, loader=None):
-    """The error for a damaged newest snapshot: it names the newest valid older one and the
-    option that resumes from it (never a silent fallback)."""
-    from .snapshot import SnapshotError
-
-    older = _newest_valid(series, newest, args.backend, loader)
-    hint = (f"the newest valid older snapshot is {older}; resume from it with "
-            f"--resume {older}" if older is not None else
-            f"no older snapshot in {series} is valid; start over without --resume "
-            "(and with an empty --snapshot-dir)")
-    return SnapshotError(f"{err}. The newest snapshot is damaged: {hint}")
-
-
-def _config_differences(then: dict, now: dict) -> str:
-    keys = sorted(set(then) | set(now))
-    return "; ".join(f"{k}: {then.get(k)!r} in the snapshot, {now.get(k)!r} now"
-                     for k in keys if then.get(k) != now.get(k))
-
-
 def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
     """(engine, number of batch files it holds, snapshot folder) from the newest snapshot in
     ``args.resume`` (or the snapshot folder it names), or (None, 0, None) when there is none.
@@ -171,7 +134,7 @@ def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
         read_manifest,
     )
 
-    series, named = _resume_target(args.resume)
+    series, named = resume_target(args.resume)
     if named is not None:
         latest = named
         man = read_manifest(latest)
@@ -185,7 +148,7 @@ def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
             latest = find_latest(series)
             man = read_manifest(latest)
         except SnapshotError as e:
-            raise _damaged(e, args, series, snaps[-1][0]) from None
+            raise damaged_snapshot_error(e, args, series, snaps[-1][0]) from None
     man_path = latest / MANIFEST
     meta = man.get("metadata", {}).get("cli")
     if man.get("form") not in ("graph", "relations") or not isinstance(meta, dict) \
@@ -195,7 +158,7 @@ def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
     eng_meta = meta.get("config", {})
     if eng_meta != cfg:
         raise InputError(f"{latest} was taken with other engine options ("
-                         f"{_config_differences(eng_meta, cfg)}); pass the same --epsilon/"
+                         f"{config_differences(eng_meta, cfg)}); pass the same --epsilon/"
                          "--directed/--on-conflict/--relations/--emit/--emit-changes",
                          option="--resume")
     rec_fp = meta.get("base_fingerprint")
@@ -214,7 +177,7 @@ def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
         except SnapshotError as e:
             if named is not None:
                 raise
-            raise _damaged(e, args, series, snaps[-1][0]) from None
+            raise damaged_snapshot_error(e, args, series, snaps[-1][0]) from None
         step.done = f"restored {latest}"
     n = int(meta.get("applied", -1))
     if n != len(meta["files"]) or n > len(files):
@@ -244,17 +207,6 @@ def _emitted(args) -> list[str]:
     """The results asked for with --emit, as engine names, in a fixed order."""
     asked = {EMIT_CHOICES[e] for e in args.emit or ()}
     return [n for n in EMIT_CHOICES.values() if n in asked]
-
-
-def _folder_option(value: str | None, option: str, must_exist: bool = False) -> None:
-    """A folder option names a folder (or a path that does not exist yet), not a file."""
-    if value is None:
-        return
-    p = Path(value)
-    if p.exists() and not p.is_dir():
-        raise InputError(f"{value} is a file; {option} takes a folder", option=option)
-    if must_exist and not p.exists():
-        raise InputError(f"{value} does not exist", option=option)
 
 
 def _check_backend(choice: str | None) -> None:
@@ -442,43 +394,6 @@ def _recount(eng, args) -> int:
     return int(relation_triangle_sum(*parts, max(uniq.shape[0], 1)))
 
 
-def _snapshot_series_check(args) -> list[Path]:
-    """A fresh run refuses a --snapshot-dir holding another run's snapshots. Returns the
-    snapshots of the series newer than the one ``--resume`` names explicitly: once that one
-    is restored they are dropped (:func:`_drop_newer`), so the series continues from it."""
-    from .snapshot import NUMBERED, list_snapshots
-
-    snap_dir = args.snapshot_dir
-    held = list_snapshots(snap_dir)
-    if not held:
-        return []
-    if args.resume is None:
-        raise InputError(f"{snap_dir} already holds snapshots of another run; resume from it "
-                         "with --resume, or use an empty folder", option="--snapshot-dir")
-    series, named = _resume_target(args.resume)
-    if os.path.realpath(series) != os.path.realpath(snap_dir):
-        raise InputError(f"{snap_dir} already holds snapshots of another run than the one "
-                         f"resumed from {args.resume}; pass the same folder to --resume and "
-                         "--snapshot-dir, or use an empty folder", option="--snapshot-dir")
-    if named is None or not NUMBERED.match(named.name):
-        return []
-    mine = int(NUMBERED.match(named.name).group(1))
-    return [p for n, p in held if n > mine]
-
-
-def _drop_newer(newer: list[Path], resumed: Path) -> None:
-    import shutil
-
-    for p in newer:
-        trash = p.parent / f"{p.name}.old-{secrets.token_hex(4)}"
-        os.replace(p, trash)
-        shutil.rmtree(trash, ignore_errors=True)
-    if newer:
-        print(f"gpu-ivm: note: removed {len(newer)} snapshot(s) newer than {resumed.name} "
-              f"({', '.join(p.name for p in newer)}); the series continues from "
-              f"{resumed.name}", file=sys.stderr)
-
-
 def _json_line(kind: str, **fields) -> None:
     print(json.dumps({"kind": kind, **fields}), flush=True)
 
@@ -496,7 +411,7 @@ def cmd_replay(args) -> int:
                          option="--snapshot-every")
     for value, option in ((args.snapshot_dir, "--snapshot-dir"), (args.resume, "--resume"),
                           (args.out, "--out")):
-        _folder_option(value, option)
+        folder_option(value, option)
     _check_backend(args.backend)
     files = list_batch_files(args.batches)
     keep_snaps = args.snapshot_dir is not None or args.resume is not None
@@ -517,13 +432,13 @@ def cmd_replay(args) -> int:
         except InputError as e:
             raise InputError(f"base {args.base}: {e}") from e
     snap_dir = args.snapshot_dir
-    newer = _snapshot_series_check(args) if snap_dir is not None else []
+    newer = snapshot_series_check(args) if snap_dir is not None else []
     eng, start, resumed_from = None, 0, None
     t_resume = time.perf_counter()
     if args.resume is not None:
         eng, start, resumed_from = _resume(args, files, sizes, cfg, base_fp)
     if resumed_from is not None:
-        _drop_newer(newer, resumed_from)
+        drop_newer(newer, resumed_from)
     if out is not None:
         _prepare_out(out, emit, args.emit_changes, start, resumed_from is not None)
 

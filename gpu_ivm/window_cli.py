@@ -207,7 +207,7 @@ def _online_start(args, head: dict):
     """(window, steps closed) restored from ``--resume``, or (None, 0) for a fresh run. Also
     fingerprints the events when snapshots are kept, and checks the --snapshot-dir series
     as the batch replay does."""
-    from . import cli
+    from . import cli_snapshots as cs
 
     head["_fingerprint"] = None
     if args.snapshot_dir is None and args.resume is None:
@@ -216,18 +216,18 @@ def _online_start(args, head: dict):
         raise InputError(f"must be at least 1, got {args.snapshot_every}",
                          option="--snapshot-every")
     for value, option in ((args.snapshot_dir, "--snapshot-dir"), (args.resume, "--resume")):
-        cli._folder_option(value, option)
+        cs.folder_option(value, option)
     from .fingerprint import fingerprint
 
     head["_fingerprint"] = fingerprint(args.events)
-    newer = cli._snapshot_series_check(args) if args.snapshot_dir is not None else []
+    newer = cs.snapshot_series_check(args) if args.snapshot_dir is not None else []
     if args.resume is None:
         return None, 0
     t_resume = time.perf_counter()
     sw, latest = _resume(args, head)
     if sw is None:
         return None, 0
-    cli._drop_newer(newer, latest)
+    cs.drop_newer(newer, latest)
     if args.json:
         print(json.dumps({"kind": "resume", "step": sw.k, "triangles": sw.count(),
                           "edges": sw.num_edges, "file": str(latest),
@@ -243,12 +243,14 @@ def _resume(args, head: dict):
     and that folder; (None, None) with a note on stderr when there is none. A snapshot of
     another events file or of other options is refused (exit 2, naming what differs); a
     damaged newest snapshot names the newest valid older one."""
-    from . import cli
+    from . import cli_snapshots as cs
     from .fingerprint import differences, short
+    from .sliding_window import SlidingWindow
     from .snapshot import MANIFEST, SnapshotError, find_latest, list_snapshots, read_manifest
-    from .window_snapshot import FORM, load
+    from .window_snapshot import FORM
 
-    series, named = cli._resume_target(args.resume)
+    load = SlidingWindow.restore
+    series, named = cs.resume_target(args.resume)
     snaps = []
     if named is not None:
         latest = named
@@ -263,7 +265,7 @@ def _resume(args, head: dict):
             latest = find_latest(series)
             man = read_manifest(latest)
         except SnapshotError as e:
-            raise cli._damaged(e, args, series, snaps[-1][0], load) from None
+            raise cs.damaged_snapshot_error(e, args, series, snaps[-1][0], load) from None
     meta = man.get("metadata", {}).get("cli") if isinstance(man.get("metadata"), dict) else None
     if man.get("form") != FORM or not isinstance(meta, dict):
         raise SnapshotError("not written by `gpu-ivm replay --events` (a "
@@ -271,7 +273,7 @@ def _resume(args, head: dict):
     now = _cli_meta(args, head)
     if meta.get("config") != now["config"]:
         raise InputError(f"{latest} was taken with other options ("
-                         f"{cli._config_differences(meta.get('config') or {}, now['config'])}"
+                         f"{cs.config_differences(meta.get('config') or {}, now['config'])}"
                          "); pass the same --window/--step/--time-col", option="--resume")
     rec_fp = meta.get("events_fingerprint") or {}
     diff = differences(rec_fp, now["events_fingerprint"])
@@ -285,7 +287,7 @@ def _resume(args, head: dict):
     except SnapshotError as e:
         if named is not None:
             raise
-        raise cli._damaged(e, args, series, snaps[-1][0], load) from None
+        raise cs.damaged_snapshot_error(e, args, series, snaps[-1][0], load) from None
     if sw.k != meta.get("steps_closed") or sw.k > head["steps"] or sw._pending \
             or sw.t0 != head["t_min"]:
         raise SnapshotError(f"holds {sw.k} closed steps (recorded {meta.get('steps_closed')}, "

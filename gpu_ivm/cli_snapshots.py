@@ -1,0 +1,109 @@
+"""Snapshot-series helpers shared by the command line's replays (``gpu-ivm replay`` over batch
+files and over timestamped events): which folder ``--resume`` names, refusing another run's
+series, the damaged-snapshot message, and option differences.
+
+>>> config_differences({"epsilon": "1/2"}, {"epsilon": "1/3"})
+"epsilon: '1/2' in the snapshot, '1/3' now"
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+from .errors import InputError
+
+
+def resume_target(resume: str) -> tuple[Path, Path | None]:
+    """(snapshot series folder, the snapshot folder itself when ``--resume`` names one)."""
+    from .snapshot import MANIFEST, NUMBERED
+
+    r = Path(resume)
+    if r.is_dir() and (NUMBERED.match(r.name) or (r / MANIFEST).exists()):
+        return r.parent, r
+    return r, None
+
+
+def newest_valid(series: Path, below: int, backend, loader=None) -> Path | None:
+    """The newest snapshot of ``series`` numbered below ``below`` that restores cleanly
+    (with ``loader(path)``, default :func:`gpu_ivm.snapshot.load` on ``backend``)."""
+    from .snapshot import SnapshotError, list_snapshots, load
+
+    for n, p in reversed(list_snapshots(series)):
+        if n >= below:
+            continue
+        try:
+            load(p, backend=backend) if loader is None else loader(p)
+        except SnapshotError:
+            continue
+        return p
+    return None
+
+
+def damaged_snapshot_error(err, args, series: Path, newest: int, loader=None):
+    """The error for a damaged newest snapshot: it names the newest valid older one and the
+    option that resumes from it (never a silent fallback)."""
+    from .snapshot import SnapshotError
+
+    older = newest_valid(series, newest, args.backend, loader)
+    hint = (f"the newest valid older snapshot is {older}; resume from it with "
+            f"--resume {older}" if older is not None else
+            f"no older snapshot in {series} is valid; start over without --resume "
+            "(and with an empty --snapshot-dir)")
+    return SnapshotError(f"{err}. The newest snapshot is damaged: {hint}")
+
+
+def config_differences(then: dict, now: dict) -> str:
+    keys = sorted(set(then) | set(now))
+    return "; ".join(f"{k}: {then.get(k)!r} in the snapshot, {now.get(k)!r} now"
+                     for k in keys if then.get(k) != now.get(k))
+
+
+def folder_option(value: str | None, option: str, must_exist: bool = False) -> None:
+    """A folder option names a folder (or a path that does not exist yet), not a file."""
+    if value is None:
+        return
+    p = Path(value)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{value} is a file; {option} takes a folder", option=option)
+    if must_exist and not p.exists():
+        raise InputError(f"{value} does not exist", option=option)
+
+
+def snapshot_series_check(args) -> list[Path]:
+    """A fresh run refuses a --snapshot-dir holding another run's snapshots. Returns the
+    snapshots of the series newer than the one ``--resume`` names explicitly: once that one
+    is restored they are dropped (:func:`drop_newer`), so the series continues from it."""
+    from .snapshot import NUMBERED, list_snapshots
+
+    snap_dir = args.snapshot_dir
+    held = list_snapshots(snap_dir)
+    if not held:
+        return []
+    if args.resume is None:
+        raise InputError(f"{snap_dir} already holds snapshots of another run; resume from it "
+                         "with --resume, or use an empty folder", option="--snapshot-dir")
+    series, named = resume_target(args.resume)
+    if os.path.realpath(series) != os.path.realpath(snap_dir):
+        raise InputError(f"{snap_dir} already holds snapshots of another run than the one "
+                         f"resumed from {args.resume}; pass the same folder to --resume and "
+                         "--snapshot-dir, or use an empty folder", option="--snapshot-dir")
+    if named is None or not NUMBERED.match(named.name):
+        return []
+    mine = int(NUMBERED.match(named.name).group(1))
+    return [p for n, p in held if n > mine]
+
+
+def drop_newer(newer: list[Path], resumed: Path) -> None:
+    import shutil
+
+    for p in newer:
+        trash = p.parent / f"{p.name}.old-{secrets.token_hex(4)}"
+        os.replace(p, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    if newer:
+        print(f"gpu-ivm: note: removed {len(newer)} snapshot(s) newer than {resumed.name} "
+              f"({', '.join(p.name for p in newer)}); the series continues from "
+              f"{resumed.name}", file=sys.stderr)
