@@ -23,7 +23,7 @@ from .lsm import LO_MASK, SENTINEL, run_mask, run_range
 # ----------------------------------------------------------------------------- kernels
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, n):
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) by the CPU's per-update ``_one_weight``.
 
@@ -42,7 +42,7 @@ def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _expand_counts_kernel(st, io, n):
     """counts[i] = physical entries of first key keys[i]. Launch config: 1-D grid-stride."""
     keys, counts = io
@@ -53,7 +53,7 @@ def _expand_counts_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _expand_emit_kernel(st, io, left, n):
     """Update i's expansion into its own segment out[ptr[i]:ptr[i+1]] (zero-padded).
 
@@ -67,7 +67,7 @@ def _expand_emit_kernel(st, io, left, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _seg_starts_kernel(io, n):
     """flags[i] = keys[i] starts a group of equal keys. Launch config: 1-D grid-stride."""
     keys, flags = io
@@ -78,7 +78,7 @@ def _seg_starts_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _seg_add_kernel(io, n):
     """sums[group(i)] += vals[i], group(i) = offs[i + 1] - 1 (starts up to and including i).
 
@@ -95,7 +95,7 @@ def _seg_add_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _seg_keep_kernel(io, n):
     """keep[i] = group start with a nonzero sum. Launch config: 1-D grid-stride."""
     flags, offs, sums, keep = io
@@ -106,7 +106,7 @@ def _seg_keep_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _seg_scatter_kernel(io, n):
     """ok[koffs[i]] = keys[i], ov[...] = sums[group] where ``keep[i]``. Launch config: as above."""
     keys, offs, sums, keep, koffs, ok, ov = io
@@ -119,7 +119,7 @@ def _seg_scatter_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _wedges_kernel(io, eh, el, hv, symmetric, n):
     """out[i] = the batch-wedge term of Δ tuple i, by the CPU's ``_one_wedge``.
 
@@ -135,7 +135,7 @@ def _wedges_kernel(io, eh, el, hv, symmetric, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _emit_view_kernel(st, io, vview, left, n):
     """View deltas of update i: dense rows by ``atomic.add`` into ``vmat``, the sparse rest
     into update i's segment ``out[ptr[i]:ptr[i+1]]`` (zero-padded).
@@ -202,7 +202,7 @@ def _emit_view_kernel(st, io, vview, left, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _nonzero_flags_kernel(io, n):
     """flags[i] = vals[i] != 0. Launch config: 1-D grid-stride."""
     vals, flags = io
@@ -213,7 +213,7 @@ def _nonzero_flags_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _compact_kernel(io, n):
     """dst[offs[i]] = src[i] where ``flags[i]``. Launch config: 1-D grid-stride."""
     src_k, src_v, flags, offs, dst_k, dst_v = io
@@ -226,7 +226,7 @@ def _compact_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _scatter_dense_kernel(io, vview, n):
     """Dense-row entries added to ``vmat`` (``atomic.add``: keys may repeat), keep[i] False.
 

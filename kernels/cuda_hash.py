@@ -17,7 +17,7 @@ from .cuda_launch import check_1d, grid
 from .hashmap import EMPTY, home_slot, probe
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _lookup_kernel(io, n):
     """out[i] = value of keys[i] or -1. Launch config: 1-D grid-stride, one thread per key
     (reads of consecutive keys are coalesced; the table reads are random by nature)."""
@@ -30,7 +30,7 @@ def _lookup_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _insert_kernel(io, n):
     """Insert distinct absent keys. Launch config: 1-D grid-stride, one thread per key; a slot
     is claimed by compare-and-swap of ``tvals[slot]`` from EMPTY to the value."""

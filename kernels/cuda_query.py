@@ -25,7 +25,7 @@ from .query_kernels import _walk, choose, pair_sum_one
 # ----------------------------------------------------------------------------- kernels
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _plan_kernel(io, nside, pside, use_n, use_p, nst, pst, n):
     """choice[i], length[i] of update i by the CPU's ``choose``.
 
@@ -45,7 +45,7 @@ def _plan_kernel(io, nside, pside, use_n, use_p, nst, pst, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _walk_kernel(io, side, use_n, use_p, nst, pst, n, emit):
     """``_walk`` of every update: with ``emit`` update i's terms (z, m·N(y,z)·P(z,x)) go to
     out[ptr[i]:ptr[i] + count[i]] and count[i] is their number; without (sum mode)
@@ -73,7 +73,7 @@ def _walk_kernel(io, side, use_n, use_p, nst, pst, n, emit):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _compact_query_kernel(io, n):
     """Update i copies its count[i] slots from ptr[i] to offs[i] (offs = scan of count).
 
@@ -93,7 +93,7 @@ def _compact_query_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _pair_sums_kernel(io, rside, tside, rst, tst, sst, r_want_y, t_want_x, n):
     """out[i] = :func:`pair_sum_one` of xs[i].
 

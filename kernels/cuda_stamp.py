@@ -17,7 +17,7 @@ from .cuda_launch import check_1d, grid
 from .stamp_kernels import older_common_count
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _closed_kernel(st, io, n):
     """One thread per batch edge, grid-stride. The arrays travel in the tuple ``io`` (as in
     :mod:`gpu_ivm.kernels.cuda_delta`: the simulator then hands them to the ``njit`` body as

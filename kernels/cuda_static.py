@@ -152,7 +152,7 @@ def _tree_sum(sh, t, ntid):
         s //= 2
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _count_edges_kernel(io, m, directed):
     """total[0] += Σ_e edge_closures(e) over the m oriented edges.
 
@@ -201,7 +201,7 @@ def relation_terms(io, k):
         abs(r) * dot_ranges(sk, sa, s0, s1, tk, ta, t0, t1)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _relation_kernel(io, m):
     """total[0] += Σ_k relation_terms(k) over the m tuples of R; total_abs[0] likewise.
 
@@ -234,7 +234,7 @@ def _relation_kernel(io, m):
         cuda.atomic.add(total_abs, 0, sha[0])
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _edge_counts_kernel(io, m):
     """counts[e] = triangles closed by oriented edge e (the listing's first pass).
     Launch config: 1-D grid-stride, one thread per oriented edge."""
@@ -246,7 +246,7 @@ def _edge_counts_kernel(io, m):
         e += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _edge_list_kernel(io, m):
     """Write the triangles of each oriented edge e = u → v at its offset: ``(u, v, w)`` rows
     ``offs[e] .. offs[e + 1]`` (the listing's second pass; same walk as the first).
@@ -267,7 +267,7 @@ def _edge_list_kernel(io, m):
         e += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _abs_kernel(io, n):
     """out[i] = |vals[i]| as float64. Launch config: 1-D grid-stride, one thread per value."""
     vals, out = io

@@ -34,7 +34,7 @@ from .row_index import fill_row_table, upsert_group
 # ----------------------------------------------------------------------------- kernels
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _apply_kernel(st, io, n, counter):
     """In-place update of stored keys; flags for new keys; live/tomb by atomics.
 
@@ -85,7 +85,7 @@ def _apply_kernel(st, io, n, counter):
         cuda.atomic.add(counter, 1, grown)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _probe_kernel(st, io, n):
     """out[i] = st(keys_in[i]). Launch config: 1-D grid-stride, one thread per key."""
     keys_in, out = io
@@ -96,7 +96,7 @@ def _probe_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _run_bits_kernel(io, s, e, bit):
     """runmask[x] |= bit at the first position of each first key x in the sorted run [s, e).
 
@@ -113,7 +113,7 @@ def _run_bits_kernel(io, s, e, bit):
         p += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _merge_rank_kernel(io, s1, s2, s3, keep_low):
     """Scatter both runs to their merged positions in ``tk``/``tv``; flag live entries.
 
@@ -149,7 +149,7 @@ def _merge_rank_kernel(io, s1, s2, s3, keep_low):
         q += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _compact_pairs_kernel(io, n, dst0):
     """dst_keys[dst0 + offs[r]] = src_keys[r] (and values) where ``flags[r]``.
 
@@ -166,7 +166,7 @@ def _compact_pairs_kernel(io, n, dst0):
         r += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _live_flags_kernel(io, s, e):
     """flags[p - s] = vals[p] != 0. Launch config: 1-D grid-stride, one thread per entry."""
     vals, flags = io
@@ -177,7 +177,7 @@ def _live_flags_kernel(io, s, e):
         q += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _directory_kernel(io, s, e, nkeys):
     """out[x] = first position of the run [s, e) with first key >= x, for x in [0, nkeys].
 
@@ -193,7 +193,7 @@ def _directory_kernel(io, s, e, nkeys):
         x += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _compact_keys_kernel(st, io, n):
     """Per-key compaction. Launch config: 1-D grid-stride, one thread per (unique) first key;
     a key's ranges are disjoint from every other key's, so threads never collide."""
@@ -205,7 +205,7 @@ def _compact_keys_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _count_rows_kernel(st, io, n):
     """counts[i] = live degree of xs[i]. Launch config: 1-D grid-stride, one thread per key."""
     xs, counts = io
@@ -216,7 +216,7 @@ def _count_rows_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _fill_rows_kernel(st, io, n):
     """Row i's live tuples to out[ptr[i]:ptr[i+1]]. Launch config: 1-D grid-stride, one thread
     per key (each writes its own segment)."""
@@ -228,7 +228,7 @@ def _fill_rows_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _index_fill_kernel(st, io, n):
     """Row tables of rows[i] by the CPU's ``fill_row_table``. Launch config: 1-D grid-stride,
     one thread per row (each writes its own slab region)."""
@@ -241,7 +241,7 @@ def _index_fill_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _index_upsert_kernel(st, io, n):
     """A batch's deltas into the row tables by the CPU's ``upsert_group``. Launch config: 1-D
     grid-stride, one thread per first key's group (a table is written by one thread)."""
@@ -253,7 +253,7 @@ def _index_upsert_kernel(st, io, n):
         g += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _first_counts_kernel(io, n):
     """counts[x] += 1 per key. Launch config: 1-D grid-stride, one thread per key;
     ``atomic.add`` (keys of one first key are adjacent, so contention stays within a warp)."""
@@ -265,7 +265,7 @@ def _first_counts_kernel(io, n):
         p += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _first_starts_kernel(io, n):
     """flags[p] = 1 where keys[p] starts a new first key. Launch config: 1-D grid-stride."""
     keys, flags = io
@@ -276,7 +276,7 @@ def _first_starts_kernel(io, n):
         p += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _scatter_firsts_kernel(io, n):
     """out[offs[p]] = keys[p] >> 32 where ``flags[p]``. Launch config: 1-D grid-stride."""
     keys, flags, offs, out = io
