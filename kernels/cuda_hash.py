@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .cuda_launch import check_1d, grid
+from .cuda_launch import check_1d, grid, launch
 from .hashmap import EMPTY, home_slot, probe
 
 
@@ -54,7 +54,7 @@ def lookup(tkeys, tvals, keys, out) -> None:
     n = keys.shape[0]
     if n == 0:
         return
-    _lookup_kernel[grid(n)]((tkeys, tvals, keys, out), n)
+    launch(_lookup_kernel, *grid(n), (tkeys, tvals, keys, out), n)
 
 
 def insert(tkeys, tvals, keys, vals) -> None:
@@ -64,7 +64,7 @@ def insert(tkeys, tvals, keys, vals) -> None:
     n = keys.shape[0]
     if n == 0:
         return
-    _insert_kernel[grid(n)]((tkeys, tvals, keys, vals), n)
+    launch(_insert_kernel, *grid(n), (tkeys, tvals, keys, vals), n)
 
 
 __all__ = ["insert", "lookup"]

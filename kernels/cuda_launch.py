@@ -17,8 +17,8 @@ same ``numba.njit`` helpers of :mod:`gpu_ivm.kernels.lsm` accept them (a top-lev
 argument would be wrapped in the simulator's ``FakeCUDAArray``, which ``njit`` cannot type).
 :func:`launch` passes every array through :func:`device_view` first, so arrays of other
 libraries (CuPy, cuDF columns: anything with ``__cuda_array_interface__``) reach the kernel as
-numba device arrays, which the built-in ``numba.cuda`` types too; so far the scan kernels
-launch this way (the other kernel modules still index ``kernel[blocks, tpb]`` directly).
+numba device arrays, which the built-in ``numba.cuda`` types too. Every launch of the package
+goes through it.
 """
 
 from __future__ import annotations
@@ -215,8 +215,7 @@ def _host_view(cai: dict) -> np.ndarray:
 def launch_args(args: tuple) -> tuple:
     """Launch arguments with every array (top level and inside bundles) through
     :func:`device_view`."""
-    return tuple(tuple(device_view(x) for x in a) if isinstance(a, tuple) else device_view(a)
-                 for a in args)
+    return tuple(launch_args(a) if isinstance(a, tuple) else device_view(a) for a in args)
 
 
 def launch(kernel, blocks: int, tpb: int, *args, shared: int = 0) -> None:

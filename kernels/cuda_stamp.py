@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .cuda_launch import check_1d, grid
+from .cuda_launch import check_1d, grid, launch
 from .stamp_kernels import older_common_count
 
 
@@ -38,4 +38,4 @@ def closed_by_batch(st, deg, us, vs, stamps, out) -> None:
     if n == 0:
         return
     blocks, tpb = grid(n)
-    _closed_kernel[blocks, tpb](st, (deg, us, vs, stamps, out), n)
+    launch(_closed_kernel, blocks, tpb, st, (deg, us, vs, stamps, out), n)

@@ -38,6 +38,7 @@ from .cuda_launch import (
     empty,
     exclusive_scan,
     grid,
+    launch,
     on_device,
     scalar,
     zeros,
@@ -312,9 +313,9 @@ def count_oriented_edges(indptr, hi, flags=None) -> int:
     total = zeros(1)
     blocks, tpb = grid(m)
     hi = _device_input(hi)
-    _count_edges_kernel[blocks, tpb, 0, tpb * np.dtype(np.int64).itemsize](
-        (_device_input(indptr), hi, _device_input(flags) if directed else hi, total), m,
-        directed)
+    launch(_count_edges_kernel, blocks, tpb,
+           (_device_input(indptr), hi, _device_input(flags) if directed else hi, total), m,
+           directed, shared=tpb * np.dtype(np.int64).itemsize)
     return scalar(total, 0)
 
 
@@ -336,14 +337,14 @@ def relation_sum(rk, rm, s_ptr, sk, sv, t_ptr, tk, tv) -> tuple[int, float]:
     sv, tv = _device_input(sv), _device_input(tv)
     sa = empty(sv.shape[0], np.float64)
     ta = empty(tv.shape[0], np.float64)
-    _abs_kernel[grid(sv.shape[0])]((sv, sa), sv.shape[0])
-    _abs_kernel[grid(tv.shape[0])]((tv, ta), tv.shape[0])
+    launch(_abs_kernel, *grid(sv.shape[0]), (sv, sa), sv.shape[0])
+    launch(_abs_kernel, *grid(tv.shape[0]), (tv, ta), tv.shape[0])
     total = zeros(1)
     total_abs = zeros(1, np.float64)
     blocks, tpb = grid(m)
-    _relation_kernel[blocks, min(tpb, 1024)](
-        tuple(_device_input(a) for a in (rk, rm, s_ptr, sk)) + (sv, sa)
-        + tuple(_device_input(a) for a in (t_ptr, tk)) + (tv, ta, total, total_abs), m)
+    launch(_relation_kernel, blocks, min(tpb, 1024),
+           tuple(_device_input(a) for a in (rk, rm, s_ptr, sk)) + (sv, sa)
+           + tuple(_device_input(a) for a in (t_ptr, tk)) + (tv, ta, total, total_abs), m)
     return scalar(total, 0), float(total_abs[0])
 
 
@@ -362,10 +363,10 @@ def list_oriented_edges(indptr, hi):
         z = zeros(0)
         return z, z, z
     counts = empty(m)
-    _edge_counts_kernel[grid(m)]((indptr, hi, counts), m)
+    launch(_edge_counts_kernel, *grid(m), (indptr, hi, counts), m)
     offs = exclusive_scan(counts)
     total = scalar(offs, m)
     ou, ov, ow = empty(total), empty(total), empty(total)
     if total:
-        _edge_list_kernel[grid(m)]((indptr, hi, offs, ou, ov, ow), m)
+        launch(_edge_list_kernel, *grid(m), (indptr, hi, offs, ou, ov, ow), m)
     return ou, ov, ow
