@@ -60,6 +60,16 @@ class Backend:
         of ``xp`` (a NumPy or CuPy array)."""
         return self.xp.asarray(a)
 
+    def synchronize(self) -> None:
+        """Wait until the device has finished all queued work (no-op on the host).
+
+        Kernel launches and CuPy calls return before the device is done, so a host timer read
+        right after them measures the queueing, not the work: every timing that feeds the
+        adaptive policy calls this before reading the clock.
+        """
+        if self.xp is not np:
+            self.xp.cuda.Device().synchronize()
+
     def to_host(self, a: Any) -> np.ndarray:
         """Copy a backend array to a NumPy array (no copy with NumPy)."""
         if self.xp is np:

@@ -278,6 +278,14 @@ class TriangleEngineBase:
         return rep
 
     # ------------------------------------------------------------------ batch dispatch
+    def _clock(self) -> float:
+        """The host clock after the device has drained its queue (:meth:`Backend.synchronize`):
+        what the adaptive policy's timings read, so an asynchronous launch is not timed as
+        free."""
+        self.backend.synchronize()
+        return time.perf_counter()
+
+
     def _run_phases(self, phases, q_delta_for, old=None, force: str | None = None) -> str:
         """Apply consolidated phases [(relation, sorted keys, deltas)] by the cheaper path.
         ``old``: per phase, the current multiplicities of its keys, if known."""
@@ -287,26 +295,26 @@ class TriangleEngineBase:
         path = force or (self.policy.choose(self, plist) if phases else "delta")
         if not phases:
             return path
-        t1 = time.perf_counter()
+        t1 = self._clock()
         if path == "recompute":
             for k, keys, deltas in phases:
                 self._store_raw(k, keys, deltas)
             self.Q = self._count_from_stores()
             self.stale = True
-            self.policy.observe_recompute(time.perf_counter() - t1, self.size)
+            self.policy.observe_recompute(self._clock() - t1, self.size)
         else:
             try:
                 self._freshen()
             except ResourceLimitError as e:
                 self._degrade(e)
                 return self._run_phases(phases, q_delta_for, old, force="recompute")
-            t1 = time.perf_counter()
+            t1 = self._clock()
             for i, (k, keys, deltas) in enumerate(phases):
                 self.Q += self._phase(k, keys, deltas, q_delta_for(k),
                                       None if old is None else old[i])
             self._major_check()
             self._epsilon_check()
-            self.policy.observe_delta(time.perf_counter() - t1, self, plist)
+            self.policy.observe_delta(self._clock() - t1, self, plist)
         return path
 
     def _store_raw(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> None:
@@ -324,11 +332,11 @@ class TriangleEngineBase:
         partitions, views recomputed (preprocessing on the stored tuples; Q is already right)."""
         if not self.stale:
             return
-        t0 = time.perf_counter()
+        t0 = self._clock()
         self.N = 2 * self.size + 1
         self._rebuild(self.N)
         self.stale = False
-        self.policy.observe_rebuild(time.perf_counter() - t0, self.size)
+        self.policy.observe_rebuild(self._clock() - t0, self.size)
 
     def _count_from_stores(self) -> int:
         raise NotImplementedError
@@ -345,9 +353,9 @@ class TriangleEngineBase:
         last = getattr(self, "_recompute_calibrated_at", 0)
         if size < CALIBRATE_MIN or (pol.recompute_sec_per_tuple is not None and size < 4 * last):
             return
-        t = time.perf_counter()
+        t = self._clock()
         q = self._count_from_stores()
-        seconds = time.perf_counter() - t
+        seconds = self._clock() - t
         if q != self.Q:
             raise InvariantError(f"recount gives {q}, the maintained count is {self.Q}")
         pol.observe_recompute(seconds, size)
@@ -369,9 +377,9 @@ class TriangleEngineBase:
         xs, ys = unpack(keys)
         units = self.policy.units(self, [(0, keys)])
         self._path_weights(0, xs, ys, self.symmetric)
-        t = time.perf_counter()
+        t = self._clock()
         self._path_weights(0, xs, ys, self.symmetric)
-        seconds = time.perf_counter() - t
+        seconds = self._clock() - t
         if units > 0:
             self.policy.sec_per_unit = seconds / units
 
@@ -659,7 +667,7 @@ class TriangleEngineBase:
 
     # ------------------------------------------------------------------ timing helper
     def _report(self, t0: float, **kw) -> BatchReport:
-        rep = BatchReport(seconds=time.perf_counter() - t0, **kw)
+        rep = BatchReport(seconds=self._clock() - t0, **kw)
         self.last_report = rep
         return rep
 

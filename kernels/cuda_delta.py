@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .cuda_launch import check_1d, empty, exclusive_scan, grid, result, scalar, zeros
+from .cuda_launch import check_1d, empty, exclusive_scan, grid, launch, result, scalar, zeros
 from .delta_kernels import _one_wedge, _one_weight, _rows_len
 from .elements import emit_segment
 from .lsm import LO_MASK, SENTINEL, run_mask, run_range
@@ -23,7 +23,7 @@ from .lsm import LO_MASK, SENTINEL, run_mask, run_range
 # ----------------------------------------------------------------------------- kernels
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, n):
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) by the CPU's per-update ``_one_weight``.
 
@@ -42,7 +42,7 @@ def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _expand_counts_kernel(st, io, n):
     """counts[i] = physical entries of first key keys[i]. Launch config: 1-D grid-stride."""
     keys, counts = io
@@ -53,7 +53,7 @@ def _expand_counts_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _expand_emit_kernel(st, io, left, n):
     """Update i's expansion into its own segment out[ptr[i]:ptr[i+1]] (zero-padded).
 
@@ -67,7 +67,7 @@ def _expand_emit_kernel(st, io, left, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _seg_starts_kernel(io, n):
     """flags[i] = keys[i] starts a group of equal keys. Launch config: 1-D grid-stride."""
     keys, flags = io
@@ -78,7 +78,7 @@ def _seg_starts_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _seg_add_kernel(io, n):
     """sums[group(i)] += vals[i], group(i) = offs[i + 1] - 1 (starts up to and including i).
 
@@ -95,7 +95,7 @@ def _seg_add_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _seg_keep_kernel(io, n):
     """keep[i] = group start with a nonzero sum. Launch config: 1-D grid-stride."""
     flags, offs, sums, keep = io
@@ -106,7 +106,7 @@ def _seg_keep_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _seg_scatter_kernel(io, n):
     """ok[koffs[i]] = keys[i], ov[...] = sums[group] where ``keep[i]``. Launch config: as above."""
     keys, offs, sums, keep, koffs, ok, ov = io
@@ -119,7 +119,7 @@ def _seg_scatter_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _wedges_kernel(io, eh, el, hv, symmetric, n):
     """out[i] = the batch-wedge term of Δ tuple i, by the CPU's ``_one_wedge``.
 
@@ -135,7 +135,7 @@ def _wedges_kernel(io, eh, el, hv, symmetric, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _emit_view_kernel(st, io, vview, left, n):
     """View deltas of update i: dense rows by ``atomic.add`` into ``vmat``, the sparse rest
     into update i's segment ``out[ptr[i]:ptr[i+1]]`` (zero-padded).
@@ -202,7 +202,7 @@ def _emit_view_kernel(st, io, vview, left, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _nonzero_flags_kernel(io, n):
     """flags[i] = vals[i] != 0. Launch config: 1-D grid-stride."""
     vals, flags = io
@@ -213,7 +213,7 @@ def _nonzero_flags_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _compact_kernel(io, n):
     """dst[offs[i]] = src[i] where ``flags[i]``. Launch config: 1-D grid-stride."""
     src_k, src_v, flags, offs, dst_k, dst_v = io
@@ -226,7 +226,7 @@ def _compact_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _scatter_dense_kernel(io, vview, n):
     """Dense-row entries added to ``vmat`` (``atomic.add``: keys may repeat), keep[i] False.
 
@@ -262,8 +262,8 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
         return
     if work is None:
         work = empty(0)
-    _path_weights_kernel[grid(n)]((xs, ys, out, work), nh, nl, ph, pl, pht, vsp, (vrow, vmat),
-                                  (heavy_next, heavy_prev), bool(symmetric), n)
+    launch(_path_weights_kernel, *grid(n), (xs, ys, out, work), nh, nl, ph, pl, pht, vsp,
+           (vrow, vmat), (heavy_next, heavy_prev), bool(symmetric), n)
 
 
 def expand_counts(exp_keys, st, counts) -> None:
@@ -272,7 +272,7 @@ def expand_counts(exp_keys, st, counts) -> None:
     n = exp_keys.shape[0]
     if n == 0:
         return
-    _expand_counts_kernel[grid(n)](st, (exp_keys, counts), n)
+    launch(_expand_counts_kernel, *grid(n), st, (exp_keys, counts), n)
 
 
 def expand_emit(xs, ys, ms, st, left, ptr, out_keys, out_vals) -> None:
@@ -281,7 +281,7 @@ def expand_emit(xs, ys, ms, st, left, ptr, out_keys, out_vals) -> None:
     n = xs.shape[0]
     if n == 0:
         return
-    _expand_emit_kernel[grid(n)](st, (xs, ys, ms, ptr, out_keys, out_vals), bool(left), n)
+    launch(_expand_emit_kernel, *grid(n), st, (xs, ys, ms, ptr, out_keys, out_vals), bool(left), n)
 
 
 def segment_sum_sorted(keys, vals):
@@ -296,18 +296,18 @@ def segment_sum_sorted(keys, vals):
         z = np.zeros(0, np.int64) if isinstance(keys, np.ndarray) else empty(0)
         return z, z
     flags = empty(n)
-    _seg_starts_kernel[grid(n)]((keys, flags), n)
+    launch(_seg_starts_kernel, *grid(n), (keys, flags), n)
     offs = exclusive_scan(flags)  # group of entry i = offs[i + 1] - 1; of a start i = offs[i]
     sums = zeros(n)
-    _seg_add_kernel[grid(n)]((vals, offs, sums), n)
+    launch(_seg_add_kernel, *grid(n), (vals, offs, sums), n)
     keep = empty(n)
-    _seg_keep_kernel[grid(n)]((flags, offs, sums, keep), n)
+    launch(_seg_keep_kernel, *grid(n), (flags, offs, sums, keep), n)
     koffs = exclusive_scan(keep)
     m = scalar(koffs, n)
     ok = empty(m)
     ov = empty(m)
     if m:
-        _seg_scatter_kernel[grid(n)]((keys, offs, sums, keep, koffs, ok, ov), n)
+        launch(_seg_scatter_kernel, *grid(n), (keys, offs, sums, keep, koffs, ok, ov), n)
     return result(ok, keys), result(ov, keys)
 
 
@@ -318,7 +318,7 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out) -> None:
     n = dkeys.shape[0]
     if n == 0:
         return
-    _wedges_kernel[grid(n)]((dkeys, dvals, out), eh, el, (heavy,), bool(symmetric), n)
+    launch(_wedges_kernel, *grid(n), (dkeys, dvals, out), eh, el, (heavy,), bool(symmetric), n)
 
 
 def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals) -> int:
@@ -334,20 +334,20 @@ def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals) -> in
     if n == 0:
         return 0
     counts = empty(n)
-    _expand_counts_kernel[grid(n)](st, (ys if left else xs, counts), n)
+    launch(_expand_counts_kernel, *grid(n), st, (ys if left else xs, counts), n)
     ptr = exclusive_scan(counts)
     total = scalar(ptr, n)
     if total == 0:
         return 0
     sk = empty(total)
     sv = empty(total)
-    _emit_view_kernel[grid(n)](st, (xs, ys, ms, ptr, sk, sv), (vrow, vmat), bool(left), n)
+    launch(_emit_view_kernel, *grid(n), st, (xs, ys, ms, ptr, sk, sv), (vrow, vmat), bool(left), n)
     flags = empty(total)
-    _nonzero_flags_kernel[grid(total)]((sv, flags), total)
+    launch(_nonzero_flags_kernel, *grid(total), (sv, flags), total)
     offs = exclusive_scan(flags)
     w = scalar(offs, total)
     if w:
-        _compact_kernel[grid(total)]((sk, sv, flags, offs, out_keys, out_vals), total)
+        launch(_compact_kernel, *grid(total), (sk, sv, flags, offs, out_keys, out_vals), total)
     return w
 
 
@@ -361,8 +361,8 @@ def emit_view_deltas_par(xs, ys, ms, st, left, vrow, vmat, ptr, out_keys, out_va
     n = xs.shape[0]
     if n == 0:
         return
-    _emit_view_kernel[grid(n)](st, (xs, ys, ms, ptr, out_keys, out_vals), (vrow, vmat),
-                               bool(left), n)
+    launch(_emit_view_kernel, *grid(n), st, (xs, ys, ms, ptr, out_keys, out_vals), (vrow, vmat),
+           bool(left), n)
 
 
 def scatter_dense(keys, vals, vrow, vmat):
@@ -371,5 +371,5 @@ def scatter_dense(keys, vals, vrow, vmat):
     n = keys.shape[0]
     keep = empty(n, np.bool_)
     if n:
-        _scatter_dense_kernel[grid(n)]((keys, vals, keep), (vrow, vmat), n)
+        launch(_scatter_dense_kernel, *grid(n), (keys, vals, keep), (vrow, vmat), n)
     return result(keep, keys)

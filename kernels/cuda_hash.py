@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .cuda_launch import check_1d, grid
+from .cuda_launch import check_1d, grid, launch
 from .hashmap import EMPTY, home_slot, probe
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _lookup_kernel(io, n):
     """out[i] = value of keys[i] or -1. Launch config: 1-D grid-stride, one thread per key
     (reads of consecutive keys are coalesced; the table reads are random by nature)."""
@@ -30,7 +30,7 @@ def _lookup_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _insert_kernel(io, n):
     """Insert distinct absent keys. Launch config: 1-D grid-stride, one thread per key; a slot
     is claimed by compare-and-swap of ``tvals[slot]`` from EMPTY to the value."""
@@ -54,7 +54,7 @@ def lookup(tkeys, tvals, keys, out) -> None:
     n = keys.shape[0]
     if n == 0:
         return
-    _lookup_kernel[grid(n)]((tkeys, tvals, keys, out), n)
+    launch(_lookup_kernel, *grid(n), (tkeys, tvals, keys, out), n)
 
 
 def insert(tkeys, tvals, keys, vals) -> None:
@@ -64,7 +64,7 @@ def insert(tkeys, tvals, keys, vals) -> None:
     n = keys.shape[0]
     if n == 0:
         return
-    _insert_kernel[grid(n)]((tkeys, tvals, keys, vals), n)
+    launch(_insert_kernel, *grid(n), (tkeys, tvals, keys, vals), n)
 
 
 __all__ = ["insert", "lookup"]

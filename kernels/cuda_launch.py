@@ -15,6 +15,10 @@ Array arguments travel in tuples ("bundles"): numba-cuda flattens tuples of arra
 untouched, so inside a kernel the arrays of a bundle are plain NumPy arrays there and the very
 same ``numba.njit`` helpers of :mod:`gpu_ivm.kernels.lsm` accept them (a top-level array
 argument would be wrapped in the simulator's ``FakeCUDAArray``, which ``njit`` cannot type).
+:func:`launch` passes every array through :func:`device_view` first, so arrays of other
+libraries (CuPy, cuDF columns: anything with ``__cuda_array_interface__``) reach the kernel as
+numba device arrays, which the built-in ``numba.cuda`` types too. Every launch of the package
+goes through it.
 """
 
 from __future__ import annotations
@@ -166,6 +170,68 @@ def check_1d(name: str, a, dtype=np.int64) -> None:
         raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, got {a.dtype.name}")
 
 
+# ----------------------------------------------------------------------------- launching
+def device_view(a):
+    """``a`` in the form a ``@cuda.jit`` kernel types on every toolchain, without a copy.
+
+    NumPy arrays and numba device arrays pass through. Any other object exposing
+    ``__cuda_array_interface__`` (CuPy, cuDF columns, PyTorch...) becomes, on hardware, a
+    numba device array over the same memory (``cuda.as_cuda_array``: the built-in
+    ``numba.cuda`` cannot type CuPy arrays, least of all inside tuples; numba-cuda >= 0.30
+    can). Under the simulator, where "device" memory is host memory, it becomes a NumPy view
+    of the interface's pointer, so the interface itself (pointer, shape, typestr, strides,
+    zero-length arrays with a null pointer) is what the simulator tests exercise.
+    """
+    if isinstance(a, np.ndarray) or not hasattr(a, "__cuda_array_interface__"):
+        return a
+    if not SIMULATOR:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+        return a if isinstance(a, DeviceNDArray) else cuda.as_cuda_array(a)
+    return _host_view(a.__cuda_array_interface__)
+
+
+def _host_view(cai: dict) -> np.ndarray:
+    """A NumPy view of a (simulated) CUDA array interface: C-contiguous arrays only."""
+    import ctypes
+
+    dtype = np.dtype(cai["typestr"])
+    shape = tuple(int(d) for d in cai["shape"])
+    size = int(np.prod(shape, dtype=np.int64))
+    strides = cai.get("strides")
+    if strides is not None and size > 0:
+        want = np.empty(shape, dtype).strides
+        if tuple(strides) != want:
+            raise TypeError(f"kernels take C-contiguous arrays, got strides {tuple(strides)}")
+    if cai.get("mask") is not None:
+        raise TypeError("kernels take arrays without a null mask")
+    if size == 0:
+        return np.empty(shape, dtype)
+    ptr = int(cai["data"][0])
+    buf = (ctypes.c_char * (size * dtype.itemsize)).from_address(ptr)
+    return np.frombuffer(buf, dtype).reshape(shape)
+
+
+def launch_args(args: tuple) -> tuple:
+    """Launch arguments with every array (top level and inside bundles) through
+    :func:`device_view`."""
+    return tuple(launch_args(a) if isinstance(a, tuple) else device_view(a) for a in args)
+
+
+def launch(kernel, blocks: int, tpb: int, *args, shared: int = 0) -> None:
+    """``kernel[blocks, tpb, 0, shared](*args)`` with :func:`launch_args` applied.
+
+    Example (under the simulator, ``NUMBA_ENABLE_CUDASIM=1``)::
+
+        vals = np.arange(5, dtype=np.int64); sums = np.zeros(2, np.int64)
+        launch(_scan_kernels(32)[0], 1, 32, (vals, sums), 5, 32)   # sums[0] == 10
+    """
+    if shared:
+        kernel[blocks, tpb, 0, shared](*launch_args(args))
+    else:
+        kernel[blocks, tpb](*launch_args(args))
+
+
 # ----------------------------------------------------------------------------- prefix sum
 _SCAN_CACHE: dict[int, tuple] = {}
 
@@ -181,7 +247,7 @@ def _scan_kernels(tpb: int) -> tuple:
     if tpb & (tpb - 1) or not 1 <= tpb <= 1024:
         raise ValueError(f"scan_tpb must be a power of two in [1, 1024], got {tpb!r}")
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def chunk_sums(bundle, n, chunk):
         """sums[b] = Σ vals over block b's chunk ``[b·chunk, (b+1)·chunk)``.
 
@@ -210,7 +276,7 @@ def _scan_kernels(tpb: int) -> tuple:
         if t == 0:
             sums[cuda.blockIdx.x] = sh[0]
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def scan_sums(bundle, nblk):
         """In place: sums[b] ← Σ_{b' < b} sums[b']; sums[nblk] ← the total.
 
@@ -235,7 +301,7 @@ def _scan_kernels(tpb: int) -> tuple:
         if t == tpb - 1:
             sums[nblk] = sh[t]
 
-    @cuda.jit
+    @cuda.jit(cache=True)
     def chunk_scan(bundle, n, chunk):
         """out[i] = sums[b] + Σ vals over block b's chunk before i; out[n] = the total.
 
@@ -298,7 +364,7 @@ def exclusive_scan(vals):
     chunk = tiles * tpb  # chunks are whole tiles: every tile load is aligned and coalesced
     nblk = (n + chunk - 1) // chunk
     sums = empty(nblk + 1)
-    chunk_sums[nblk, tpb]((vals, sums), n, chunk)
-    scan_sums[1, tpb]((sums,), nblk)
-    chunk_scan[nblk, tpb]((vals, sums, out), n, chunk)
+    launch(chunk_sums, nblk, tpb, (vals, sums), n, chunk)
+    launch(scan_sums, 1, tpb, (sums,), nblk)
+    launch(chunk_scan, nblk, tpb, (vals, sums, out), n, chunk)
     return out

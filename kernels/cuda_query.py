@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from numba import cuda
 
-from .cuda_launch import check_1d, exclusive_scan, grid, scalar
+from .cuda_launch import check_1d, exclusive_scan, grid, launch, scalar
 from .query_kernels import _walk, choose, pair_sum_one
 
 # ----------------------------------------------------------------------------- kernels
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _plan_kernel(io, nside, pside, use_n, use_p, nst, pst, n):
     """choice[i], length[i] of update i by the CPU's ``choose``.
 
@@ -45,7 +45,7 @@ def _plan_kernel(io, nside, pside, use_n, use_p, nst, pst, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _walk_kernel(io, side, use_n, use_p, nst, pst, n, emit):
     """``_walk`` of every update: with ``emit`` update i's terms (z, m·N(y,z)·P(z,x)) go to
     out[ptr[i]:ptr[i] + count[i]] and count[i] is their number; without (sum mode)
@@ -73,7 +73,7 @@ def _walk_kernel(io, side, use_n, use_p, nst, pst, n, emit):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _compact_query_kernel(io, n):
     """Update i copies its count[i] slots from ptr[i] to offs[i] (offs = scan of count).
 
@@ -93,7 +93,7 @@ def _compact_query_kernel(io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _pair_sums_kernel(io, rside, tside, rst, tst, sst, r_want_y, t_want_x, n):
     """out[i] = :func:`pair_sum_one` of xs[i].
 
@@ -121,8 +121,8 @@ def plan(xs, ys, fxs, fys, pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl,
     n = xs.shape[0]
     if n == 0:
         return
-    _plan_kernel[grid(n)]((xs, ys, fxs, fys, pat, choice, length), (n_fx, n_hl), (p_fy, p_hl),
-                          bool(use_n), bool(use_p), nst, pst, n)
+    launch(_plan_kernel, *grid(n), (xs, ys, fxs, fys, pat, choice, length), (n_fx, n_hl),
+           (p_fy, p_hl), bool(use_n), bool(use_p), nst, pst, n)
 
 
 def emit(xs, ys, ms, choice, ptr, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl,
@@ -132,9 +132,9 @@ def emit(xs, ys, ms, choice, ptr, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx,
     n = xs.shape[0]
     if n == 0:
         return
-    _walk_kernel[grid(n)]((xs, ys, ms, choice, ptr, out_z, out_w, count),
-                          (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n), bool(use_p), nst, pst, n,
-                          True)
+    launch(_walk_kernel, *grid(n), (xs, ys, ms, choice, ptr, out_z, out_w, count),
+           (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n), bool(use_p), nst, pst, n,
+           True)
 
 
 def sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, out) -> None:
@@ -143,9 +143,9 @@ def sums(xs, ys, choice, pat, use_n, use_p, nst, n_fy, n_hl, pst, p_fx, p_hl, ou
     n = xs.shape[0]
     if n == 0:
         return
-    _walk_kernel[grid(n)]((xs, ys, xs, choice, xs, out, out, out),
-                          (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n), bool(use_p), nst, pst, n,
-                          False)
+    launch(_walk_kernel, *grid(n), (xs, ys, xs, choice, xs, out, out, out),
+           (pat, n_fy, n_hl, p_fx, p_hl), bool(use_n), bool(use_p), nst, pst, n,
+           False)
 
 
 def compact(ptr, count, out_z, out_w, keep_idx, keep_z, keep_w) -> int:
@@ -161,8 +161,8 @@ def compact(ptr, count, out_z, out_w, keep_idx, keep_z, keep_w) -> int:
     offs = exclusive_scan(count)
     w = scalar(offs, n)
     if w:
-        _compact_query_kernel[grid(n)]((ptr, count, offs, out_z, out_w, keep_idx, keep_z,
-                                        keep_w), n)
+        launch(_compact_query_kernel, *grid(n), (ptr, count, offs, out_z, out_w, keep_idx, keep_z,
+               keep_w), n)
     return w
 
 
@@ -173,5 +173,5 @@ def pair_sums(xs, rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst, out) -> None:
     n = xs.shape[0]
     if n == 0:
         return
-    _pair_sums_kernel[grid(n)]((xs, out), (r_fy,), (t_fx,), rst, tst, sst, int(r_want_y),
-                               int(t_want_x), n)
+    launch(_pair_sums_kernel, *grid(n), (xs, out), (r_fy,), (t_fx,), rst, tst, sst, int(r_want_y),
+           int(t_want_x), n)

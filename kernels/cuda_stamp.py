@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .cuda_launch import check_1d, grid
+from .cuda_launch import check_1d, grid, launch
 from .stamp_kernels import older_common_count
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _closed_kernel(st, io, n):
     """One thread per batch edge, grid-stride. The arrays travel in the tuple ``io`` (as in
     :mod:`gpu_ivm.kernels.cuda_delta`: the simulator then hands them to the ``njit`` body as
@@ -38,4 +38,4 @@ def closed_by_batch(st, deg, us, vs, stamps, out) -> None:
     if n == 0:
         return
     blocks, tpb = grid(n)
-    _closed_kernel[blocks, tpb](st, (deg, us, vs, stamps, out), n)
+    launch(_closed_kernel, blocks, tpb, st, (deg, us, vs, stamps, out), n)

@@ -38,6 +38,7 @@ from .cuda_launch import (
     empty,
     exclusive_scan,
     grid,
+    launch,
     on_device,
     scalar,
     zeros,
@@ -152,7 +153,7 @@ def _tree_sum(sh, t, ntid):
         s //= 2
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _count_edges_kernel(io, m, directed):
     """total[0] += Σ_e edge_closures(e) over the m oriented edges.
 
@@ -201,7 +202,7 @@ def relation_terms(io, k):
         abs(r) * dot_ranges(sk, sa, s0, s1, tk, ta, t0, t1)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _relation_kernel(io, m):
     """total[0] += Σ_k relation_terms(k) over the m tuples of R; total_abs[0] likewise.
 
@@ -234,7 +235,7 @@ def _relation_kernel(io, m):
         cuda.atomic.add(total_abs, 0, sha[0])
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _edge_counts_kernel(io, m):
     """counts[e] = triangles closed by oriented edge e (the listing's first pass).
     Launch config: 1-D grid-stride, one thread per oriented edge."""
@@ -246,7 +247,7 @@ def _edge_counts_kernel(io, m):
         e += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _edge_list_kernel(io, m):
     """Write the triangles of each oriented edge e = u → v at its offset: ``(u, v, w)`` rows
     ``offs[e] .. offs[e + 1]`` (the listing's second pass; same walk as the first).
@@ -267,7 +268,7 @@ def _edge_list_kernel(io, m):
         e += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _abs_kernel(io, n):
     """out[i] = |vals[i]| as float64. Launch config: 1-D grid-stride, one thread per value."""
     vals, out = io
@@ -312,9 +313,9 @@ def count_oriented_edges(indptr, hi, flags=None) -> int:
     total = zeros(1)
     blocks, tpb = grid(m)
     hi = _device_input(hi)
-    _count_edges_kernel[blocks, tpb, 0, tpb * np.dtype(np.int64).itemsize](
-        (_device_input(indptr), hi, _device_input(flags) if directed else hi, total), m,
-        directed)
+    launch(_count_edges_kernel, blocks, tpb,
+           (_device_input(indptr), hi, _device_input(flags) if directed else hi, total), m,
+           directed, shared=tpb * np.dtype(np.int64).itemsize)
     return scalar(total, 0)
 
 
@@ -336,14 +337,14 @@ def relation_sum(rk, rm, s_ptr, sk, sv, t_ptr, tk, tv) -> tuple[int, float]:
     sv, tv = _device_input(sv), _device_input(tv)
     sa = empty(sv.shape[0], np.float64)
     ta = empty(tv.shape[0], np.float64)
-    _abs_kernel[grid(sv.shape[0])]((sv, sa), sv.shape[0])
-    _abs_kernel[grid(tv.shape[0])]((tv, ta), tv.shape[0])
+    launch(_abs_kernel, *grid(sv.shape[0]), (sv, sa), sv.shape[0])
+    launch(_abs_kernel, *grid(tv.shape[0]), (tv, ta), tv.shape[0])
     total = zeros(1)
     total_abs = zeros(1, np.float64)
     blocks, tpb = grid(m)
-    _relation_kernel[blocks, min(tpb, 1024)](
-        tuple(_device_input(a) for a in (rk, rm, s_ptr, sk)) + (sv, sa)
-        + tuple(_device_input(a) for a in (t_ptr, tk)) + (tv, ta, total, total_abs), m)
+    launch(_relation_kernel, blocks, min(tpb, 1024),
+           tuple(_device_input(a) for a in (rk, rm, s_ptr, sk)) + (sv, sa)
+           + tuple(_device_input(a) for a in (t_ptr, tk)) + (tv, ta, total, total_abs), m)
     return scalar(total, 0), float(total_abs[0])
 
 
@@ -362,10 +363,10 @@ def list_oriented_edges(indptr, hi):
         z = zeros(0)
         return z, z, z
     counts = empty(m)
-    _edge_counts_kernel[grid(m)]((indptr, hi, counts), m)
+    launch(_edge_counts_kernel, *grid(m), (indptr, hi, counts), m)
     offs = exclusive_scan(counts)
     total = scalar(offs, m)
     ou, ov, ow = empty(total), empty(total), empty(total)
     if total:
-        _edge_list_kernel[grid(m)]((indptr, hi, offs, ou, ov, ow), m)
+        launch(_edge_list_kernel, *grid(m), (indptr, hi, offs, ou, ov, ow), m)
     return ou, ov, ow

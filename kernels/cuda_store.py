@@ -23,6 +23,7 @@ from .cuda_launch import (
     exclusive_scan,
     grid,
     host_ints,
+    launch,
     result,
     scalar,
     zeros,
@@ -34,7 +35,7 @@ from .row_index import fill_row_table, upsert_group
 # ----------------------------------------------------------------------------- kernels
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _apply_kernel(st, io, n, counter):
     """In-place update of stored keys; flags for new keys; live/tomb by atomics.
 
@@ -85,7 +86,7 @@ def _apply_kernel(st, io, n, counter):
         cuda.atomic.add(counter, 1, grown)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _probe_kernel(st, io, n):
     """out[i] = st(keys_in[i]). Launch config: 1-D grid-stride, one thread per key."""
     keys_in, out = io
@@ -96,7 +97,7 @@ def _probe_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _run_bits_kernel(io, s, e, bit):
     """runmask[x] |= bit at the first position of each first key x in the sorted run [s, e).
 
@@ -113,7 +114,7 @@ def _run_bits_kernel(io, s, e, bit):
         p += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _merge_rank_kernel(io, s1, s2, s3, keep_low):
     """Scatter both runs to their merged positions in ``tk``/``tv``; flag live entries.
 
@@ -149,7 +150,7 @@ def _merge_rank_kernel(io, s1, s2, s3, keep_low):
         q += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _compact_pairs_kernel(io, n, dst0):
     """dst_keys[dst0 + offs[r]] = src_keys[r] (and values) where ``flags[r]``.
 
@@ -166,7 +167,7 @@ def _compact_pairs_kernel(io, n, dst0):
         r += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _live_flags_kernel(io, s, e):
     """flags[p - s] = vals[p] != 0. Launch config: 1-D grid-stride, one thread per entry."""
     vals, flags = io
@@ -177,7 +178,7 @@ def _live_flags_kernel(io, s, e):
         q += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _directory_kernel(io, s, e, nkeys):
     """out[x] = first position of the run [s, e) with first key >= x, for x in [0, nkeys].
 
@@ -193,7 +194,7 @@ def _directory_kernel(io, s, e, nkeys):
         x += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _compact_keys_kernel(st, io, n):
     """Per-key compaction. Launch config: 1-D grid-stride, one thread per (unique) first key;
     a key's ranges are disjoint from every other key's, so threads never collide."""
@@ -205,7 +206,7 @@ def _compact_keys_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _count_rows_kernel(st, io, n):
     """counts[i] = live degree of xs[i]. Launch config: 1-D grid-stride, one thread per key."""
     xs, counts = io
@@ -216,7 +217,7 @@ def _count_rows_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _fill_rows_kernel(st, io, n):
     """Row i's live tuples to out[ptr[i]:ptr[i+1]]. Launch config: 1-D grid-stride, one thread
     per key (each writes its own segment)."""
@@ -228,7 +229,7 @@ def _fill_rows_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _index_fill_kernel(st, io, n):
     """Row tables of rows[i] by the CPU's ``fill_row_table``. Launch config: 1-D grid-stride,
     one thread per row (each writes its own slab region)."""
@@ -241,7 +242,7 @@ def _index_fill_kernel(st, io, n):
         i += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _index_upsert_kernel(st, io, n):
     """A batch's deltas into the row tables by the CPU's ``upsert_group``. Launch config: 1-D
     grid-stride, one thread per first key's group (a table is written by one thread)."""
@@ -253,7 +254,7 @@ def _index_upsert_kernel(st, io, n):
         g += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _first_counts_kernel(io, n):
     """counts[x] += 1 per key. Launch config: 1-D grid-stride, one thread per key;
     ``atomic.add`` (keys of one first key are adjacent, so contention stays within a warp)."""
@@ -265,7 +266,7 @@ def _first_counts_kernel(io, n):
         p += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _first_starts_kernel(io, n):
     """flags[p] = 1 where keys[p] starts a new first key. Launch config: 1-D grid-stride."""
     keys, flags = io
@@ -276,7 +277,7 @@ def _first_starts_kernel(io, n):
         p += stride
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def _scatter_firsts_kernel(io, n):
     """out[offs[p]] = keys[p] >> 32 where ``flags[p]``. Launch config: 1-D grid-stride."""
     keys, flags, offs, out = io
@@ -303,7 +304,7 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new) -> tuple[int
     if n == 0:
         return 0, 0
     counter = zeros(2)
-    _apply_kernel[grid(n)](st, (keys_in, deltas, old_out, is_new, live, tomb), n, counter)
+    launch(_apply_kernel, *grid(n), st, (keys_in, deltas, old_out, is_new, live, tomb), n, counter)
     n_new, size_change = host_ints(counter)
     return n_new, size_change
 
@@ -314,7 +315,7 @@ def probe_many(st, keys_in, out) -> None:
     n = keys_in.shape[0]
     if n == 0:
         return
-    _probe_kernel[grid(n)](st, (keys_in, out), n)
+    launch(_probe_kernel, *grid(n), st, (keys_in, out), n)
 
 
 # One thread per key on the GPU whatever the order: the CPU's galloping walk over sorted keys
@@ -327,7 +328,7 @@ def set_run_bits(keys, s, e, runmask, j) -> None:
     """runmask[x] |= 1 << j for every first key x of the sorted run [s, e)."""
     if e <= s:
         return
-    _run_bits_kernel[grid(e - s)]((keys, runmask), s, e, np.int64(1) << np.int64(j))
+    launch(_run_bits_kernel, *grid(e - s), (keys, runmask), s, e, np.int64(1) << np.int64(j))
 
 
 def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j) -> int:
@@ -345,19 +346,19 @@ def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j) -> int:
     tv = empty(n)
     flags = empty(n)
     keep_low = (np.int64(1) << np.int64(j)) - np.int64(1)
-    _merge_rank_kernel[grid(n)]((keys, vals, tk, tv, flags, tomb, runmask), s1, s2, s3,
-                                keep_low)
+    launch(_merge_rank_kernel, *grid(n), (keys, vals, tk, tv, flags, tomb, runmask), s1, s2, s3,
+           keep_low)
     offs = exclusive_scan(flags)
     kept = scalar(offs, n)
     if kept:
-        _compact_pairs_kernel[grid(n)]((tk, tv, flags, offs, keys, vals), n, s1)
+        launch(_compact_pairs_kernel, *grid(n), (tk, tv, flags, offs, keys, vals), n, s1)
         set_run_bits(keys, s1, s1 + kept, runmask, j)
     return s1 + kept
 
 
 def build_directory(keys, s, e, nkeys, out) -> None:
     """out[x] = start of first key x in run [s, e); out[nkeys] = e. len(out) == nkeys + 1."""
-    _directory_kernel[grid(nkeys + 1)]((keys, out), s, e, nkeys)
+    launch(_directory_kernel, *grid(nkeys + 1), (keys, out), s, e, nkeys)
 
 
 def compact_keys(st, tomb, xs) -> None:
@@ -366,7 +367,7 @@ def compact_keys(st, tomb, xs) -> None:
     n = xs.shape[0]
     if n == 0:
         return
-    _compact_keys_kernel[grid(n)](st, (tomb, xs), n)
+    launch(_compact_keys_kernel, *grid(n), st, (tomb, xs), n)
 
 
 def count_rows(st, xs, counts) -> None:
@@ -375,7 +376,7 @@ def count_rows(st, xs, counts) -> None:
     n = xs.shape[0]
     if n == 0:
         return
-    _count_rows_kernel[grid(n)](st, (xs, counts), n)
+    launch(_count_rows_kernel, *grid(n), st, (xs, counts), n)
 
 
 def fill_rows(st, xs, ptr, out_keys, out_vals) -> None:
@@ -384,7 +385,7 @@ def fill_rows(st, xs, ptr, out_keys, out_vals) -> None:
     n = xs.shape[0]
     if n == 0:
         return
-    _fill_rows_kernel[grid(n)](st, (xs, ptr, out_keys, out_vals), n)
+    launch(_fill_rows_kernel, *grid(n), st, (xs, ptr, out_keys, out_vals), n)
 
 
 def index_fill(st, rows, offs, masks, tab, iused, bad) -> None:
@@ -394,7 +395,7 @@ def index_fill(st, rows, offs, masks, tab, iused, bad) -> None:
     n = rows.shape[0]
     if n == 0:
         return
-    _index_fill_kernel[grid(n)](st, (rows, offs, masks, tab, iused, bad), n)
+    launch(_index_fill_kernel, *grid(n), st, (rows, offs, masks, tab, iused, bad), n)
 
 
 def index_upsert(st, keys_in, deltas, starts, iused, bad) -> None:
@@ -404,7 +405,7 @@ def index_upsert(st, keys_in, deltas, starts, iused, bad) -> None:
     n = starts.shape[0] - 1
     if n <= 0:
         return
-    _index_upsert_kernel[grid(n)](st, (keys_in, deltas, starts, iused, bad), n)
+    launch(_index_upsert_kernel, *grid(n), st, (keys_in, deltas, starts, iused, bad), n)
 
 
 def collect_live(keys, vals, s, e, out_keys, out_vals) -> int:
@@ -414,12 +415,12 @@ def collect_live(keys, vals, s, e, out_keys, out_vals) -> int:
     if n <= 0:
         return 0
     flags = empty(n)
-    _live_flags_kernel[grid(n)]((vals, flags), s, e)
+    launch(_live_flags_kernel, *grid(n), (vals, flags), s, e)
     offs = exclusive_scan(flags)
     w = scalar(offs, n)
     if w:
-        _compact_pairs_kernel[grid(n)]((keys[s:e], vals[s:e], flags, offs, out_keys, out_vals),
-                                       n, 0)
+        launch(_compact_pairs_kernel, *grid(n),
+               (keys[s:e], vals[s:e], flags, offs, out_keys, out_vals), n, 0)
     return w
 
 
@@ -427,7 +428,7 @@ def first_key_counts(keys, n, counts) -> None:
     """counts[x] += number of keys with first key x among keys[:n]."""
     if n <= 0:
         return
-    _first_counts_kernel[grid(n)]((keys, counts), n)
+    launch(_first_counts_kernel, *grid(n), (keys, counts), n)
 
 
 def sorted_unique_firsts(keys):
@@ -438,9 +439,9 @@ def sorted_unique_firsts(keys):
     if n == 0:
         return np.zeros(0, np.int64) if isinstance(keys, np.ndarray) else empty(0)
     flags = empty(n)
-    _first_starts_kernel[grid(n)]((keys, flags), n)
+    launch(_first_starts_kernel, *grid(n), (keys, flags), n)
     offs = exclusive_scan(flags)
     m = scalar(offs, n)
     out = empty(m)
-    _scatter_firsts_kernel[grid(n)]((keys, flags, offs, out), n)
+    launch(_scatter_firsts_kernel, *grid(n), (keys, flags, offs, out), n)
     return result(out, keys)

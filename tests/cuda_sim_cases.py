@@ -189,6 +189,52 @@ def test_exclusive_scan(n: int, blocks: int) -> None:
         assert np.array_equal(out, np.r_[0, np.cumsum(vals)])
 
 
+class InterfaceOnly:
+    """A device array as a foreign library hands it over: only ``__cuda_array_interface__``
+    (version 3) plus ``shape``/``dtype``; no NumPy conversion (``__array__`` raises), so a
+    kernel can reach the memory only through the interface's pointer."""
+
+    def __init__(self, a: np.ndarray, strides=None) -> None:
+        self._a = a
+        self.shape, self.dtype = a.shape, a.dtype
+        ptr = a.ctypes.data if a.size else 0  # CuPy hands zero-length arrays a null pointer
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str,
+                                         "data": (ptr, False), "version": 3,
+                                         "strides": strides}
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError("host conversion of a device array")
+
+
+@pytest.mark.parametrize("n", [0, 1, 33, 700])
+def test_launch_through_the_cuda_array_interface(n: int) -> None:
+    """Kernels launched with interface-only arrays inside bundles (the hardware path: CuPy or
+    cuDF columns), zero-length ones included, read and write the memory in place."""
+    rng = np.random.default_rng(n)
+    vals = rng.integers(-5, 9, n).astype(np.int64)
+    tpb = cuda_launch.CONFIG.scan_tpb
+    chunk_sums, scan_sums, chunk_scan = cuda_launch._scan_kernels(tpb)
+    sums = np.full(2, -1, np.int64)
+    out = np.full(n + 1, -7, np.int64)
+    chunk = max(n, 1)
+    cuda_launch.launch(chunk_sums, 1, tpb, (InterfaceOnly(vals), InterfaceOnly(sums)), n, chunk)
+    assert sums[0] == vals.sum()  # written through the interface's pointer
+    cuda_launch.launch(scan_sums, 1, tpb, (InterfaceOnly(sums),), 1)
+    assert sums.tolist() == [0, vals.sum()]
+    cuda_launch.launch(chunk_scan, 1, tpb,
+                       (InterfaceOnly(vals), InterfaceOnly(sums), InterfaceOnly(out)), n, chunk)
+    assert np.array_equal(out, np.r_[0, np.cumsum(vals)])
+    scanned = cuda_launch.exclusive_scan(InterfaceOnly(vals))
+    assert np.array_equal(scanned, np.r_[0, np.cumsum(vals)])
+
+
+def test_launch_refuses_strided_interfaces() -> None:
+    """A strided view would be read as if contiguous: refused before the launch."""
+    a = np.arange(8, dtype=np.int64)
+    with pytest.raises(TypeError, match="C-contiguous"):
+        cuda_launch.device_view(InterfaceOnly(a[::2], strides=(16,)))
+
+
 # ----------------------------------------------------------------------------- hash map
 
 

@@ -301,13 +301,21 @@ class _R:
         return _wrap(np.r_[_unwrap(items, "cupy.r_")])
 
 
+class _Device:
+    """``cupy.cuda.Device()``: ``synchronize`` counts (the host waits for the device)."""
+
+    def synchronize(self) -> None:
+        _count("synchronize")
+
+
 def module() -> SimpleNamespace:
     """The stand-in for ``cupy``: every name of CUPY_NAMES, plus asnumpy, ndarray, r_."""
     ns = {n: _function(n) for n in CUPY_NAMES if hasattr(np, n)}
     ns.update({n: _allocator(n) for n in ALLOCATORS})
     ns.update({n: getattr(np, n) for n in PASS_NAMES if hasattr(np, n)})
     ns.update(asarray=asarray, array=asarray, ascontiguousarray=ascontiguousarray,
-              asnumpy=asnumpy, ndarray=DeviceArray, r_=_R(), __name__="strict_cupy")
+              asnumpy=asnumpy, ndarray=DeviceArray, r_=_R(), __name__="strict_cupy",
+              cuda=SimpleNamespace(Device=_Device))
     return SimpleNamespace(**ns)
 
 

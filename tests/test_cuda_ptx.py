@@ -26,9 +26,9 @@ def test_kernels_compile_for_sm90(tmp_path: Path) -> None:
                           env={k: v for k, v in os.environ.items()
                                if k != "NUMBA_ENABLE_CUDASIM"})
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    # every kernel of the package: one per bare @cuda.jit in kernels/cuda_*.py (a new kernel
-    # missing from cuda_ptx_compile.cases fails here)
-    n = sum(len(re.findall(r"^\s*@cuda\.jit$", f.read_text(), re.M))
+    # every kernel of the package: one per @cuda.jit / @cuda.jit(cache=True) in
+    # kernels/cuda_*.py (a new kernel missing from cuda_ptx_compile.cases fails here)
+    n = sum(len(re.findall(r"^\s*@cuda\.jit(\(cache=True\))?$", f.read_text(), re.M))
             for f in (TESTS.parent / "kernels").glob("cuda_*.py"))
     assert f"compiled {n} kernels for sm_90" in proc.stdout
     ptxas = shutil.which("ptxas")
@@ -38,3 +38,13 @@ def test_kernels_compile_for_sm90(tmp_path: Path) -> None:
         asm = subprocess.run([ptxas, "-arch=sm_90", "-o", str(tmp_path / "k.cubin"), str(ptx)],
                              capture_output=True, text=True)
         assert asm.returncode == 0, f"{ptx.name}: {asm.stderr[-2000:]}"
+
+
+def test_every_kernel_is_cached() -> None:
+    """Every ``@cuda.jit`` kernel asks numba-cuda for its on-disk cache (``cache=True``); only
+    device functions (inlined into their cached callers) may go without."""
+    for f in sorted((TESTS.parent / "kernels").glob("cuda_*.py")):
+        for line in f.read_text().splitlines():
+            s = line.strip()
+            if s.startswith("@cuda.jit") and "device=True" not in s:
+                assert s == "@cuda.jit(cache=True)", f"{f.name}: {s}"
