@@ -36,10 +36,10 @@ from pathlib import Path
 from .cli_input import add_input_options, in_file, input_options, show_input_notes
 from .cli_snapshots import (
     config_differences,
-    damaged_snapshot_error,
     drop_newer,
     folder_option,
-    resume_target,
+    locate_snapshot,
+    restore_located,
     snapshot_series_check,
 )
 from .errors import GpuIvmError, InputError
@@ -125,30 +125,12 @@ def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
     with the same engine options (else an error, exit 2); the options and the base are checked
     on the manifest before the state is read."""
     from .fingerprint import differences, short
-    from .snapshot import (
-        MANIFEST,
-        SnapshotError,
-        find_latest,
-        list_snapshots,
-        load,
-        read_manifest,
-    )
+    from .snapshot import MANIFEST, SnapshotError, load
 
-    series, named = resume_target(args.resume)
-    if named is not None:
-        latest = named
-        man = read_manifest(latest)
-    else:
-        snaps = list_snapshots(series)
-        if not snaps:
-            print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
-                  "beginning", file=sys.stderr)
-            return None, 0, None
-        try:
-            latest = find_latest(series)
-            man = read_manifest(latest)
-        except SnapshotError as e:
-            raise damaged_snapshot_error(e, args, series, snaps[-1][0]) from None
+    loc = locate_snapshot(args)
+    if loc is None:
+        return None, 0, None
+    latest, man = loc.latest, loc.manifest
     man_path = latest / MANIFEST
     meta = man.get("metadata", {}).get("cli")
     if man.get("form") not in ("graph", "relations") or not isinstance(meta, dict) \
@@ -172,12 +154,7 @@ def _resume(args, files, sizes: list[int], cfg: dict, base_fp: dict):
                          "resume with the same base, or use another snapshot folder",
                          option="--resume")
     with announce_if_slow(f"restoring {latest}") as step:
-        try:
-            eng = load(latest, backend=args.backend)
-        except SnapshotError as e:
-            if named is not None:
-                raise
-            raise damaged_snapshot_error(e, args, series, snaps[-1][0]) from None
+        eng = restore_located(loc, args, lambda p: load(p, backend=args.backend))
         step.done = f"restored {latest}"
     n = int(meta.get("applied", -1))
     if n != len(meta["files"]) or n > len(files):

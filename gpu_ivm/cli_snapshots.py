@@ -1,6 +1,7 @@
 """Snapshot-series helpers shared by the command line's replays (``gpu-ivm replay`` over batch
 files and over timestamped events): which folder ``--resume`` names, refusing another run's
-series, the damaged-snapshot message, and option differences.
+series, finding the snapshot to resume from, the damaged-snapshot message, and option
+differences.
 
 >>> config_differences({"epsilon": "1/2"}, {"epsilon": "1/3"})
 "epsilon: '1/2' in the snapshot, '1/3' now"
@@ -11,7 +12,10 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import InputError
 
@@ -24,6 +28,54 @@ def resume_target(resume: str) -> tuple[Path, Path | None]:
     if r.is_dir() and (NUMBERED.match(r.name) or (r / MANIFEST).exists()):
         return r.parent, r
     return r, None
+
+
+@dataclass(frozen=True)
+class Located:
+    """The snapshot ``--resume`` resumes from: its series folder, the folder ``--resume`` named
+    itself (None when it named the series), the number of the series' newest snapshot (None
+    when named), the snapshot folder and its manifest."""
+
+    series: Path
+    named: Path | None
+    newest: int | None
+    latest: Path
+    manifest: dict
+
+
+def locate_snapshot(args: Any, loader: Callable[[Path], Any] | None = None) -> Located | None:
+    """The snapshot ``args.resume`` names, or the newest of its series; None (with a note on
+    stderr) when the series holds none. A damaged newest manifest raises the error that names
+    the newest valid older snapshot (``loader`` as in :func:`newest_valid`)."""
+    from .snapshot import SnapshotError, find_latest, list_snapshots, read_manifest
+
+    series, named = resume_target(args.resume)
+    if named is not None:
+        return Located(series, named, None, named, read_manifest(named))
+    snaps = list_snapshots(series)
+    if not snaps:
+        print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
+              "beginning", file=sys.stderr)
+        return None
+    try:
+        latest = find_latest(series)
+        return Located(series, None, snaps[-1][0], latest, read_manifest(latest))
+    except SnapshotError as e:
+        raise damaged_snapshot_error(e, args, series, snaps[-1][0], loader) from None
+
+
+def restore_located(loc: Located, args: Any, restore: Callable[[Path], Any],
+                    loader: Callable[[Path], Any] | None = None) -> Any:
+    """``restore(loc.latest)``; a damaged snapshot that was found by searching the series
+    (not named by ``--resume``) raises the error naming the newest valid older one."""
+    from .snapshot import SnapshotError
+
+    try:
+        return restore(loc.latest)
+    except SnapshotError as e:
+        if loc.named is not None:
+            raise
+        raise damaged_snapshot_error(e, args, loc.series, loc.newest, loader) from None
 
 
 def newest_valid(series: Path, below: int, backend, loader=None) -> Path | None:

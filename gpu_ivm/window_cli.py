@@ -246,26 +246,14 @@ def _resume(args, head: dict):
     from . import cli_snapshots as cs
     from .fingerprint import differences, short
     from .sliding_window import SlidingWindow
-    from .snapshot import MANIFEST, SnapshotError, find_latest, list_snapshots, read_manifest
+    from .snapshot import MANIFEST, SnapshotError
     from .window_snapshot import FORM
 
     load = SlidingWindow.restore
-    series, named = cs.resume_target(args.resume)
-    snaps = []
-    if named is not None:
-        latest = named
-        man = read_manifest(latest)
-    else:
-        snaps = list_snapshots(series)
-        if not snaps:
-            print(f"gpu-ivm: note: no complete snapshot in {args.resume}; starting from the "
-                  "beginning", file=sys.stderr)
-            return None, None
-        try:
-            latest = find_latest(series)
-            man = read_manifest(latest)
-        except SnapshotError as e:
-            raise cs.damaged_snapshot_error(e, args, series, snaps[-1][0], load) from None
+    loc = cs.locate_snapshot(args, load)
+    if loc is None:
+        return None, None
+    latest, man = loc.latest, loc.manifest
     meta = man.get("metadata", {}).get("cli") if isinstance(man.get("metadata"), dict) else None
     if man.get("form") != FORM or not isinstance(meta, dict):
         raise SnapshotError("not written by `gpu-ivm replay --events` (a "
@@ -282,12 +270,7 @@ def _resume(args, head: dict):
                          f"--events {meta.get('events')} ({short(rec_fp)}), this run's "
                          f"--events {args.events} differs ({', '.join(diff)}); resume with "
                          "the same events, or use another snapshot folder", option="--resume")
-    try:
-        sw = load(latest)
-    except SnapshotError as e:
-        if named is not None:
-            raise
-        raise cs.damaged_snapshot_error(e, args, series, snaps[-1][0], load) from None
+    sw = cs.restore_located(loc, args, load, load)
     if sw.k != meta.get("steps_closed") or sw.k > head["steps"] or sw._pending \
             or sw.t0 != head["t_min"]:
         raise SnapshotError(f"holds {sw.k} closed steps (recorded {meta.get('steps_closed')}, "
