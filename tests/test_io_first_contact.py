@@ -384,3 +384,23 @@ def test_long_comment_header(tmp_path: Path) -> None:
     edges = read_edges(path)
     want = pd.read_csv(path, sep=" ", header=None, comment="#")
     assert edges.src.tolist() == want[0].tolist() and edges.dst.tolist() == want[1].tolist()
+
+
+def test_a_mix_of_ids_names_the_minority_kind(tmp_path: Path) -> None:
+    """The error names the id of the minority kind; on a tie the non-integer (found by the
+    fuzzer: a batch row ``nan,0,1`` was blamed on the integer 0 in ``dst``)."""
+    tie = tmp_path / "tie.csv"
+    tie.write_text("src,dst,sign\nnan,0,1\n")
+    with pytest.raises(InputError) as ei:
+        read_graph_updates(tie)
+    assert (ei.value.column, ei.value.row, ei.value.line) == ("src", 0, 2)
+    few_strings = tmp_path / "ints.txt"
+    few_strings.write_text("1 2\n2 3\n3 x\n")
+    with pytest.raises(InputError) as ei:
+        read_edges(few_strings)
+    assert (ei.value.column, ei.value.row, ei.value.line) == ("dst", 2, 3)
+    few_ints = tmp_path / "names.txt"
+    few_ints.write_text("ann bob\nbob 7\ncy ann\n")
+    with pytest.raises(InputError) as ei:
+        read_edges(few_ints, header=False)
+    assert (ei.value.column, ei.value.row, ei.value.line) == ("dst", 1, 2)

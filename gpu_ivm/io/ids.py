@@ -2,7 +2,8 @@
 
 * ``ids="auto"`` (the default): typed sources keep their type (src and dst must agree);
   ids read from text (CSV, SNAP) are integers when every id is one, strings when no id is
-  one, and a mix is refused, naming the first id of the other kind;
+  one, and a mix is refused, naming the first id of the minority kind (on a tie, the
+  first non-integer);
 * ``ids="str"``: every id is a string (integer ids become their decimal text);
 * ``ids="int"``: every id must be an integer.
 """
@@ -86,18 +87,20 @@ def _text_ids(g: Gathered, ids: str) -> tuple[np.ndarray, np.ndarray]:
         return _must_be_ints(src, src_name), _must_be_ints(dst, dst_name)
     if ids == "auto" and not src_int.any() and not dst_int.any():
         return _as_str(src), _as_str(dst)
-    want = True if ids == "int" else bool(src_int[0])
-    hits = [(first(m != want), name, v) for m, name, v in
-            ((src_int, src_name, src), (dst_int, dst_name, dst)) if (m != want).any()]
+    # a mix: the first id of the minority kind is named (on a tie, or with ids="int", the
+    # first non-integer: integer files stay integer)
+    n_int = int(src_int.sum()) + int(dst_int.sum())
+    ints = ids == "int" or 2 * n_int >= src_int.shape[0] + dst_int.shape[0]
+    hits = [(first(m != ints), name, v) for m, name, v in
+            ((src_int, src_name, src), (dst_int, dst_name, dst)) if (m != ints).any()]
     row, name, values = min(hits, key=lambda h: h[0])
-    value, first_id = _show(values[row]), _show(src[0])
+    value = _show(values[row])
     if ids == "int":
         problem = f"id {value} is not an integer (ids='int')"
     else:
-        kind = "not an integer" if want else "an integer"
-        other = "is" if want else "is not"
-        problem = (f"id {value} is {kind}, but the first id, {first_id}, {other}: the ids must "
-                   "be all integers or all strings; " + _ADVICE)
+        kind, most = ("not an integer", "integers") if ints else ("an integer", "strings")
+        problem = (f"id {value} is {kind}, but most ids are {most}: the ids must be all "
+                   "integers or all strings; " + _ADVICE)
     raise InputError(problem, column=name, row=row)
 
 
