@@ -159,6 +159,8 @@ class TriangleEngineBase:
 
     def _view_update(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):
         """Maintain a bilinear view under updates of one factor (see ``emit_view_deltas``)."""
+        if st.size == 0:  # the other factor is empty (ε = 1 has no heavy part): no deltas
+            return
         xp = self.xp
         xs, ys = unpack(keys)
         nt = st.nt()

@@ -24,7 +24,7 @@ from .lsm import LO_MASK, SENTINEL, run_mask, run_range
 
 
 @cuda.jit(cache=True)
-def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, n):
+def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, mk, n):
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) by the CPU's per-update ``_one_weight``.
 
     Launch config: 1-D grid-stride, one thread per update. Work per thread is the IVM^ε cost of
@@ -34,11 +34,12 @@ def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, n):
     xs, ys, out, work = io
     vrow, vmat = vview
     heavy_next, heavy_prev = hv
+    marks = mk[0]
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
         _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                    symmetric, out, work)
+                    symmetric, out, work, marks)
         i += stride
 
 
@@ -263,7 +264,7 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
     if work is None:
         work = empty(0)
     launch(_path_weights_kernel, *grid(n), (xs, ys, out, work), nh, nl, ph, pl, pht, vsp,
-           (vrow, vmat), (heavy_next, heavy_prev), bool(symmetric), n)
+           (vrow, vmat), (heavy_next, heavy_prev), bool(symmetric), (empty(0, np.int8),), n)
 
 
 def expand_counts(exp_keys, st, counts) -> None:

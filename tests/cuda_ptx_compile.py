@@ -42,6 +42,7 @@ def cases(repo: str) -> dict:
     i = np.zeros(4, np.int64)
     b = np.zeros(4, np.bool_)
     u = np.zeros(4, np.uint8)  # heavy/light flags of the free queries
+    k = np.zeros(0, np.int8)  # the count kernel's (empty) row marks
     m = np.zeros((2, 4), np.int64)
     st = (i,) * 11
     n = np.int64(4)
@@ -61,7 +62,8 @@ def cases(repo: str) -> dict:
         s._scatter_firsts_kernel: ((i,) * 4, n),
         s._index_fill_kernel: (st, (i,) * 6, n),
         s._index_upsert_kernel: (st, (i,) * 5, n),
-        d._path_weights_kernel: ((i, i, i, i), st, st, st, st, st, st, (i, m), (b, b), True, n),
+        d._path_weights_kernel: ((i, i, i, i), st, st, st, st, st, st, (i, m), (b, b), True,
+                                 (k,), n),
         d._expand_counts_kernel: (st, (i, i), n),
         d._expand_emit_kernel: (st, (i,) * 6, True, n),
         d._seg_starts_kernel: ((i, i), n),

@@ -1,0 +1,127 @@
+"""Row intersections by marks (kernels/row_marks.py) against independent oracles.
+
+The marked inner product is compared with a dict model (brute force) and with the sorted-run
+merge it replaces, on stores with several runs, tombstones, compaction padding, multiplicities
+outside the int8 range (the fallback) and ids beyond the scratch; the count kernel with marks
+is compared with the kernel without them and with scipy's (A·A)[x, y] on skewed graphs (stars,
+cliques, R-MAT) at every ε, on one thread and on all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from gpu_ivm.kernels import delta_kernels as dk
+from gpu_ivm.kernels import row_marks
+from gpu_ivm.kernels.lsm import dot_rows_n
+from gpu_ivm.kernels.row_marks import dot_rows_mk
+from oracle import GraphOracle
+from streams import graph_batches
+from test_row_index import _random_batch, _scipy_triangles, _skewed_graph
+
+from gpu_ivm import GraphEngine, store
+from gpu_ivm.store import ZStore
+
+LO = (1 << 32) - 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("big", [3, 400])
+def test_marked_products_equal_dicts_and_merge(seed, big, monkeypatch):
+    """Σ_c st(x1,c)·st(x2,c) by marks equals the dict model and the merge, batch after batch,
+    with every row pair of a store of many runs (small directories, per-key compaction
+    padding); multiplicities up to ``big`` (400 leaves the int8 marks: the fallback), and a
+    scratch too short for every id; the scratch is all zero after every product."""
+    monkeypatch.setattr(store, "DIR_MIN", 4)
+    monkeypatch.setattr(store, "COMPACT_SLACK", 0)
+    rng = np.random.default_rng(seed)
+    nv = 30
+    ref: dict[int, int] = {}
+    s = ZStore(nv)
+    full = np.zeros(nv + 1, np.int8)
+    short = np.zeros(nv // 2 + 1, np.int8)  # ids from nv/2 on do not fit: those rows fall back
+    for _ in range(12):
+        keys, deltas = _random_batch(rng, ref, 60, nv, hub_p=0.5, big=big)
+        if keys.shape[0] == 0:
+            continue
+        s.add(keys, deltas)
+        for k, d in zip(keys.tolist(), deltas.tolist()):
+            v = ref.get(k, 0) + d
+            if v:
+                ref[k] = v
+            else:
+                ref.pop(k, None)
+        rows: dict[int, dict[int, int]] = {}
+        for k, v in ref.items():
+            rows.setdefault(k >> 32, {})[k & LO] = v
+        st = s.nt()
+        for x1 in range(nv):
+            for x2 in range(nv):
+                want = sum(v * rows.get(x2, {}).get(c, 0)
+                           for c, v in rows.get(x1, {}).items())
+                for marks in (full, short):
+                    assert dot_rows_mk(st, x1, st, x2, marks)[0] == want
+                    assert not marks.any()
+                assert dot_rows_mk(st, x1, st, x2, np.zeros(0, np.int8))[0] == want
+                assert dot_rows_n(st, x1, st, x2)[0] == want
+
+
+def test_marks_used_and_bypassed():
+    """Rows whose lengths are at most MARK_RATIO apart are intersected by marks (entries read
+    = both rows), rows further apart are galloped (fewer entries than the long row)."""
+    r = row_marks.MARK_RATIO
+    lens = {0: 100 * r, 1: 100, 2: 101, 3: 100 * r + 1}
+    keys = np.sort(np.concatenate([(x << 32) | np.arange(1, k + 1, dtype=np.int64)
+                                   for x, k in lens.items()]))
+    n = lens[3] + 2
+    s = ZStore.from_sorted(keys, np.ones(keys.shape[0], np.int64), n)
+    st = s.nt()
+    marks = np.zeros(n + 1, np.int8)
+    assert dot_rows_mk(st, 1, st, 2, marks) == (100, 201)  # marked: 101 + 100 entries
+    assert dot_rows_mk(st, 1, st, 0, marks) == (100, 100 * r + 100)  # r times: marked
+    w, t = dot_rows_mk(st, 1, st, 3, marks)
+    assert w == 100 and t < lens[3]  # more than r times longer: galloped
+    assert not marks.any()
+
+
+def _path_weights_check(g: GraphEngine, rng, monkeypatch) -> None:
+    E = g.rels[0]
+    keys, _ = E.items()
+    n = E.id_capacity
+    a, b = keys >> 32, keys & LO
+    adj = sp.coo_matrix((np.ones(a.shape[0], np.int64), (a, b)), shape=(n, n)).tocsr()
+    xs = np.concatenate([rng.integers(0, n, 300), a[:600]])
+    ys = np.concatenate([rng.integers(0, n, 300), b[:600]])
+    want = np.asarray((adj @ adj)[xs, ys]).ravel()
+    assert np.array_equal(g._path_weights(0, xs, ys, True), want)
+    with monkeypatch.context() as m:
+        m.setattr(dk, "USE_MARKS", False)  # marks off: merge / gallop only
+        assert np.array_equal(g._path_weights(0, xs, ys, True), want)
+
+
+@pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
+@pytest.mark.parametrize("eps", ["0", "1/2", "1"])
+@pytest.mark.parametrize("par_min", [1, 10**9])
+def test_graph_counts_with_marks(kind, eps, par_min, monkeypatch):
+    """Triangle counts with marks equal scipy's count of the oracle's edge set after every
+    batch; path weights with marks equal those without and scipy's (A·A)[x, y]; on all
+    threads (par_min 1) and on one."""
+    monkeypatch.setattr(dk, "PAR_MIN", par_min)
+    rng = np.random.default_rng(len(kind) * 11 + par_min % 7)
+    src, dst = _skewed_graph(kind, rng)
+    o = GraphOracle()
+    for u, v in zip(src.tolist(), dst.tolist()):
+        o.apply(u, v, 1)
+    g = GraphEngine(epsilon=eps, adaptive=False)
+    g.load((src, dst))
+    assert g.count() == _scipy_triangles(o.edges)
+    nv = int(max(src.max(), dst.max())) + 5
+    for batch in graph_batches(o, rng, n_batches=4, nv=nv, max_batch=3000, hub_p=0.4,
+                               shrink_from=2):
+        assert g.apply(batch).path == "delta"
+        assert g.count() == _scipy_triangles(o.edges)
+    _path_weights_check(g, rng, monkeypatch)
+    for scratch in dk._MARKS.values():  # every kernel leaves its scratch zeroed
+        assert not scratch.any()
+    g.check_invariants()
