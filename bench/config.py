@@ -210,4 +210,28 @@ TINY = Profile(
                                                  "duckdb_delta")),
 )
 
-PROFILES = {p.name: p for p in (TINY, QUICK, FULL)}
+KERNEL_SYSTEMS = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta", "recount",
+                  "recount_networkit", "duckdb_delta")
+
+#: the count kernel's goals (issue 14) in one run of ~15 minutes: R-MAT 16 and 18 at B = 10³
+#: and 10⁵, scaling 16 to 20, celebrity churn and the SNAP windows, against the project's
+#: recount, NetworKit and DuckDB's delta queries. Pathway, DuckDB's recount, scipy and the
+#: factorized form are left to the full profile (at these sizes they run out of memory or
+#: time, or are far behind: see its tables).
+KERNELS = Profile(
+    name="kernels",
+    replay=ReplayConfig(scale=18, batches={1000: 30, 100_000: 4},
+                        recount_timed={1000: 3, 100_000: 2},
+                        also={16: {1000: 30, 100_000: 4}}, systems=KERNEL_SYSTEMS),
+    scaling=ScalingConfig(scales=(16, 18, 20),
+                          systems=("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
+                                   "recount")),
+    windows=WindowConfig(systems=("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta",
+                                  "recount")),
+    static=StaticConfig(systems=("gpu_ivm_auto", "recount")),
+    spark=SparkConfig(enabled=False),
+    storage=StorageConfig(sizes=(1 << 20,), time_budget=30.0, repeats=1),
+    celebrity=CelebrityConfig(systems=KERNEL_SYSTEMS),
+)
+
+PROFILES = {p.name: p for p in (TINY, QUICK, FULL, KERNELS)}

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from . import engine as _engine
 from . import io, snapshot, warmup
 from .backend import Backend
 from .encoding import pack, unpack
@@ -29,6 +30,10 @@ from .queries.api import FreeQueryResults
 from .rational import EpsilonLike, parse_epsilon_setting
 from .recompute import AdaptivePolicy
 from .warmup import warm_up
+
+# Δ tuples (both orientations) from which an ε = 1 batch shares row passes between its pairs
+# (GraphEngine._symmetric_first); below it, pairs are intersected one by one
+GROUPED_MIN = 256
 
 # GraphEngine(mode="insert_only" / "auto") makes the subclass of gpu_ivm.insert_only, which
 # imports this module: that module registers the class and its mode check here when imported
@@ -412,14 +417,30 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         order = np.argsort(keys, kind="stable")
         return keys[order], vals[order]  # host arrays (the batch is prepared on the host)
 
+    def _symmetric_first(self, dkeys, dvals, a, b) -> int:
+        """6·Σ over the batch's pairs of Δ(x,y)·(E²)(x,y): by the IVM^ε path weights, or, when
+        E has no heavy part (ε = 1) and the batch is large, with one pass per long row shared
+        by the pairs at that row (``pair_weights_grouped``)."""
+        E = self.rels[0]
+        grouped = getattr(self.k.delta, "pair_weights_grouped", None)
+        if grouped is not None and E.h.size == 0 and dkeys.shape[0] >= GROUPED_MIN:
+            sel, w, work = grouped(dkeys, E.l.nt(), E.id_capacity)
+            if _engine.PROFILE_WORK:
+                x, y = a[sel], b[sel]
+                self.work["updates"] += int(sel.shape[0])
+                self.work["entries"] += int(work.sum())
+                self.work["min_degree_sum"] += int(np.minimum(E.degree(x), E.degree(y)).sum())
+            return 6 * sum_products(dvals[sel], w)
+        half = self.xp.flatnonzero(a < b)  # one selection for the three arrays
+        return 6 * sum_products(dvals[half], self._path_weights(0, a[half], b[half], True))
+
     def _q_delta(self, dkeys: np.ndarray, dvals: np.ndarray) -> int:
         """3·tr(Δ·E²) + 3·tr(Δ²·E) + tr(Δ³) against the current (pre-batch) E."""
         a, b = unpack(dkeys)
         if self.directed:
             first = 3 * sum_products(dvals, self._path_weights(0, a, b, False))
         else:
-            half = self.xp.flatnonzero(a < b)  # one selection for the three arrays
-            first = 6 * sum_products(dvals[half], self._path_weights(0, a[half], b[half], True))
+            first = self._symmetric_first(dkeys, dvals, a, b)
         E = self.rels[0]
         wedge = self.xp.empty(dkeys.shape[0], np.int64)
         self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,

@@ -21,7 +21,17 @@ from .lsm import (
     run_range,
 )
 from .row_index import dot_range_row_ix, get_ix
-from .row_marks import dot_rows_mk
+from .row_marks import (
+    MARK_RATIO,
+    clear_range,
+    clear_row,
+    dot_rows_mk,
+    mark_range_add,
+    mark_row,
+    mark_row_scaled,
+    probe_marks,
+    probe_range,
+)
 from .view_kernels import vget
 
 PAR_MIN = 512  # below this many items a kernel runs on one thread
@@ -177,6 +187,75 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
 
 
 @nb.njit(cache=True)
+def _orient_pairs(dkeys, st):
+    """Indexes of one tuple per pair of a symmetric Δ, oriented (x, y) with x's row of ``st``
+    the longer (ties: x < y); sorted by x, as dkeys is."""
+    n = dkeys.shape[0]
+    keep = np.empty(n, np.int64)
+    k = 0
+    for i in range(n):
+        x = dkeys[i] >> 32
+        y = dkeys[i] & LO_MASK
+        lx = _live(st, x)
+        ly = _live(st, y)
+        if lx > ly or (lx == ly and x < y):
+            keep[k] = i
+            k += 1
+    return keep[:k]
+
+
+@nb.njit(cache=True, inline="always")
+def _pair_group(s0, s1, okeys, st, out, work, marks):
+    """out[i] = Σ_c st(x,c)·st(y_i,c) for the tuples [s0, s1) of one first key x: x's row is
+    marked once for the group when that is cheaper than intersecting each pair alone."""
+    x = okeys[s0] >> 32
+    probes = 0
+    for i in range(s0, s1):
+        probes += _live(st, okeys[i] & LO_MASK)
+    if marks.shape[0] > 1 and 2 * _live(st, x) <= MARK_RATIO * probes:
+        ok, t = mark_row(st, x, marks)
+        if ok:
+            for i in range(s0, s1):
+                w, tp = probe_marks(st, okeys[i] & LO_MASK, marks)
+                out[i] = w
+                work[i] = tp + (t if i == s0 else 0)
+            clear_row(st, x, marks)
+            return
+    for i in range(s0, s1):
+        out[i], work[i] = dot_rows_mk(st, x, st, okeys[i] & LO_MASK, marks)
+
+
+@nb.njit(cache=True, parallel=True)
+def _pair_weights_grouped(okeys, gstarts, st, out, work, marks):
+    for g in nb.prange(gstarts.shape[0] - 1):
+        tid = nb.get_thread_id()
+        own = marks[tid] if tid < marks.shape[0] else np.zeros(marks.shape[1], np.int8)
+        _pair_group(gstarts[g], gstarts[g + 1], okeys, st, out, work, own)
+
+
+def pair_weights_grouped(dkeys, st, ids):
+    """Path weights of a symmetric batch whose rows all live in one store ``st`` (ε = 1: no
+    heavy part), one pass per long row: ``(sel, w, work)`` with ``sel`` the indexes of one
+    tuple per pair of ``dkeys`` (sorted unique, both orientations present), w[i] =
+    Σ_c E(x,c)·E(y,c) for tuple sel[i] = (x, y), and work[i] the entries it read.
+
+    Each pair is oriented so that x has the longer row, and the pairs of one x share one
+    marking of x's row: a batch costs Σ over distinct x of deg x plus Σ over pairs of deg y,
+    against Σ over pairs of (2·deg x + deg y) pair by pair. ``ids``: the stores' id space.
+    """
+    sel = _orient_pairs(dkeys, st)
+    okeys = dkeys[sel]
+    gstarts = _first_key_starts(okeys)
+    out = np.empty(sel.shape[0], np.int64)
+    work = np.empty(sel.shape[0], np.int64)
+    if sel.shape[0]:
+        with nb.parallel_chunksize(1):
+            _pair_weights_grouped(okeys, gstarts, st, out, work,
+                                  mark_scratch(nb.get_num_threads(), ids + 1 if USE_MARKS else 0))
+    return sel, out, work
+
+
+@nb.njit(cache=True)
 def _rows_len(st, x):
     m = run_mask(st, x)
     j = 0
@@ -242,6 +321,11 @@ def _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out):
     if lo == hi:
         out[i] = 0
         return
+    if symmetric and hi - lo == 1:
+        # Δ's row b is {a} alone (Δ symmetric): the only c is a, and E(a,a) = Δ(a,a) = 0
+        # (no self-loops in the symmetric form). Most tuples of a batch are here.
+        out[i] = 0
+        return
     if symmetric:
         alo = lower_bound(dkeys, 0, n, a << 32)
         ahi = lower_bound(dkeys, alo, n, (a + 1) << 32)
@@ -264,6 +348,82 @@ def _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out):
     out[i] = m1 * acc
 
 
+WEDGE_MARK_RATIO = 32  # mark E's row a when 2·deg(a) <= this many times the group's probes
+WEDGE_GROUP_DENSITY = 8  # group the wedges by Δ row when 8 · |Δ| >= the id space
+
+
+@nb.njit(cache=True, inline="always")
+def _wedge_group(s0, s1, dkeys, dvals, eh, el, heavy, rlo, rlen, out, marks):
+    """out[i] for the tuples i in [s0, s1) of Δ's row a (symmetric form), sharing one pass
+    over E's row a: marks[c] = 3·E(a,c) + Δ(a,c), then each tuple (a, b) adds
+    Δ(a,b)·Σ_c Δ(b,c)·marks[c]. Δ's row b is dkeys[rlo[b] : rlo[b] + rlen[b]]. Falls back to
+    :func:`_one_wedge` per tuple when E's row is long against the group's Δ rows, or does
+    not fit the marks."""
+    a = dkeys[s0] >> 32
+    probes = 0
+    for i in range(s0, s1):
+        k = rlen[dkeys[i] & LO_MASK]
+        if k >= 2:  # a row b of {a} alone adds nothing (see _one_wedge)
+            probes += k
+    if probes == 0:
+        for i in range(s0, s1):
+            out[i] = 0
+        return
+    st = eh if heavy[a] else el
+    if marks.shape[0] > 1 and 2 * _live(st, a) <= WEDGE_MARK_RATIO * probes:
+        if mark_row_scaled(st, a, marks, 3)[0]:
+            if mark_range_add(dkeys, dvals, s0, s1, marks):
+                for i in range(s0, s1):
+                    b = dkeys[i] & LO_MASK
+                    lo = rlo[b]
+                    k = rlen[b]
+                    out[i] = dvals[i] * probe_range(dkeys, dvals, lo, lo + k, marks) \
+                        if k >= 2 else 0
+                clear_range(dkeys, s0, s1, marks)
+                clear_row(st, a, marks)
+                return
+            clear_row(st, a, marks)
+    for i in range(s0, s1):
+        _one_wedge(i, dkeys, dvals, eh, el, heavy, True, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def _batch_wedges_grouped(dkeys, dvals, eh, el, heavy, gstarts, rlo, rlen, out, marks):
+    """The symmetric form's wedges, one Δ row a per iteration (:func:`_wedge_group`)."""
+    for g in nb.prange(gstarts.shape[0] - 1):
+        tid = nb.get_thread_id()
+        own = marks[tid] if tid < marks.shape[0] else np.zeros(marks.shape[1], np.int8)
+        _wedge_group(gstarts[g], gstarts[g + 1], dkeys, dvals, eh, el, heavy, rlo, rlen, out,
+                     own)
+
+
+@nb.njit(cache=True)
+def _delta_rows(dkeys, gstarts, ids):
+    """Dense directory of Δ's rows over ``ids`` first keys: (start, length), length 0 for a
+    first key without tuples."""
+    rlo = np.zeros(ids, np.int64)
+    rlen = np.zeros(ids, np.int64)
+    for g in range(gstarts.shape[0] - 1):
+        a = dkeys[gstarts[g]] >> 32
+        rlo[a] = gstarts[g]
+        rlen[a] = gstarts[g + 1] - gstarts[g]
+    return rlo, rlen
+
+
+@nb.njit(cache=True)
+def _first_key_starts(keys):
+    """Starts of the runs of equal first keys in sorted keys, and len(keys) last."""
+    n = keys.shape[0]
+    out = np.empty(n + 1, np.int64)
+    k = 0
+    for i in range(n):
+        if i == 0 or (keys[i] >> 32) != (keys[i - 1] >> 32):
+            out[k] = i
+            k += 1
+    out[k] = n
+    return out[: k + 1]
+
+
 @nb.njit(cache=True, parallel=True)
 def _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out):
     for i in nb.prange(dkeys.shape[0]):
@@ -281,11 +441,24 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
 
     Summed over the batch this is 3·tr(Δ²E) + tr(Δ³) (with E the state before the batch).
     ``dkeys`` sorted unique packed keys of Δ, ``dvals`` their multiplicities. With
-    ``symmetric`` (E and Δ symmetric), E(c,a) = E(a,c) and Δ(c,a) = Δ(a,c), so both sums are
-    inner products of sorted rows; otherwise E and Δ are probed.
+    ``symmetric`` (E and Δ symmetric and without self-loops, as the undirected GraphEngine
+    keeps them), E(c,a) = E(a,c) and Δ(c,a) = Δ(a,c), so both sums are inner products of
+    sorted rows, and a tuple (a, b) whose Δ row b holds only a adds nothing; large symmetric
+    batches share one pass over E's row a among the tuples of Δ's row a (marks, see
+    :func:`_wedge_group`); otherwise E and Δ are probed.
     """
     if dkeys.shape[0] < PAR_MIN:
         _batch_wedges_seq(dkeys, dvals, eh, el, heavy, symmetric, out)
+        return
+    ids = max(heavy.shape[0], int(dkeys[-1] >> 32) + 1)
+    if symmetric and dkeys.shape[0] * WEDGE_GROUP_DENSITY >= ids:
+        # one pass over E's row a per Δ row a, threads over the rows; the dense directory of
+        # Δ's rows costs O(ids), paid by large batches only
+        gstarts = _first_key_starts(dkeys)
+        rlo, rlen = _delta_rows(dkeys, gstarts, ids)
+        with nb.parallel_chunksize(PAR_CHUNK):
+            _batch_wedges_grouped(dkeys, dvals, eh, el, heavy, gstarts, rlo, rlen, out,
+                                  mark_scratch(nb.get_num_threads(), ids + 1 if USE_MARKS else 0))
         return
     with nb.parallel_chunksize(PAR_CHUNK):
         _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)

@@ -37,6 +37,13 @@ MARK_MAX = 127  # multiplicities in [-MARK_MAX, MARK_MAX] fit an int8 mark
 @nb.njit(cache=True)
 def mark_row(st, x, marks):
     """marks[c] = st(x, c) for the live tuples of row x; returns (ok, entries read).
+    (:func:`mark_row_scaled` with scale 1.)"""
+    return mark_row_scaled(st, x, marks, 1)
+
+
+@nb.njit(cache=True)
+def mark_row_scaled(st, x, marks, scale):
+    """marks[c] = scale·st(x, c) for the live tuples of row x; returns (ok, entries read).
 
     ``marks`` has one slot more than there are ids: the last is a bin that ids beyond the
     scratch are written to (and found 0 in by :func:`probe_marks`), so the loop has no branch.
@@ -56,6 +63,7 @@ def mark_row(st, x, marks):
             for p in range(lo, hi):
                 c = keys[p] & LO_MASK
                 v = vals[p]
+                v = v * scale
                 bad |= (c >= cap) | (v > MARK_MAX) | (v < -MARK_MAX)
                 marks[min(c, cap)] = v
             t += hi - lo
@@ -82,6 +90,42 @@ def clear_row(st, x, marks):
                 marks[min(keys[p] & LO_MASK, cap)] = 0
         m >>= 1
         j += 1
+
+
+@nb.njit(cache=True)
+def mark_range_add(keys, vals, lo, hi, marks):
+    """marks[c] += vals[p] for a plain sorted single-first-key range keys[lo:hi]; returns
+    False (nothing changed) if an id leaves the scratch or a sum the int8 range."""
+    cap = marks.shape[0] - 1
+    for p in range(lo, hi):
+        c = keys[p] & LO_MASK
+        if c >= cap:
+            return False
+        v = np.int64(marks[c]) + vals[p]
+        if v > MARK_MAX or v < -MARK_MAX:
+            return False
+    for p in range(lo, hi):
+        c = keys[p] & LO_MASK
+        marks[c] = np.int64(marks[c]) + vals[p]
+    return True
+
+
+@nb.njit(cache=True)
+def clear_range(keys, lo, hi, marks):
+    """marks[c] = 0 for the second ids of keys[lo:hi] (ids beyond the scratch go to the bin)."""
+    cap = marks.shape[0] - 1
+    for p in range(lo, hi):
+        marks[min(keys[p] & LO_MASK, cap)] = 0
+
+
+@nb.njit(cache=True)
+def probe_range(keys, vals, lo, hi, marks):
+    """Σ_p vals[p]·marks[c_p] over a plain sorted range keys[lo:hi]."""
+    cap = marks.shape[0] - 1
+    s = 0
+    for p in range(lo, hi):
+        s += vals[p] * np.int64(marks[min(keys[p] & LO_MASK, cap)])
+    return s
 
 
 @nb.njit(cache=True)

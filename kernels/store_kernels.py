@@ -10,40 +10,70 @@ from .lsm import LO_MASK, SENTINEL, find, gallop, run_mask, run_range
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
 
 
+@nb.njit(cache=True, inline="always")
+def _locate_group(st, keys_in, i, g, pos):
+    """pos[t] for the keys keys_in[i:g] of one first key x: x's range in each run is looked up
+    once and walked forward with galloping searches, so a group of clustered keys (as view
+    deltas are) costs little more than a merge."""
+    keys = st[0]
+    x = keys_in[i] >> 32
+    for t in range(i, g):
+        pos[t] = -1
+    m = run_mask(st, x)
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(st, j, x)
+            p = lo
+            for t in range(i, g):
+                if pos[t] >= 0:
+                    continue
+                p = gallop(keys, p, hi, keys_in[t])
+                if p >= hi:
+                    break
+                if keys[p] == keys_in[t]:
+                    pos[t] = p
+        m >>= 1
+        j += 1
+
+
+@nb.njit(cache=True)
+def _group_bounds(keys_in):
+    """Starts of the runs of equal first keys in sorted keys, and len(keys_in) last."""
+    n = keys_in.shape[0]
+    out = np.empty(n + 1, np.int64)
+    k = 0
+    for i in range(n):
+        if i == 0 or (keys_in[i] >> 32) != (keys_in[i - 1] >> 32):
+            out[k] = i
+            k += 1
+    out[k] = n
+    return out[: k + 1]
+
+
+PAR_LOCATE_MIN = 256  # below this many keys the location runs on one thread
+
+
+@nb.njit(cache=True, parallel=True)
+def _locate_groups_par(st, keys_in, bounds, pos):
+    for gi in nb.prange(bounds.shape[0] - 1):
+        _locate_group(st, keys_in, bounds[gi], bounds[gi + 1], pos)
+
+
 @nb.njit(cache=True)
 def _locate_sorted(st, keys_in, pos):
     """pos[i] = position of keys_in[i] (sorted, unique) in the store, or -1.
 
-    Keys sharing a first key are located together: the key's range in each run is looked up
-    once and walked forward with galloping searches, so a batch whose keys cluster (as view
-    deltas do) costs little more than a merge.
+    Keys are located per first key (:func:`_locate_group`); the groups of a batch of
+    ``PAR_LOCATE_MIN`` keys or more are spread over the threads (each search is a chain of
+    dependent loads, so one thread leaves the memory system idle).
     """
-    keys = st[0]
-    n = keys_in.shape[0]
-    i = 0
-    while i < n:
-        x = keys_in[i] >> 32
-        g = i
-        while g < n and (keys_in[g] >> 32) == x:
-            pos[g] = -1
-            g += 1
-        m = run_mask(st, x)
-        j = 0
-        while m != 0:
-            if m & 1:
-                lo, hi = run_range(st, j, x)
-                p = lo
-                for t in range(i, g):
-                    if pos[t] >= 0:
-                        continue
-                    p = gallop(keys, p, hi, keys_in[t])
-                    if p >= hi:
-                        break
-                    if keys[p] == keys_in[t]:
-                        pos[t] = p
-            m >>= 1
-            j += 1
-        i = g
+    bounds = _group_bounds(keys_in)
+    if keys_in.shape[0] >= PAR_LOCATE_MIN:
+        _locate_groups_par(st, keys_in, bounds, pos)
+        return
+    for gi in range(bounds.shape[0] - 1):
+        _locate_group(st, keys_in, bounds[gi], bounds[gi + 1], pos)
 
 
 @nb.njit(cache=True)

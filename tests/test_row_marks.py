@@ -125,3 +125,92 @@ def test_graph_counts_with_marks(kind, eps, par_min, monkeypatch):
     for scratch in dk._MARKS.values():  # every kernel leaves its scratch zeroed
         assert not scratch.any()
     g.check_invariants()
+
+
+def _symmetric_delta(rng, g: GraphEngine, n_pairs: int):
+    """A symmetric Δ over g's ids (both orientations, no loops): deletes of present edges
+    (-1) and inserts of absent pairs (+1), hub rows included."""
+    E = g.rels[0]
+    keys, _ = E.items()
+    cap = E.id_capacity
+    present = keys[rng.integers(0, keys.shape[0], n_pairs // 2)]
+    a = rng.integers(0, cap, n_pairs)
+    b = np.where(rng.random(n_pairs) < 0.3, 0, rng.integers(0, cap, n_pairs))
+    new = (a << 32) | b
+    have = set(keys.tolist())
+    pairs = {}
+    for k in present.tolist():
+        x, y = k >> 32, k & LO
+        pairs[(min(x, y), max(x, y))] = -1
+    for k in new.tolist():
+        x, y = k >> 32, k & LO
+        if x != y and k not in have:
+            pairs.setdefault((min(x, y), max(x, y)), 1)
+    d = {}
+    for (x, y), v in pairs.items():
+        d[(x << 32) | y] = v
+        d[(y << 32) | x] = v
+    dkeys = np.array(sorted(d), np.int64)
+    return dkeys, np.array([d[k] for k in dkeys.tolist()], np.int64)
+
+
+def _adjacency(keys, vals, n):
+    return sp.coo_matrix((vals, (keys >> 32, keys & LO)), shape=(n, n)).tocsr()
+
+
+@pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
+def test_grouped_pair_weights_and_wedges(kind, monkeypatch):
+    """The large-batch forms (pairs sharing one marking of their long row; wedges sharing one
+    pass over E's row per Δ row) equal scipy's products and the pair-by-pair / tuple-by-tuple
+    kernels, and pick each unordered pair exactly once."""
+    rng = np.random.default_rng(len(kind))
+    src, dst = _skewed_graph(kind, rng)
+    g = GraphEngine(epsilon="1", adaptive=False)
+    g.load((src, dst))
+    E = g.rels[0]
+    cap = E.id_capacity
+    keys, vals = E.items()
+    adj = _adjacency(keys, vals, cap)
+    for n_pairs in (1, 40, 900):
+        dkeys, dvals = _symmetric_delta(rng, g, n_pairs)
+        sel, w, _ = dk.pair_weights_grouped(dkeys, E.l.nt(), cap)
+        x, y = dkeys[sel] >> 32, dkeys[sel] & LO
+        pairs = sorted(zip(np.minimum(x, y).tolist(), np.maximum(x, y).tolist()))
+        assert pairs == sorted({(min(k >> 32, k & LO), max(k >> 32, k & LO))
+                                for k in dkeys.tolist()})
+        assert np.array_equal(w, np.asarray((adj @ adj)[x, y]).ravel())
+        # wedges: out[i] = Δ(a,b)·(Δ·(3E + Δ))(b, a) for tuple i = (a, b)
+        D = _adjacency(dkeys, dvals, cap)
+        M = (D @ (3 * adj + D)).tocsr()
+        a, b = dkeys >> 32, dkeys & LO
+        want = dvals * np.asarray(M[b, a]).ravel()
+        for density in (10**9, 0):  # grouped by Δ row / tuple by tuple
+            monkeypatch.setattr(dk, "WEDGE_GROUP_DENSITY", density)
+            monkeypatch.setattr(dk, "PAR_MIN", 1)
+            out = np.empty(dkeys.shape[0], np.int64)
+            dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, True, out)
+            assert np.array_equal(out, want)
+    for scratch in dk._MARKS.values():
+        assert not scratch.any()
+
+
+@pytest.mark.parametrize("grouped_min", [2, 10**9])
+def test_eps_one_counts_grouped_or_not(grouped_min, monkeypatch):
+    """ε = 1 counts through the grouped pair weights (every batch) and through the pair-by-pair
+    kernel (none) equal scipy's count of the oracle's edge set after every batch."""
+    from gpu_ivm import graph_engine
+
+    monkeypatch.setattr(graph_engine, "GROUPED_MIN", grouped_min)
+    rng = np.random.default_rng(5)
+    src, dst = _skewed_graph("rmat", rng)
+    o = GraphOracle()
+    for u, v in zip(src.tolist(), dst.tolist()):
+        o.apply(u, v, 1)
+    g = GraphEngine(epsilon="1", adaptive=False)
+    g.load((src, dst))
+    nv = int(max(src.max(), dst.max())) + 5
+    for batch in graph_batches(o, rng, n_batches=6, nv=nv, max_batch=2000, hub_p=0.4,
+                               shrink_from=3):
+        assert g.apply(batch).path == "delta"
+        assert g.count() == _scipy_triangles(o.edges)
+    g.check_invariants()
