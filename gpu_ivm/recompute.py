@@ -17,6 +17,21 @@ from __future__ import annotations
 import numpy as np
 
 
+def grouped_units(live, dkeys) -> int:
+    """Work of a batch whose pairs share one pass per long row (``pair_weights_grouped``):
+    each pair oriented (long, short) as the kernel does, the long rows counted once each, the
+    short rows once per pair."""
+    x = dkeys >> 32
+    y = dkeys & ((1 << 32) - 1)
+    lx = live[x]
+    ly = live[y]
+    keep = (lx > ly) | ((lx == ly) & (x < y))
+    xs = x[keep]
+    first = np.ones(xs.shape[0], np.bool_)
+    first[1:] = xs[1:] != xs[:-1]  # dkeys sorted: a long row's pairs are adjacent
+    return int(dkeys.shape[0] * 4 + lx[keep][first].sum() + ly[keep].sum())
+
+
 class AdaptivePolicy:
     """Chooses ``"delta"`` or ``"recompute"`` for a batch.
 
@@ -44,7 +59,11 @@ class AdaptivePolicy:
         """Estimated kernel work of the delta path: ``phases`` is a list of (relation index,
         packed update keys); per update, the lengths of the lists the kernels expand."""
         total = 0
+        grouped = getattr(engine, "_grouped_pairs", None)
         for k, dkeys in phases:
+            if grouped is not None and grouped(dkeys.shape[0]):
+                total += grouped_units(engine.rels[k].l.live, dkeys)
+                continue
             nx, pv = engine._wiring(k)
             x = dkeys >> 32
             y = dkeys & ((1 << 32) - 1)

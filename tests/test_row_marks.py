@@ -214,3 +214,31 @@ def test_eps_one_counts_grouped_or_not(grouped_min, monkeypatch):
         assert g.apply(batch).path == "delta"
         assert g.count() == _scipy_triangles(o.edges)
     g.check_invariants()
+
+
+def test_grouped_units_count_the_grouped_kernel():
+    """The adaptive policy's work estimate of a grouped batch (recompute.grouped_units) is the
+    entries the grouped kernel reads when every group marks: each long row once, each short
+    row once per pair, plus 4 per tuple (counted from dicts)."""
+    from gpu_ivm.recompute import grouped_units
+
+    rng = np.random.default_rng(2)
+    src, dst = _skewed_graph("star", rng)
+    g = GraphEngine(epsilon="1", adaptive=False)
+    g.load((src, dst))
+    E = g.rels[0]
+    live = E.l.live
+    dkeys, _ = _symmetric_delta(rng, g, 300)
+    deg = {}
+    for k in E.items()[0].tolist():
+        deg[k >> 32] = deg.get(k >> 32, 0) + 1
+    longs, shorts = set(), 0
+    for k in dkeys.tolist():
+        x, y = k >> 32, k & LO
+        dx, dy = deg.get(x, 0), deg.get(y, 0)
+        if dx > dy or (dx == dy and x < y):
+            longs.add(x)
+            shorts += dy
+    want = 4 * dkeys.shape[0] + sum(deg.get(x, 0) for x in longs) + shorts
+    assert grouped_units(live, dkeys) == want
+    assert g._grouped_pairs(dkeys.shape[0]) == (dkeys.shape[0] >= 256)
