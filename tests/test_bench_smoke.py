@@ -162,3 +162,16 @@ def test_state_memory_counts_every_stored_tuple():
     row = factorized(6)
     assert row["tuples_per_relation"] > 0
     assert "view_entries" in row or "V_ST" in row["refused"]
+
+
+def test_every_profile_names_known_systems_and_scenarios():
+    """Each benchmark profile (the kernels profile of issue 14 included) names only systems the
+    runner can build, so a profile's run does not fail after minutes of work."""
+    from bench.config import PROFILES
+    from bench.systems import SYSTEMS, system_class
+
+    system_class("recount")  # registers the peers (bench.peers) in SYSTEMS
+    for prof in PROFILES.values():
+        for part in (prof.replay, prof.scaling, prof.windows, prof.static, prof.celebrity):
+            unknown = set(part.systems) - set(SYSTEMS)
+            assert not unknown, (prof.name, type(part).__name__, unknown)
