@@ -1,19 +1,20 @@
 """Row intersections by marks: write the long row into a scratch array, look the short one up.
 
 The inner product Σ_c st1(x1, c)·st2(x2, c) of two store rows is the count kernel's unit of
-work. A merge reads both rows in step and pays a mispredicted branch on most entries; a gallop
-reads O(short · log(long/short)) entries but each one waits for the previous load. Marking
-does neither: it writes the long row's multiplicities into a zeroed per-thread ``int8`` array
+work. A merge reads both rows in step, one comparison per entry of either; a gallop reads
+O(short · log(long/short)) entries but each one waits for the previous load. Marking does
+neither: it writes the long row's multiplicities into a zeroed per-thread ``int8`` array
 indexed by the second id (sequential reads, independent stores), reads the short row and adds
 ``v · marks[c]`` (independent loads, no branch on the data), then writes the zeros back.
 
-Measured on the R-MAT 18 stream (``bench.profile_batch``; 1,000 updates, one thread): merge
-and gallop 6.7 ms, merge only 4.5 ms, marks 2.1 ms, although marks read ``2·long + short``
-entries where a gallop reads about ``1.3·short·log``. The marks are used when the long row is
-at most ``MARK_RATIO`` times the short one, so an intersection still costs O(min degree)
-(at most ``2·MARK_RATIO + 1`` entries per entry of the short row), as the IVM^ε bounds need;
-longer rows are probed through their hash table or galloped
-(:func:`gpu_ivm.kernels.row_index.dot_rows_ix`).
+Measured with a one-off script on one batch of the R-MAT 18 stream (1,000 updates, one
+thread, the store's base run): merge and gallop 6.7 ms, merge only 4.5 ms, marks 2.1 ms,
+although marks read ``2·long + short`` entries where a gallop reads
+O(short·log(long/short)); in the engine, ``python -m bench.profile_batch`` shows the gain.
+The marks are used when the long row is at most ``MARK_RATIO`` times the short one, so an
+intersection still costs O(min degree) (at most ``2·MARK_RATIO + 1`` entries per entry of
+the short row), as the IVM^ε bounds need; longer rows are probed through their hash table or
+galloped (:func:`gpu_ivm.kernels.row_index.dot_rows_ix`).
 
 Exactness: a row holding a multiplicity outside [-127, 127], or a second id outside the scratch,
 is not marked (the marks written so far are cleared and the row is intersected the old way).
