@@ -17,19 +17,17 @@ from __future__ import annotations
 import numpy as np
 
 
-def grouped_units(live, dkeys) -> int:
+def grouped_units(kernels, st, dkeys) -> int:
     """Work of a batch whose pairs share one pass per long row (``pair_weights_grouped``):
-    each pair oriented (long, short) as the kernel does, the long rows counted once each, the
-    short rows once per pair."""
-    x = dkeys >> 32
-    y = dkeys & ((1 << 32) - 1)
-    lx = live[x]
-    ly = live[y]
-    keep = (lx > ly) | ((lx == ly) & (x < y))
-    xs = x[keep]
+    the pairs oriented by the kernel's own rule (``kernels.orient_pairs``), each long row
+    counted once, each short row once per pair, plus 4 per tuple."""
+    sel = kernels.orient_pairs(dkeys, st)
+    live = st[7]
+    xs = dkeys[sel] >> 32
     first = np.ones(xs.shape[0], np.bool_)
     first[1:] = xs[1:] != xs[:-1]  # dkeys sorted: a long row's pairs are adjacent
-    return int(dkeys.shape[0] * 4 + lx[keep][first].sum() + ly[keep].sum())
+    return int(dkeys.shape[0] * 4 + live[xs[first]].sum()
+               + live[dkeys[sel] & ((1 << 32) - 1)].sum())
 
 
 class AdaptivePolicy:
@@ -62,7 +60,7 @@ class AdaptivePolicy:
         grouped = getattr(engine, "_grouped_pairs", None)
         for k, dkeys in phases:
             if grouped is not None and grouped(dkeys.shape[0]):
-                total += grouped_units(engine.rels[k].l.live, dkeys)
+                total += grouped_units(engine.k.delta, engine.rels[k].l.nt(), dkeys)
                 continue
             nx, pv = engine._wiring(k)
             x = dkeys >> 32

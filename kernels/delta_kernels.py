@@ -16,6 +16,7 @@ from .lsm import (
     LO_MASK,
     SENTINEL,
     dot_ranges,
+    first_key_starts,
     lower_bound,
     run_mask,
     run_range,
@@ -124,13 +125,22 @@ def _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, hea
             work[i] = t
 
 
+@nb.njit(cache=True, inline="always")
+def _thread_marks(marks):
+    """The calling thread's row of the mark scratch (a fresh one should the scratch have fewer
+    rows than threads)."""
+    tid = nb.get_thread_id()
+    if tid < marks.shape[0]:
+        return marks[tid]
+    return np.zeros(marks.shape[1], np.int8)
+
+
 @nb.njit(cache=True, parallel=True)
 def _path_weights_par(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
                       symmetric, out, work, marks):
     """One iteration per update; ``marks[t]`` is thread t's mark scratch."""
     for i in nb.prange(xs.shape[0]):
-        tid = nb.get_thread_id()
-        own = marks[tid] if tid < marks.shape[0] else np.zeros(marks.shape[1], np.int8)
+        own = _thread_marks(marks)
         _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
                     symmetric, out, work, own)
 
@@ -147,14 +157,16 @@ USE_MARKS = True  # False: intersections without marks (merge, gallop, table pro
 _MARKS: dict = {}  # ids -> zeroed per-thread mark scratch, reused across calls
 
 
-def mark_scratch(threads: int, ids: int) -> np.ndarray:
-    """A zeroed int8 scratch of ``threads`` rows (or more) of ``ids`` marks for
-    :mod:`~gpu_ivm.kernels.row_marks` (``ids`` counts its bin).
+def mark_scratch(threads: int, id_space: int) -> np.ndarray:
+    """A zeroed int8 scratch of ``threads`` rows (or more) of marks for the ids below
+    ``id_space`` plus the bin of :mod:`~gpu_ivm.kernels.row_marks`; rows of width 0 (marking
+    off) when ``USE_MARKS`` is False.
 
     Every kernel leaves it zeroed (each mark is cleared after its row's intersection), so it
     is allocated once and reused; a grown id space or more threads get a new one (the old
     freed).
     """
+    ids = max(id_space, 1) + 1 if USE_MARKS else 0
     m = _MARKS.get(ids)
     if m is None or m.shape[0] < threads:
         _MARKS.clear()
@@ -174,8 +186,7 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
     (length of ``xs``), work[i] = the adjacency entries and table slots update i read (the
     profile mode's counter).
     """
-    # the scratch's ids (+ the bin of row_marks); 0 turns marking off (row_marks needs >= 2)
-    ids = max(heavy_next.shape[0], heavy_prev.shape[0], 1) + 1 if USE_MARKS else 0
+    ids = max(heavy_next.shape[0], heavy_prev.shape[0])
     if xs.shape[0] < PAR_MIN:
         _path_weights_seq(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
                           symmetric, out, work, mark_scratch(1, ids)[0])
@@ -187,7 +198,7 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
 
 
 @nb.njit(cache=True)
-def _orient_pairs(dkeys, st):
+def orient_pairs(dkeys, st):
     """Indexes of one tuple per pair of a symmetric Δ, oriented (x, y) with x's row of ``st``
     the longer (ties: x < y); sorted by x, as dkeys is."""
     n = dkeys.shape[0]
@@ -228,8 +239,7 @@ def _pair_group(s0, s1, okeys, st, out, work, marks):
 @nb.njit(cache=True, parallel=True)
 def _pair_weights_grouped(okeys, gstarts, st, out, work, marks):
     for g in nb.prange(gstarts.shape[0] - 1):
-        tid = nb.get_thread_id()
-        own = marks[tid] if tid < marks.shape[0] else np.zeros(marks.shape[1], np.int8)
+        own = _thread_marks(marks)
         _pair_group(gstarts[g], gstarts[g + 1], okeys, st, out, work, own)
 
 
@@ -243,15 +253,15 @@ def pair_weights_grouped(dkeys, st, ids):
     marking of x's row: a batch costs Σ over distinct x of deg x plus Σ over pairs of deg y,
     against Σ over pairs of (2·deg x + deg y) pair by pair. ``ids``: the stores' id space.
     """
-    sel = _orient_pairs(dkeys, st)
+    sel = orient_pairs(dkeys, st)
     okeys = dkeys[sel]
-    gstarts = _first_key_starts(okeys)
+    gstarts = first_key_starts(okeys)
     out = np.empty(sel.shape[0], np.int64)
     work = np.empty(sel.shape[0], np.int64)
     if sel.shape[0]:
         with nb.parallel_chunksize(1):
             _pair_weights_grouped(okeys, gstarts, st, out, work,
-                                  mark_scratch(nb.get_num_threads(), ids + 1 if USE_MARKS else 0))
+                                  mark_scratch(nb.get_num_threads(), ids))
     return sel, out, work
 
 
@@ -391,8 +401,7 @@ def _wedge_group(s0, s1, dkeys, dvals, eh, el, heavy, rlo, rlen, out, marks):
 def _batch_wedges_grouped(dkeys, dvals, eh, el, heavy, gstarts, rlo, rlen, out, marks):
     """The symmetric form's wedges, one Δ row a per iteration (:func:`_wedge_group`)."""
     for g in nb.prange(gstarts.shape[0] - 1):
-        tid = nb.get_thread_id()
-        own = marks[tid] if tid < marks.shape[0] else np.zeros(marks.shape[1], np.int8)
+        own = _thread_marks(marks)
         _wedge_group(gstarts[g], gstarts[g + 1], dkeys, dvals, eh, el, heavy, rlo, rlen, out,
                      own)
 
@@ -408,20 +417,6 @@ def _delta_rows(dkeys, gstarts, ids):
         rlo[a] = gstarts[g]
         rlen[a] = gstarts[g + 1] - gstarts[g]
     return rlo, rlen
-
-
-@nb.njit(cache=True)
-def _first_key_starts(keys):
-    """Starts of the runs of equal first keys in sorted keys, and len(keys) last."""
-    n = keys.shape[0]
-    out = np.empty(n + 1, np.int64)
-    k = 0
-    for i in range(n):
-        if i == 0 or (keys[i] >> 32) != (keys[i - 1] >> 32):
-            out[k] = i
-            k += 1
-    out[k] = n
-    return out[: k + 1]
 
 
 @nb.njit(cache=True, parallel=True)
@@ -454,11 +449,11 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     if symmetric and dkeys.shape[0] * WEDGE_GROUP_DENSITY >= ids:
         # one pass over E's row a per Δ row a, threads over the rows; the dense directory of
         # Δ's rows costs O(ids), paid by large batches only
-        gstarts = _first_key_starts(dkeys)
+        gstarts = first_key_starts(dkeys)
         rlo, rlen = _delta_rows(dkeys, gstarts, ids)
         with nb.parallel_chunksize(PAR_CHUNK):
             _batch_wedges_grouped(dkeys, dvals, eh, el, heavy, gstarts, rlo, rlen, out,
-                                  mark_scratch(nb.get_num_threads(), ids + 1 if USE_MARKS else 0))
+                                  mark_scratch(nb.get_num_threads(), ids))
         return
     with nb.parallel_chunksize(PAR_CHUNK):
         _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)

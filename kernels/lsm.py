@@ -22,6 +22,7 @@ These functions are plain ``numba.njit`` functions so that the CPU kernels and t
 from __future__ import annotations
 
 import numba as nb
+import numpy as np
 
 LO_MASK = (1 << 32) - 1
 SENTINEL = LO_MASK  # second id reserved for compaction padding
@@ -42,6 +43,20 @@ def lower_bound(keys, lo, hi, key):
         else:
             hi = mid
     return lo
+
+
+@nb.njit(cache=True)
+def first_key_starts(keys):
+    """Starts of the runs of equal first keys in sorted packed keys, and len(keys) last."""
+    n = keys.shape[0]
+    out = np.empty(n + 1, np.int64)
+    k = 0
+    for i in range(n):
+        if i == 0 or (keys[i] >> 32) != (keys[i - 1] >> 32):
+            out[k] = i
+            k += 1
+    out[k] = n
+    return out[: k + 1]
 
 
 @nb.njit(cache=True, inline="always")

@@ -6,7 +6,7 @@ import numba as nb
 import numpy as np
 
 from .elements import compact_key, count_row, fill_row
-from .lsm import LO_MASK, SENTINEL, find, gallop, run_mask, run_range
+from .lsm import LO_MASK, SENTINEL, find, first_key_starts, gallop, run_mask, run_range
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
 
 
@@ -37,20 +37,6 @@ def _locate_group(st, keys_in, i, g, pos):
         j += 1
 
 
-@nb.njit(cache=True)
-def _group_bounds(keys_in):
-    """Starts of the runs of equal first keys in sorted keys, and len(keys_in) last."""
-    n = keys_in.shape[0]
-    out = np.empty(n + 1, np.int64)
-    k = 0
-    for i in range(n):
-        if i == 0 or (keys_in[i] >> 32) != (keys_in[i - 1] >> 32):
-            out[k] = i
-            k += 1
-    out[k] = n
-    return out[: k + 1]
-
-
 PAR_LOCATE_MIN = 256  # below this many keys the location runs on one thread
 
 
@@ -68,7 +54,7 @@ def _locate_sorted(st, keys_in, pos):
     ``PAR_LOCATE_MIN`` keys or more are spread over the threads (each search is a chain of
     dependent loads, so one thread leaves the memory system idle).
     """
-    bounds = _group_bounds(keys_in)
+    bounds = first_key_starts(keys_in)
     if keys_in.shape[0] >= PAR_LOCATE_MIN:
         _locate_groups_par(st, keys_in, bounds, pos)
         return

@@ -227,7 +227,6 @@ def test_grouped_units_count_the_grouped_kernel():
     g = GraphEngine(epsilon="1", adaptive=False)
     g.load((src, dst))
     E = g.rels[0]
-    live = E.l.live
     dkeys, _ = _symmetric_delta(rng, g, 300)
     deg = {}
     for k in E.items()[0].tolist():
@@ -240,5 +239,5 @@ def test_grouped_units_count_the_grouped_kernel():
             longs.add(x)
             shorts += dy
     want = 4 * dkeys.shape[0] + sum(deg.get(x, 0) for x in longs) + shorts
-    assert grouped_units(live, dkeys) == want
+    assert grouped_units(dk, E.l.nt(), dkeys) == want
     assert g._grouped_pairs(dkeys.shape[0]) == (dkeys.shape[0] >= 256)
