@@ -563,7 +563,8 @@ class TriangleEngineBase:
         backend's kernels:
 
         * the stores: no stored zero, sizes and degree arrays match the tuples, tombstone
-          counts, the domain partition (heavy keys' tuples in K_h, light keys' in K_l);
+          counts, the domain partition (heavy keys' tuples in K_h, light keys' in K_l), every
+          row bitmap equal to its row (:func:`gpu_ivm.invariants.check_row_bits`);
         * the count: Q equals Σ R(a,b)·S(b,c)·T(c,a) (graph form: tr(E³)) recounted from the
           stored tuples by the static counter (a worst-case-optimal join, not the maintenance
           kernels; O(|D|^1.5));
@@ -579,7 +580,7 @@ class TriangleEngineBase:
         recompute path (``stale``), a note naming the derived parts (partitions, thresholds,
         N, K_ht, views) that the next delta-path batch rebuilds from the stored tuples.
         """
-        from .invariants import check_free_queries, triangles_reference
+        from .invariants import check_free_queries, check_row_bits, triangles_reference
 
         def fail(msg: str) -> None:
             raise InvariantError(msg)
@@ -612,6 +613,7 @@ class TriangleEngineBase:
                     fail(f"{K.name}_{part}: degree array differs from the tuples")
                 if (host(st.tomb) < 0).any():
                     fail(f"{K.name}_{part}: negative tombstone count")
+                check_row_bits(st, host, ks, vs, fail, f"{K.name}_{part}")
                 if part == "h" and not heavy[ks >> 32].all():
                     fail(f"{K.name}_h holds a tuple of a light key")
                 if part == "l" and heavy[ks >> 32].any():

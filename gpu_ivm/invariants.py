@@ -91,6 +91,43 @@ def same(got_cols, got_vals, want_cols, want_vals) -> bool:
             and all(np.array_equal(g, w) for g, w in zip(got_cols, want_cols)))
 
 
+def check_row_bits(st, host, ks: np.ndarray, vs: np.ndarray, fail: Callable[[str], None],
+                   name: str) -> None:
+    """The row bitmaps of store ``st`` (see :mod:`gpu_ivm.kernels.row_bits`) against its live
+    tuples ``ks, vs`` (host arrays): a row with a bitmap holds multiplicity 1 only, its bitmap
+    has exactly the bits of its second ids, no two rows share a slot, and the free slots are
+    distinct and held by no row."""
+    boff = host(st.boff)
+    rows = np.flatnonzero(boff >= 0)
+    bits = host(st.bits)
+    slots = boff[rows]
+    n_free, n_out = (int(v) for v in host(st.bmeta)[:2])
+    free = host(st.bstack)[:n_free]
+    if np.unique(slots).shape[0] != slots.shape[0]:
+        fail(f"{name}: two rows share a bitmap slot")
+    if (slots >= n_out).any() or np.isin(free, slots).any() \
+            or np.unique(free).shape[0] != free.shape[0]:
+        fail(f"{name}: a bitmap slot is both free and in use, or beyond the slots handed out")
+    if rows.shape[0] == 0:
+        return
+    x = ks >> 32
+    mine = np.zeros(ks.shape[0], np.bool_)
+    inside = x < boff.shape[0]
+    mine[inside] = boff[x[inside]] >= 0
+    if (vs[mine] != 1).any():
+        fail(f"{name}: a row with a bitmap holds a multiplicity other than 1")
+    c = ks[mine] & 0xFFFFFFFF
+    words = bits.shape[1]
+    if (c >> 6 >= words).any():
+        fail(f"{name}: a row with a bitmap holds an id beyond it")
+    want = np.zeros((rows.shape[0], words), np.uint64)
+    np.bitwise_or.at(want, (np.searchsorted(rows, x[mine]), c >> 6),
+                     np.left_shift(np.uint64(1), (c & 63).astype(np.uint64)))
+    if not np.array_equal(want, bits[slots]):
+        bad = rows[(want != bits[slots]).any(axis=1)]
+        fail(f"{name}: the bitmap of row {int(bad[0])} differs from the row's tuples")
+
+
 def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None],
                        tri: tuple[np.ndarray, ...] | None = None) -> None:
     """The free-query state of ``eng`` (``eng.fq``) against its definitions, from the engine's

@@ -26,6 +26,11 @@ def _index_min_from_env() -> int | None:
     return int(v) if v and int(v) > 0 else None
 
 
+def _row_bits_from_env() -> bool:
+    """``GPU_IVM_ROW_BITS=0`` turns the stores' row bitmaps off (default on)."""
+    return os.environ.get("GPU_IVM_ROW_BITS", "1").strip() not in ("0", "false", "no", "off")
+
+
 def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keys sorted with their values (any array module: ``keys.argsort``)."""
     order = keys.argsort(kind="stable")
@@ -42,6 +47,11 @@ class PartRel:
     the count kernel reads but the tables' upkeep and memory made whole batches slower
     (docs/benchmarks.md, "Row hash tables").
 
+    With ``row_bits`` (class attribute; default on, ``GPU_IVM_ROW_BITS=0`` turns it off) the
+    stores keep bitmaps of their long rows whose tuples all have multiplicity 1, so an
+    intersection with such a row walks the other row only (:mod:`gpu_ivm.kernels.row_bits`;
+    CPU backend).
+
     ``eps=None`` (``epsilon="auto"``): ε is chosen from the degrees at every strict
     repartition (:func:`gpu_ivm.eps_policy.choose_epsilon`; ``symmetric``: updates are
     evaluated in their cheaper orientation, the undirected graph); until the first one it is 1.
@@ -51,6 +61,7 @@ class PartRel:
     """
 
     index_min: int | None = _index_min_from_env()
+    row_bits: bool = _row_bits_from_env()
 
     def __init__(self, name: str, eps: Fraction | None, n: int, id_capacity: int = 0,
                  kernels=None):
@@ -60,9 +71,9 @@ class PartRel:
         self.eps = Fraction(1) if eps is None else eps
         self.th = Thresholds.of(n, self.eps)
         self.kernels = kernels
-        self.h = ZStore(id_capacity, kernels, self.index_min)
-        self.l = ZStore(id_capacity, kernels, self.index_min)
-        self.ht = ZStore(id_capacity, kernels, self.index_min)
+        self.h = ZStore(id_capacity, kernels, self.index_min, self.row_bits)
+        self.l = ZStore(id_capacity, kernels, self.index_min, self.row_bits)
+        self.ht = ZStore(id_capacity, kernels, self.index_min, self.row_bits)
         self.xp = self.h.xp
         self.heavy = self.xp.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
@@ -72,6 +83,11 @@ class PartRel:
         self.watch: int | None = None
         self.over = self.xp.zeros(id_capacity, np.bool_)
         self.n_over = 0
+
+    def store_from_sorted(self, keys, vals, id_capacity: int) -> ZStore:
+        """A part built from sorted unique keys, with the relation's row tables and bitmaps."""
+        return ZStore.from_sorted(keys, vals, id_capacity, getattr(self, "kernels", None),
+                                  self.index_min, self.row_bits)
 
     # the parts: replacing one (rebuild, restore) forgets the cached sum of squares
     @property
@@ -175,11 +191,10 @@ class PartRel:
         self.heavy = xp.zeros(cap, np.bool_)
         self.heavy[: heavy.shape[0]] = heavy
         hm = self.heavy[firsts]
-        ix = self.index_min
-        self.h = ZStore.from_sorted(keys[hm], vals[hm], cap, self.kernels, ix)
-        self.l = ZStore.from_sorted(keys[~hm], vals[~hm], cap, self.kernels, ix)
+        self.h = self.store_from_sorted(keys[hm], vals[hm], cap)
+        self.l = self.store_from_sorted(keys[~hm], vals[~hm], cap)
         tk, tv = sort_pairs(transpose(keys[hm]), vals[hm])
-        self.ht = ZStore.from_sorted(tk, tv, cap, self.kernels, ix)
+        self.ht = self.store_from_sorted(tk, tv, cap)
         self.max_abs = max_abs(xp, vals)
         self._sq = sum_squares(xp, vals)
         self._sq_exact = True

@@ -20,13 +20,18 @@ import numpy as np
 def grouped_units(kernels, st, dkeys) -> int:
     """Work of a batch whose pairs share one pass per long row (``pair_weights_grouped``):
     the pairs oriented by the kernel's own rule (``kernels.orient_pairs``), each long row
-    counted once, each short row once per pair, plus 4 per tuple."""
+    counted once unless it has a bitmap (its marks are kept: nothing to write), each short row
+    once per pair, plus 4 per tuple."""
     sel = kernels.orient_pairs(dkeys, st)
     live = st[7]
     xs = dkeys[sel] >> 32
     first = np.ones(xs.shape[0], np.bool_)
     first[1:] = xs[1:] != xs[:-1]  # dkeys sorted: a long row's pairs are adjacent
-    return int(dkeys.shape[0] * 4 + live[xs[first]].sum()
+    longs = xs[first]
+    boff = st[11]
+    if boff.shape[0]:
+        longs = longs[boff[longs] < 0]
+    return int(dkeys.shape[0] * 4 + live[longs].sum()
                + live[dkeys[sel] & ((1 << 32) - 1)].sum())
 
 

@@ -69,7 +69,6 @@ import pyarrow as pa
 from ._version import __version__
 from .errors import GpuIvmError, InputError, InvariantError
 from .rational import Thresholds
-from .store import ZStore
 from .views import ViewStore
 
 __all__ = [
@@ -662,13 +661,12 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         heavy[got["heavy"]] = True
         K.heavy = dev(heavy)
         hk, hv = got["h"]
-        kern = getattr(K, "kernels", None)  # the engine's backend kernel set
-        ix = K.index_min  # the row tables are derived state, rebuilt here
-        K.h = ZStore.from_sorted(dev(hk), dev(hv), cap, kern, ix)
-        K.l = ZStore.from_sorted(*map(dev, got["l"]), cap, kern, ix)
+        # the row tables and bitmaps are derived state, rebuilt here
+        K.h = K.store_from_sorted(dev(hk), dev(hv), cap)
+        K.l = K.store_from_sorted(*map(dev, got["l"]), cap)
         t = ((hk & 0xFFFFFFFF) << 32) | (hk >> 32)
         order = np.argsort(t, kind="stable")
-        K.ht = ZStore.from_sorted(dev(t[order]), dev(hv[order]), cap, kern, ix)
+        K.ht = K.store_from_sorted(dev(t[order]), dev(hv[order]), cap)
         K.max_abs = int(meta.get("max_abs", 0))
         K.watch_lights(N)
     cap = eng.rels[0].id_capacity

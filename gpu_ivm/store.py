@@ -15,6 +15,10 @@ per-first-key bitmap says which runs may hold the key, so a lookup visits one or
 A store built with ``index_min`` also keeps, for every first key with at least that many live
 tuples, a hash table second id → multiplicity (:mod:`gpu_ivm.kernels.row_index`), updated in
 place with each batch, so intersecting a short row with a long one costs O(short row).
+
+A store built with ``bits=True`` keeps, for every first key with at least :attr:`ZStore.bits_min`
+live tuples, all of multiplicity 1, a bitmap over the id space (:mod:`gpu_ivm.kernels.row_bits`),
+updated in place with each batch: an intersection with such a row walks the other row only.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .kernels import store_kernels as _cpu_store_kernels
+from .kernels.row_bits import BITS_NONE
 from .kernels.row_index import BUCKET
 from .selection import run_starts, select_known
 
@@ -31,6 +36,10 @@ DIR_RATIO = 4  # a run gets a directory when len(run) * DIR_RATIO >= number of f
 MAX_RUNS = 48
 COMPACT_SLACK = 32  # compact key x once tomb[x] > live[x] + COMPACT_SLACK
 INDEX_LOAD = 4  # a table has >= INDEX_LOAD slots per taken slot (load factor <= 1/4)
+# a row gets a bitmap (id space / 8 bytes) when that is at most BITS_BYTES times the 16 bytes per
+# tuple it takes in the runs, and it has at least BITS_FLOOR tuples; it keeps it down to half that
+BITS_BYTES = 2
+BITS_FLOOR = 64
 
 def _grow(xp, arr, need: int, fill=0):
     """``arr`` with room for ``need`` entries (capacity doubling), in the array module ``xp``."""
@@ -65,7 +74,8 @@ class ZStore:
     ([0, 5], 1, 0)
     """
 
-    def __init__(self, id_capacity: int = 0, kernels=None, index_min: int | None = None):
+    def __init__(self, id_capacity: int = 0, kernels=None, index_min: int | None = None,
+                 bits: bool = False):
         # the backend's store kernels (CPU Numba by default; see gpu_ivm.backend)
         self.sk = kernels.store if kernels is not None else _cpu_store_kernels
         # the array module of the backend: NumPy, or CuPy with the state in device memory
@@ -92,6 +102,17 @@ class ZStore:
         self.islab_used = 0  # slab slots handed out (from islab_start)
         self.islab_garbage = 0  # of them, slots of tables since dropped or rebuilt
         self.ibad = xp.zeros(1, np.int64)  # set by the kernels when a value leaves int32
+        # per-row bitmaps of the long rows (kernels/row_bits.py); empty when off. A store on a
+        # backend without the bitmap kernels (the GPU, for now) keeps none.
+        self.bits_on = bool(bits) and hasattr(self.sk, "bits_fill")
+        self.boff = xp.full(id_capacity if self.bits_on else 0, BITS_NONE, np.int64)
+        self.bits = xp.zeros((0, 1), np.uint64)  # slots x words
+        self.bstack = xp.zeros(0, np.int64)  # slots given back
+        # [slots on the stack, slots handed out, largest second id of the last batch]
+        self.bmeta = xp.zeros(3, np.int64)
+        self.bits_ids = 0  # ids the bitmaps cover (64 per word)
+        if self.bits_on and id_capacity:
+            self._bits_layout()
 
     # ----------------------------------------------------------------- structure
     @property
@@ -116,16 +137,20 @@ class ZStore:
             names = ("runmask", "live", "tomb")
             if self.index_min:
                 names += ("ioff", "imask", "iused")
+            if self.bits_on:
+                names += ("boff",)
             for name in names:
                 old = getattr(self, name)
-                new = self.xp.full(cap, -1 if name == "ioff" else 0, np.int64)
+                new = self.xp.full(cap, -1 if name in ("ioff", "boff") else 0, np.int64)
                 new[: old.shape[0]] = old
                 setattr(self, name, new)
             self._nt = None
+            if self.bits_on and cap > self.bits_ids:
+                self._bits_layout()  # the bitmaps cover the id space
 
     def nt(self):
         """The store as the tuple the kernels take: (keys, vals, bounds, dirptr, dirlen, dirs,
-        runmask, live, ioff, imask, itab), cached until the structure changes. The run
+        runmask, live, ioff, imask, itab, boff, bits), cached until the structure changes. The run
         bounds and directory offsets are host lists, uploaded here (a few hundred bytes, once
         per structure change)."""
         if self._nt is None:
@@ -142,15 +167,17 @@ class ZStore:
                 self.ioff,
                 self.imask,
                 self.itab,
+                self.boff,
+                self.bits,
             )
         return self._nt
 
     @classmethod
     def from_sorted(cls, keys, vals, id_capacity: int, kernels=None,
-                    index_min: int | None = None) -> ZStore:
+                    index_min: int | None = None, bits: bool = False) -> ZStore:
         """Build from sorted unique keys with nonzero values (one base run), given as arrays of
-        the backend's array module; ``index_min``: see :class:`ZStore`."""
-        s = cls(id_capacity, kernels, index_min)
+        the backend's array module; ``index_min``, ``bits``: see :class:`ZStore`."""
+        s = cls(id_capacity, kernels, index_min, bits)
         xp = s.xp
         keys = xp.ascontiguousarray(keys, dtype=np.int64)
         vals = xp.ascontiguousarray(vals, dtype=np.int64)
@@ -166,6 +193,8 @@ class ZStore:
             s.size = keys.shape[0]
             if index_min:
                 s._index_build(s.xp.flatnonzero(s.live >= index_min))
+            if s.bits_on:
+                s._bits_layout(int((keys & 0xFFFFFFFF).max()) + 1)
         return s
 
     def _append_run(self, keys: np.ndarray, vals: np.ndarray) -> None:
@@ -264,6 +293,8 @@ class ZStore:
             self.sk.compact_keys(self.nt(), self.tomb, bad)
         if self.index_min:
             self._index_update(keys, deltas)
+        if self.bits_on:
+            self._bits_update(keys, old, deltas)
         return old
 
     def add_absent(self, keys: np.ndarray, vals: np.ndarray) -> None:
@@ -289,6 +320,71 @@ class ZStore:
         self._settle()
         if self.index_min:
             self._index_update(keys, vals)
+        if self.bits_on:
+            self._bits_update(keys, xp.zeros(n, np.int64), vals)
+
+    # ----------------------------------------------------------------- row bitmaps
+    @property
+    def bits_min(self) -> int:
+        """Live tuples from which a row gets a bitmap: its ``bits_ids / 8`` bytes are then at
+        most ``BITS_BYTES`` times the row's 16 bytes per tuple (and at least ``BITS_FLOOR``)."""
+        words = self.bits.shape[1]
+        return max(BITS_FLOOR, -(-words // (2 * BITS_BYTES)))
+
+    def _bits_layout(self, ids: int = 0) -> None:
+        """Bitmaps afresh, covering the id space and ``ids`` (rounded up to 64), for every row
+        at ``bits_min`` or more that is not barred (a row barred stays barred until the store is
+        rebuilt)."""
+        xp = self.xp
+        self.bits_ids = -(-max(self.id_capacity, self.bits_ids, ids, 1) // 64) * 64
+        words = self.bits_ids // 64
+        self.boff[self.boff >= 0] = BITS_NONE
+        self.bits = xp.empty((0, words), np.uint64)
+        rows = xp.flatnonzero((self.live >= self.bits_min) & (self.boff == BITS_NONE))
+        slots = rows.shape[0] + rows.shape[0] // 4 + 8
+        self.bits = xp.empty((slots, words), np.uint64)
+        self.bstack = xp.empty(slots, np.int64)
+        self.bmeta[:2] = 0
+        self._nt = None
+        if rows.shape[0]:
+            self._bits_add(rows)
+
+    def _bits_add(self, rows) -> None:
+        """Bitmaps for ``rows`` (rows without one); the slab doubles when it is full."""
+        while True:
+            short = self.sk.bits_fill(self.nt(), rows, self.boff, self.bits, self.bstack,
+                                      self.bmeta)
+            if not short:
+                return
+            xp = self.xp
+            old = self.bits
+            self.bits = xp.empty((2 * old.shape[0], old.shape[1]), np.uint64)
+            self.bits[: old.shape[0]] = old
+            stack = xp.empty(self.bits.shape[0], np.int64)
+            stack[: self.bstack.shape[0]] = self.bstack
+            self.bstack = stack
+            self._nt = None
+            rows = rows[self.boff[rows] == BITS_NONE]
+
+    def _bits_update(self, keys, old, deltas) -> None:
+        """Bring the bitmaps up to date with a batch just added (sorted unique ``keys``, the
+        multiplicities before and the deltas): see :func:`gpu_ivm.kernels.row_bits.bits_apply`."""
+        t = self.bits_min
+        want = self.xp.empty(keys.shape[0], np.int64)
+        n = self.sk.bits_apply(keys, old, deltas, self.live, self.boff, self.bits, self.bstack,
+                               self.bmeta, t // 2, t, want)
+        if int(self.bmeta[2]) >= self.bits_ids:  # an id beyond the bitmaps: wider, all afresh
+            self._bits_layout(max(2 * self.bits_ids, int(self.bmeta[2]) + 1))
+        elif n:
+            self._bits_add(want[:n])
+
+    def bits_bytes(self) -> int:
+        """Bytes held by the row bitmaps (slab and per-row arrays)."""
+        return int(self.bits.nbytes + self.boff.nbytes + self.bstack.nbytes)
+
+    def bits_rows(self) -> int:
+        """Rows that have a bitmap now."""
+        return int((self.boff >= 0).sum())
 
     # ----------------------------------------------------------------- row index
     def _index_update(self, keys, deltas) -> None:

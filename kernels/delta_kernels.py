@@ -21,6 +21,7 @@ from .lsm import (
     run_mask,
     run_range,
 )
+from .row_bits import has_bits, probe_bits
 from .row_index import dot_range_row_ix, get_ix
 from .row_marks import (
     MARK_RATIO,
@@ -220,6 +221,10 @@ def _pair_group(s0, s1, okeys, st, out, work, marks):
     """out[i] = Σ_c st(x,c)·st(y_i,c) for the tuples [s0, s1) of one first key x: x's row is
     marked once for the group when that is cheaper than intersecting each pair alone."""
     x = okeys[s0] >> 32
+    if has_bits(st, x):  # x's marks are kept in the store: nothing to write or clear
+        for i in range(s0, s1):
+            out[i], work[i] = probe_bits(st, okeys[i] & LO_MASK, st, x)
+        return
     probes = 0
     for i in range(s0, s1):
         probes += _live(st, okeys[i] & LO_MASK)

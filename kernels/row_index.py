@@ -33,6 +33,7 @@ import numpy as np
 
 from .hashmap import home_slot
 from .lsm import LO_MASK, SENTINEL, dot_ranges_n, dot_rows_n, find, real_end, run_mask, run_range
+from .row_bits import has_bits, probe_bits, probe_range_bits
 
 EMPTY_SLOT = -1
 BUCKET_BITS = 3
@@ -208,14 +209,19 @@ def probe_row(st1, x1, st2, x2):
 @nb.njit(cache=True)
 def dot_rows_ix(st1, x1, st2, x2):
     """(Σ_c st1(x1,c)·st2(x2,c), entries read) at the min-degree bound: the shorter row is
-    walked and the longer one probed when it has a table; else merged or galloped."""
+    walked and the longer one probed when it has a bitmap (:mod:`.row_bits`) or a table; else
+    merged or galloped."""
     a = row_live(st1, x1)
     b = row_live(st2, x2)
     if a == 0 or b == 0:
         return 0, 0
     if a <= b:
+        if has_bits(st2, x2):
+            return probe_bits(st1, x1, st2, x2)
         if has_index(st2, x2):
             return probe_row(st1, x1, st2, x2)
+    elif has_bits(st1, x1):
+        return probe_bits(st2, x2, st1, x1)
     elif has_index(st1, x1):
         return probe_row(st2, x2, st1, x1)
     return dot_rows_n(st1, x1, st2, x2)
@@ -223,10 +229,13 @@ def dot_rows_ix(st1, x1, st2, x2):
 
 @nb.njit(cache=True)
 def dot_range_row_ix(k1, v1, lo1, hi1, st, x):
-    """(Σ_c range(c)·st(x, c), entries read) for a plain sorted single-first-key range: probes
-    x's table when x has one and is not shorter than the range, else merges per run."""
+    """(Σ_c range(c)·st(x, c), entries read) for a plain sorted single-first-key range: tests
+    x's bitmap when x has one, probes x's table when x has one and is not shorter than the
+    range, else merges per run."""
     if hi1 <= lo1:
         return 0, 0
+    if has_bits(st, x):
+        return probe_range_bits(k1, v1, lo1, hi1, st, x), hi1 - lo1
     if has_index(st, x) and hi1 - lo1 <= row_live(st, x):
         s = 0
         for i in range(lo1, hi1):

@@ -29,6 +29,7 @@ import numba as nb
 import numpy as np
 
 from .lsm import LO_MASK, real_end, run_mask, run_range
+from .row_bits import has_bits
 from .row_index import dot_rows_ix, row_live
 
 MARK_RATIO = 32  # mark the long row only if it is at most this many times the short one
@@ -161,6 +162,8 @@ def dot_rows_mk(st1, x1, st2, x2, marks):
     if a == 0 or b == 0:
         return 0, 0
     if marks.shape[0] <= 1 or max(a, b) > MARK_RATIO * min(a, b):
+        return dot_rows_ix(st1, x1, st2, x2)
+    if has_bits(st1, x1) if a > b else has_bits(st2, x2):  # the long row's marks are kept
         return dot_rows_ix(st1, x1, st2, x2)
     if a > b:  # mark the longer row
         ok, tm = mark_row(st1, x1, marks)

@@ -7,6 +7,7 @@ import numpy as np
 
 from .elements import compact_key, count_row, fill_row
 from .lsm import LO_MASK, SENTINEL, find, first_key_starts, gallop, run_mask, run_range
+from .row_bits import bits_apply, bits_fill  # noqa: F401  (the store's row-bitmap kernels)
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
 
 

@@ -44,7 +44,7 @@ def cases(repo: str) -> dict:
     u = np.zeros(4, np.uint8)  # heavy/light flags of the free queries
     k = np.zeros(0, np.int8)  # the count kernel's (empty) row marks
     m = np.zeros((2, 4), np.int64)
-    st = (i,) * 11
+    st = (i,) * 11 + (i, np.zeros((1, 1), np.uint64))  # ..., boff, bits (row bitmaps)
     n = np.int64(4)
     out = {
         s._apply_kernel: (st, (i, i, i, b, i, i), n, i),

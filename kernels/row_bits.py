@@ -1,0 +1,214 @@
+"""Per-row bitmaps of a sorted-run store: persistent marks for the long rows.
+
+:mod:`~gpu_ivm.kernels.row_marks` writes a long row into a scratch array, probes the short row
+against it and clears it again, for every intersection: ``2·long + short`` entries. A long row
+that is intersected again and again (a hub, in batch after batch) can keep its marks instead:
+a bitmap over the id space, set and cleared as the store's tuples change, so an intersection
+with it walks the short row only and tests one bit per entry.
+
+A store kept with bitmaps carries two more arrays in its kernel tuple (see
+:mod:`gpu_ivm.kernels.lsm`)::
+
+    st[11] boff: boff[x] = slot of row x's bitmap, or BITS_NONE / BITS_BARRED (empty where off)
+    st[12] bits: uint64 array (slots, W); bit c of bits[slot] is set iff st(x, c) == 1
+
+A row has a bitmap only while every one of its tuples has multiplicity 1 (the tuples of a
+graph's edge set) and every second id is below ``64·W``; then ``st(x, c)`` is exactly the bit.
+A multiplicity other than 0 or 1 gives the row's slot back and bars the row until the next
+rebuild; an id beyond the bitmaps gives the slot back and has the store lay all bitmaps out
+again, wider. Results never depend on a bitmap that could be wrong, only the speed does.
+
+Exactly like reads of the mark scratch, bit tests are not counted as adjacency entries read by
+the work counters: an intersection with a bitmap row reads the short row's entries only.
+
+The inner functions are plain ``njit`` functions, called by the CPU kernels and the CUDA kernels
+alike (:func:`~gpu_ivm.kernels.row_index.dot_rows_ix`); ``bits_apply`` and ``bits_fill``, which
+keep the bitmaps, are the CPU store's (a store on the GPU keeps none for now).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .lsm import LO_MASK, real_end, run_mask, run_range
+
+BITS_NONE = -1  # the row has no bitmap (it may get one)
+BITS_BARRED = -2  # the row broke the 0/1 rule: no bitmap until the store is rebuilt
+_ONE = np.uint64(1)
+_SIX = np.uint64(63)
+
+
+@nb.njit(cache=True, inline="always")
+def has_bits(st, x):
+    """True if row ``x`` of store ``st`` has a bitmap."""
+    boff = st[11]
+    return x >= 0 and x < boff.shape[0] and boff[x] >= 0
+
+
+@nb.njit(cache=True, inline="always")
+def bit_at(bits, slot, c):
+    """st(x, c) for the row whose bitmap is ``bits[slot]`` (0 for an id beyond the bitmap,
+    which such a row cannot hold), with no branch on the data."""
+    w = bits.shape[1]
+    i = c >> 6
+    inside = i < w
+    word = bits[slot, min(i, w - 1)]
+    return np.int64((word >> (np.uint64(c) & _SIX)) & _ONE) * inside
+
+
+@nb.njit(cache=True)
+def probe_bits(st1, x1, st2, x2):
+    """(Σ_c st1(x1,c)·st2(x2,c), entries read) for a row x2 that has a bitmap: one walk of row
+    x1, one bit test per entry (deleted entries have value 0, padding is cut off per run)."""
+    keys = st1[0]
+    vals = st1[1]
+    bits = st2[12]
+    slot = st2[11][x2]
+    s = 0
+    t = 0
+    m = run_mask(st1, x1)
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(st1, j, x1)
+            hi = real_end(keys, lo, hi, x1)
+            for p in range(lo, hi):
+                s += vals[p] * bit_at(bits, slot, keys[p] & LO_MASK)
+            t += hi - lo
+        m >>= 1
+        j += 1
+    return s, t
+
+
+@nb.njit(cache=True)
+def probe_range_bits(k1, v1, lo1, hi1, st, x):
+    """Σ_p v1[p]·st(x, c_p) over a plain sorted range k1[lo1:hi1], for a row x that has a
+    bitmap (entries read: hi1 - lo1)."""
+    bits = st[12]
+    slot = st[11][x]
+    s = 0
+    for p in range(lo1, hi1):
+        s += v1[p] * bit_at(bits, slot, k1[p] & LO_MASK)
+    return s
+
+
+@nb.njit(cache=True)
+def _take_slot(bstack, bmeta):
+    """A free slot (the stack of given-back slots first, then the next unused one), or -1."""
+    if bmeta[0] > 0:
+        bmeta[0] -= 1
+        return bstack[bmeta[0]]
+    if bmeta[1] < bstack.shape[0]:
+        bmeta[1] += 1
+        return bmeta[1] - 1
+    return -1
+
+
+@nb.njit(cache=True, inline="always")
+def _give_slot(slot, bstack, bmeta):
+    bstack[bmeta[0]] = slot
+    bmeta[0] += 1
+
+
+@nb.njit(cache=True)
+def _fill_one(st, x, bits, slot):
+    """Write row x's tuples into bits[slot]; False if one breaks the 0/1 rule."""
+    keys = st[0]
+    vals = st[1]
+    w = bits.shape[1]
+    for i in range(w):
+        bits[slot, i] = 0
+    m = run_mask(st, x)
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(st, j, x)
+            hi = real_end(keys, lo, hi, x)
+            for p in range(lo, hi):
+                v = vals[p]
+                if v == 0:
+                    continue
+                c = keys[p] & LO_MASK
+                if v != 1 or (c >> 6) >= w:
+                    return False
+                bits[slot, c >> 6] |= _ONE << (np.uint64(c) & _SIX)
+        m >>= 1
+        j += 1
+    return True
+
+
+@nb.njit(cache=True)
+def bits_fill(st, rows, boff, bits, bstack, bmeta):
+    """Give each of ``rows`` (rows without a bitmap) one, from the store's tuples; a row that
+    breaks the 0/1 rule is barred. Returns the number of rows left without a slot (the slab is
+    full: the caller grows it and calls again with them)."""
+    short = 0
+    for r in range(rows.shape[0]):
+        x = rows[r]
+        if boff[x] != BITS_NONE:
+            continue
+        slot = _take_slot(bstack, bmeta)
+        if slot < 0:
+            short += 1
+            continue
+        if _fill_one(st, x, bits, slot):
+            boff[x] = slot
+        else:
+            boff[x] = BITS_BARRED
+            _give_slot(slot, bstack, bmeta)
+    return short
+
+
+@nb.njit(cache=True)
+def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_live, want):
+    """Bring the bitmaps up to date with a batch just added to the store (sorted unique packed
+    ``keys``, their multiplicities before, ``old``, and the ``deltas``; ``live``: the rows'
+    live tuples after the batch).
+
+    A bitmap row takes each change in place, or is barred (its slot given back) when a new
+    multiplicity is neither 0 nor 1; a row whose live tuples fell below ``lo_live``, or that
+    got an id beyond the bitmaps, gives its slot back. ``bmeta[2]`` is set to the batch's
+    largest second id (the caller widens the bitmaps if it is beyond them). Rows without a
+    bitmap that now hold ``hi_live`` or more are written to ``want`` (for :func:`bits_fill`);
+    returns how many.
+    """
+    n = keys.shape[0]
+    w = bits.shape[1]
+    nw = 0
+    top = 0
+    for p in range(n):
+        top = max(top, keys[p] & LO_MASK)
+    bmeta[2] = top
+    i = 0
+    while i < n:
+        x = keys[i] >> 32
+        j = i
+        while j < n and (keys[j] >> 32) == x:
+            j += 1
+        if x < boff.shape[0]:
+            slot = boff[x]
+            if slot >= 0:
+                ok = True
+                for p in range(i, j):
+                    v = old[p] + deltas[p]
+                    c = keys[p] & LO_MASK
+                    if (v != 0 and v != 1) or (c >> 6) >= w:
+                        ok = False
+                        break
+                    bit = _ONE << (np.uint64(c) & _SIX)
+                    if v == 1:
+                        bits[slot, c >> 6] |= bit
+                    else:
+                        bits[slot, c >> 6] &= ~bit
+                if not ok:
+                    boff[x] = BITS_BARRED if top < 64 * w else BITS_NONE
+                    _give_slot(slot, bstack, bmeta)
+                elif live[x] < lo_live:
+                    boff[x] = BITS_NONE
+                    _give_slot(slot, bstack, bmeta)
+            elif slot == BITS_NONE and live[x] >= hi_live:
+                want[nw] = x
+                nw += 1
+        i = j
+    return nw
