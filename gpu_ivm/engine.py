@@ -252,7 +252,7 @@ class TriangleEngineBase:
         xp = self.xp
         keys = xp.concatenate([ak, bk])
         if keys.shape[0]:
-            order = xp.argsort(keys, kind="stable")
+            order = xp.argsort(keys)  # unique keys
             keys = keys[order]
             dh = xp.concatenate([av, -bv])[order]
             self._apply_part_deltas(k, keys, dh, keys, -dh)

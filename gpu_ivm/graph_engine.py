@@ -304,7 +304,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         if not self.directed:
             a, b = np.minimum(a, b), np.maximum(a, b)
         key = pack(a, b)
-        order = np.argsort(key, kind="stable")
+        order = np.argsort(key)  # groups are summed: no need for a (5x slower) stable sort
         skey = key[order]
         starts = group_starts(skey)
         gkey = skey[starts]
@@ -341,7 +341,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             if not self.directed:
                 ga, gb = np.minimum(ga, gb), np.maximum(ga, gb)
             gkey = pack(ga, gb)
-            o = np.argsort(gkey, kind="stable")
+            o = np.argsort(gkey)  # unique keys
             gkey, net = gkey[o], net[o]
         hkeys, hvals = self._directed_delta(gkey, net)
         norms = self._check_overflow({0: hvals})
@@ -392,7 +392,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         ends = np.r_[starts[1:], m]
         best = None
         for g in np.flatnonzero(bad).tolist():
-            rows = order[starts[g]:ends[g]]
+            rows = np.sort(order[starts[g]:ends[g]])  # the group's rows in batch order
             running = int(present[g]) + np.cumsum(sign[rows])
             out = np.flatnonzero((running < 0) | (running > 1))
             j = int(out[0]) if out.shape[0] else rows.shape[0] - 1
@@ -417,7 +417,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         a, b = unpack(gkey)
         keys = np.concatenate([gkey, pack(b, a)])
         vals = np.concatenate([net, net])
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys)  # unique keys
         return keys[order], vals[order]  # host arrays (the batch is prepared on the host)
 
     def _grouped_pairs(self, n_tuples: int) -> bool:

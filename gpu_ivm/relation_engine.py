@@ -179,7 +179,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
 
     @staticmethod
     def _consolidate(keys: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        order = np.argsort(keys, kind="stable")
+        order = np.argsort(keys)  # summed per key: any order of equal keys
         skeys = keys[order]
         starts = group_starts(skeys)
         if skeys.shape[0] == 0:

@@ -91,7 +91,7 @@ class ViewStore:
             keep = self.vk.scatter_dense(keys, vals, self.vrow, self.vmat)
             keys, vals = keys[keep], vals[keep]
         if not presorted:
-            order = xp.argsort(keys, kind="stable")
+            order = xp.argsort(keys)  # summed per key: any order of equal keys
             keys, vals = self.dk.segment_sum_sorted(keys[order], vals[order])
         if keys.shape[0] == 0:
             return
@@ -237,7 +237,7 @@ def product_entries(left: ZStore, right: ZStore, rows, kernels, chunk: int = PRO
 
 def _sum_by_key(xp, kernels, keys, vals):
     """Sorted unique keys with the sums of their values, zeros dropped."""
-    order = xp.argsort(keys, kind="stable")
+    order = xp.argsort(keys)  # summed per key: any order of equal keys
     keys, vals = kernels.delta.segment_sum_sorted(keys[order], vals[order])
     nz = vals != 0
     return keys[nz], vals[nz]
