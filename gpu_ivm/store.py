@@ -350,8 +350,10 @@ class ZStore:
             self._bits_add(rows)
 
     def _bits_add(self, rows) -> None:
-        """Bitmaps for ``rows`` (rows without one); the slab doubles when it is full."""
-        while True:
+        """Bitmaps for ``rows`` (distinct rows; those without one get one); the slab doubles
+        when it is full."""
+        rows = rows[self.boff[rows] == BITS_NONE]
+        while rows.shape[0]:
             short = self.sk.bits_fill(self.nt(), rows, self.boff, self.bits, self.bstack,
                                       self.bmeta)
             if not short:

@@ -46,6 +46,7 @@ STORE_FUNCTIONS = (
     "apply_updates", "probe_many", "probe_many_par", "probe_sorted", "merge_runs",
     "set_run_bits", "build_directory", "compact_keys", "count_rows", "fill_rows",
     "collect_live", "first_key_counts", "sorted_unique_firsts", "index_fill", "index_upsert",
+    "bits_fill", "bits_apply",
 )
 DELTA_FUNCTIONS = (
     "path_weights", "expand_counts", "expand_emit", "segment_sum_sorted", "batch_wedges",

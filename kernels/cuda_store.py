@@ -6,7 +6,7 @@ more ``@cuda.jit`` kernels that call the ``njit`` inner loops of :mod:`gpu_ivm.k
 (``find``, ``get``, ``lower_bound``) and :mod:`gpu_ivm.kernels.elements`.
 
 The store tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask, live, ioff, imask,
-itab)`` is passed to
+itab, boff, bits)`` is passed to
 kernels as it is (a tuple of arrays, see :mod:`gpu_ivm.kernels.cuda_launch`). Sequential CPU
 loops get parallel forms: in-place updates of distinct keys with atomics on the per-first-key
 counters, merges by rank (own index + binary search in the other run) and stream compaction.
@@ -30,6 +30,7 @@ from .cuda_launch import (
 )
 from .elements import compact_key, count_row, fill_row
 from .lsm import LO_MASK, SENTINEL, find, get, lower_bound
+from .row_bits import BITS_BARRED, apply_group, fill_one
 from .row_index import fill_row_table, upsert_group
 
 # ----------------------------------------------------------------------------- kernels
@@ -255,6 +256,89 @@ def _index_upsert_kernel(st, io, n):
 
 
 @cuda.jit(cache=True)
+def _bits_slots_kernel(io, n, n_free, k, n_out, fresh):
+    """slots[i] for row i of a fill: bstack[n_free-1-i] for i < k (the stack's top first, as the
+    CPU pops), n_out + i - k for the next ``fresh`` rows, -1 (none) for the rest. Launch
+    config: 1-D grid-stride. Only reads the stack: pushes wait for the next kernel."""
+    bstack, slots = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        if i < k:
+            slots[i] = bstack[n_free - 1 - i]
+        elif i < k + fresh:
+            slots[i] = n_out + i - k
+        else:
+            slots[i] = -1
+        i += stride
+
+
+@cuda.jit(cache=True)
+def _bits_fill_kernel(st, io, n):
+    """Row bitmaps of rows[i] into slots[i] by the CPU's ``fill_one``. Launch config: 1-D
+    grid-stride, one thread per row (each writes its own slot); a row that breaks the 0/1 rule
+    is barred and its slot pushed back on the stack (``atomic.add`` on its height)."""
+    rows, slots, boff, bits, bstack, bmeta = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        x = rows[i]
+        slot = slots[i]
+        if slot >= 0:
+            if fill_one(st, x, bits, slot):
+                boff[x] = slot
+            else:
+                boff[x] = BITS_BARRED
+                bstack[cuda.atomic.add(bmeta, 0, 1)] = slot
+        i += stride
+
+
+@cuda.jit(cache=True)
+def _bits_meta_kernel(bmeta, d_free, d_out, top):
+    """The row bitmaps' slot counters: bmeta[0] += d_free, bmeta[1] += d_out, bmeta[2] = top.
+    Launch config: one thread."""
+    if cuda.grid(1) == 0:
+        bmeta[0] += d_free
+        bmeta[1] += d_out
+        bmeta[2] = top
+
+
+@cuda.jit(cache=True)
+def _bits_apply_kernel(io, n, lo_live, hi_live):
+    """A batch's changes into the row bitmaps by the CPU's ``apply_group``. Launch config: 1-D
+    grid-stride, one thread per first key's group (a bitmap is written by one thread); slots
+    given back, rows that want a bitmap and the largest second id through atomics on
+    ``bmeta[0]``, ``counter[0]`` and ``bmeta[2]``."""
+    keys, old, deltas, starts, live, boff, bits, bstack, bmeta, want, counter = io
+    g = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while g < n:
+        act, val, top = apply_group(keys, old, deltas, starts[g], starts[g + 1], live, boff,
+                                    bits, lo_live, hi_live)
+        cuda.atomic.max(bmeta, 2, top)
+        if act == 1:
+            want[cuda.atomic.add(counter, 0, 1)] = val
+        elif act == 2:
+            bstack[cuda.atomic.add(bmeta, 0, 1)] = val
+        g += stride
+
+
+@cuda.jit(cache=True)
+def _group_starts_kernel(io, n):
+    """starts[offs[p]] = p where keys[p] starts a new first key; starts[groups] = n. Launch
+    config: 1-D grid-stride."""
+    keys, offs, starts = io
+    p = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while p < n:
+        if p == 0 or (keys[p] >> 32) != (keys[p - 1] >> 32):
+            starts[offs[p]] = p
+        if p == n - 1:
+            starts[offs[n]] = n
+        p += stride
+
+
+@cuda.jit(cache=True)
 def _first_counts_kernel(io, n):
     """counts[x] += 1 per key. Launch config: 1-D grid-stride, one thread per key;
     ``atomic.add`` (keys of one first key are adjacent, so contention stays within a warp)."""
@@ -406,6 +490,49 @@ def index_upsert(st, keys_in, deltas, starts, iused, bad) -> None:
     if n <= 0:
         return
     launch(_index_upsert_kernel, *grid(n), st, (keys_in, deltas, starts, iused, bad), n)
+
+
+def bits_fill(st, rows, boff, bits, bstack, bmeta) -> int:
+    """Bitmaps for ``rows`` (distinct rows without one), slots from the stack of given-back
+    ones first, then fresh ones; returns the number of rows left without a slot (the slab is
+    full). Three launches: slots (reads of the stack), counters, fills (pushes of the slots of
+    barred rows); the counters are read back once (fills are rare: rows crossing the length
+    threshold)."""
+    check_1d("rows", rows)
+    n = rows.shape[0]
+    if n == 0:
+        return 0
+    n_free, n_out, top = host_ints(bmeta)
+    k = min(n_free, n)
+    fresh = min(n - k, bits.shape[0] - n_out)
+    slots = empty(n)
+    launch(_bits_slots_kernel, *grid(n), (bstack, slots), n, n_free, k, n_out, fresh)
+    launch(_bits_meta_kernel, 1, 1, bmeta, -k, fresh, top)
+    launch(_bits_fill_kernel, *grid(n), st, (rows, slots, boff, bits, bstack, bmeta), n)
+    return n - k - fresh
+
+
+def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_live,
+               want) -> int:
+    """A batch's changes (sorted unique keys) into the row bitmaps, one thread per first key:
+    see :func:`gpu_ivm.kernels.row_bits.bits_apply`. Three launches (group flags scan, group
+    starts, the update) and one 8-byte read back (the number of rows that want a bitmap)."""
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    if n == 0:
+        return 0
+    flags = empty(n)
+    launch(_first_starts_kernel, *grid(n), (keys, flags), n)
+    offs = exclusive_scan(flags)
+    groups = scalar(offs, n)
+    starts = empty(groups + 1)
+    launch(_group_starts_kernel, *grid(n), (keys, offs, starts), n)
+    counter = zeros(1)
+    launch(_bits_meta_kernel, 1, 1, bmeta, 0, 0, 0)
+    launch(_bits_apply_kernel, *grid(groups),
+           (keys, old, deltas, starts, live, boff, bits, bstack, bmeta, want, counter),
+           groups, lo_live, hi_live)
+    return scalar(counter, 0)
 
 
 def collect_live(keys, vals, s, e, out_keys, out_vals) -> int:

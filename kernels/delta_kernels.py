@@ -48,7 +48,7 @@ def _live(st, x):
     return 0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def path_weight_n(x, y, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev, symmetric,
                   marks):
     """(w, entries read), w = Σ_c Next(y, c) · Prev(c, x), by the IVM^ε case split on y's part.

@@ -1,7 +1,7 @@
 """Inner loops of the sorted-run (LSM) Z-relation store, shared by every kernel.
 
 A store is the tuple ``st = (keys, vals, bounds, dirptr, dirlen, dirs, runmask, live, ioff,
-imask, itab)``:
+imask, itab, boff, bits)``:
 
 - ``keys`` / ``vals``: int64 arrays; run ``j`` occupies ``[bounds[j], bounds[j+1])`` and is
   sorted by the packed key ``first << 32 | second``. Keys are unique across runs.
@@ -14,6 +14,8 @@ imask, itab)``:
 - ``live[x]``: live tuples of first key ``x``.
 - ``ioff, imask, itab``: per-row hash tables of the long rows
   (:mod:`gpu_ivm.kernels.row_index`; empty arrays where the store keeps none).
+- ``boff, bits``: per-row bitmaps of the long rows (:mod:`gpu_ivm.kernels.row_bits`; empty
+  where the store keeps none).
 
 These functions are plain ``numba.njit`` functions so that the CPU kernels and the CUDA kernels
 (which may call ``njit`` functions) run the very same code.

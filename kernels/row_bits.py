@@ -23,7 +23,8 @@ the work counters: an intersection with a bitmap row reads the short row's entri
 
 The inner functions are plain ``njit`` functions, called by the CPU kernels and the CUDA kernels
 alike (:func:`~gpu_ivm.kernels.row_index.dot_rows_ix`); ``bits_apply`` and ``bits_fill``, which
-keep the bitmaps, are the CPU store's (a store on the GPU keeps none for now).
+keep the bitmaps, have CUDA twins in :mod:`gpu_ivm.kernels.cuda_store` around the same
+per-row functions (:func:`apply_group`, :func:`fill_one`).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def _give_slot(slot, bstack, bmeta):
 
 
 @nb.njit(cache=True)
-def _fill_one(st, x, bits, slot):
+def fill_one(st, x, bits, slot):
     """Write row x's tuples into bits[slot]; False if one breaks the 0/1 rule."""
     keys = st[0]
     vals = st[1]
@@ -152,7 +153,7 @@ def bits_fill(st, rows, boff, bits, bstack, bmeta):
         if slot < 0:
             short += 1
             continue
-        if _fill_one(st, x, bits, slot):
+        if fill_one(st, x, bits, slot):
             boff[x] = slot
         else:
             boff[x] = BITS_BARRED
@@ -161,54 +162,72 @@ def bits_fill(st, rows, boff, bits, bstack, bmeta):
 
 
 @nb.njit(cache=True)
-def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_live, want):
-    """Bring the bitmaps up to date with a batch just added to the store (sorted unique packed
-    ``keys``, their multiplicities before, ``old``, and the ``deltas``; ``live``: the rows'
-    live tuples after the batch).
+def apply_group(keys, old, deltas, i, j, live, boff, bits, lo_live, hi_live):
+    """The changes keys[i:j] of one row x (sorted unique packed keys, their multiplicities
+    before, ``old``, and the ``deltas``; ``live``: live tuples after the batch) into x's bitmap.
 
-    A bitmap row takes each change in place, or is barred (its slot given back) when a new
-    multiplicity is neither 0 nor 1; a row whose live tuples fell below ``lo_live``, or that
-    got an id beyond the bitmaps, gives its slot back. ``bmeta[2]`` is set to the batch's
-    largest second id (the caller widens the bitmaps if it is beyond them). Rows without a
-    bitmap that now hold ``hi_live`` or more are written to ``want`` (for :func:`bits_fill`);
-    returns how many.
+    Returns ``(action, value, top)``, ``top`` the group's largest second id:
+
+    - ``(1, x, top)``: x has no bitmap and now holds ``hi_live`` or more tuples (it wants one);
+    - ``(2, slot, top)``: x gave its bitmap's slot back: barred, for a new multiplicity other
+      than 0 or 1; or without a bitmap for now, for an id beyond the bitmaps or fewer than
+      ``lo_live`` live tuples;
+    - ``(0, 0, top)``: nothing for the caller to do (changes applied in place, or none).
     """
-    n = keys.shape[0]
+    x = keys[i] >> 32
+    top = 0
+    for p in range(i, j):
+        top = max(top, keys[p] & LO_MASK)
+    if x >= boff.shape[0]:
+        return 0, 0, top
+    slot = boff[x]
+    if slot == BITS_NONE and live[x] >= hi_live:
+        return 1, x, top
+    if slot < 0:
+        return 0, 0, top
     w = bits.shape[1]
+    for p in range(i, j):
+        v = old[p] + deltas[p]
+        c = keys[p] & LO_MASK
+        if v != 0 and v != 1:
+            boff[x] = BITS_BARRED
+            return 2, slot, top
+        if (c >> 6) >= w:
+            boff[x] = BITS_NONE
+            return 2, slot, top
+        bit = _ONE << (np.uint64(c) & _SIX)
+        if v == 1:
+            bits[slot, c >> 6] |= bit
+        else:
+            bits[slot, c >> 6] &= ~bit
+    if live[x] < lo_live:
+        boff[x] = BITS_NONE
+        return 2, slot, top
+    return 0, 0, top
+
+
+@nb.njit(cache=True)
+def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_live, want):
+    """Bring the bitmaps up to date with a batch just added to the store, row by row
+    (:func:`apply_group`): given-back slots go on the stack, rows that want a bitmap to
+    ``want`` (for :func:`bits_fill`; returns how many), and ``bmeta[2]`` is set to the batch's
+    largest second id (the caller widens the bitmaps if it is beyond them)."""
+    n = keys.shape[0]
     nw = 0
     top = 0
-    for p in range(n):
-        top = max(top, keys[p] & LO_MASK)
-    bmeta[2] = top
     i = 0
     while i < n:
         x = keys[i] >> 32
         j = i
         while j < n and (keys[j] >> 32) == x:
             j += 1
-        if x < boff.shape[0]:
-            slot = boff[x]
-            if slot >= 0:
-                ok = True
-                for p in range(i, j):
-                    v = old[p] + deltas[p]
-                    c = keys[p] & LO_MASK
-                    if (v != 0 and v != 1) or (c >> 6) >= w:
-                        ok = False
-                        break
-                    bit = _ONE << (np.uint64(c) & _SIX)
-                    if v == 1:
-                        bits[slot, c >> 6] |= bit
-                    else:
-                        bits[slot, c >> 6] &= ~bit
-                if not ok:
-                    boff[x] = BITS_BARRED if top < 64 * w else BITS_NONE
-                    _give_slot(slot, bstack, bmeta)
-                elif live[x] < lo_live:
-                    boff[x] = BITS_NONE
-                    _give_slot(slot, bstack, bmeta)
-            elif slot == BITS_NONE and live[x] >= hi_live:
-                want[nw] = x
-                nw += 1
+        act, val, t = apply_group(keys, old, deltas, i, j, live, boff, bits, lo_live, hi_live)
+        top = max(top, t)
+        if act == 1:
+            want[nw] = val
+            nw += 1
+        elif act == 2:
+            _give_slot(val, bstack, bmeta)
         i = j
+    bmeta[2] = top
     return nw

@@ -34,6 +34,7 @@ from .row_index import dot_rows_ix, row_live
 
 MARK_RATIO = 32  # mark the long row only if it is at most this many times the short one
 MARK_MAX = 127  # multiplicities in [-MARK_MAX, MARK_MAX] fit an int8 mark
+MARK_MIN = 64  # rows shorter than this are merged: writing and clearing the marks costs more
 
 
 @nb.njit(cache=True)
@@ -161,7 +162,7 @@ def dot_rows_mk(st1, x1, st2, x2, marks):
     b = row_live(st2, x2)
     if a == 0 or b == 0:
         return 0, 0
-    if marks.shape[0] <= 1 or max(a, b) > MARK_RATIO * min(a, b):
+    if marks.shape[0] <= 1 or max(a, b) > MARK_RATIO * min(a, b) or max(a, b) < MARK_MIN:
         return dot_rows_ix(st1, x1, st2, x2)
     if has_bits(st1, x1) if a > b else has_bits(st2, x2):  # the long row's marks are kept
         return dot_rows_ix(st1, x1, st2, x2)

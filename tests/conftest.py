@@ -41,7 +41,8 @@ def data_dir() -> Path:
 def tiny_storage(mp) -> None:
     """Shrink the storage thresholds so small tests hit every structural path: directories on
     small runs, per-key compaction at the first excess tombstone, dense view rows, row hash
-    tables on every row of two tuples or more, and the parallel variants of the batch
+    tables on every row of two tuples or more, row bitmaps on every row of four tuples or more
+    (where its tuples all have multiplicity 1), and the parallel variants of the batch
     kernels."""
     from gpu_ivm.kernels import delta_kernels
 
@@ -50,6 +51,7 @@ def tiny_storage(mp) -> None:
     mp.setattr(store, "DIR_MIN", 4)
     mp.setattr(store, "DIR_RATIO", 64)
     mp.setattr(store, "COMPACT_SLACK", 0)
+    mp.setattr(store, "BITS_FLOOR", 4)
     mp.setattr(views, "DENSE_MIN", 2)
     mp.setattr(engine, "PAR_EMIT_MIN", 1)
     mp.setattr(partition.PartRel, "index_min", 2)  # row hash tables on nearly every row

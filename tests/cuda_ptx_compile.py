@@ -44,7 +44,8 @@ def cases(repo: str) -> dict:
     u = np.zeros(4, np.uint8)  # heavy/light flags of the free queries
     k = np.zeros(0, np.int8)  # the count kernel's (empty) row marks
     m = np.zeros((2, 4), np.int64)
-    st = (i,) * 11 + (i, np.zeros((1, 1), np.uint64))  # ..., boff, bits (row bitmaps)
+    bits = np.zeros((1, 1), np.uint64)  # row bitmaps: slots x words
+    st = (i,) * 11 + (i, bits)  # ..., boff, bits
     n = np.int64(4)
     out = {
         s._apply_kernel: (st, (i, i, i, b, i, i), n, i),
@@ -62,6 +63,11 @@ def cases(repo: str) -> dict:
         s._scatter_firsts_kernel: ((i,) * 4, n),
         s._index_fill_kernel: (st, (i,) * 6, n),
         s._index_upsert_kernel: (st, (i,) * 5, n),
+        s._bits_slots_kernel: ((i, i), n, n, n, n, n),
+        s._bits_fill_kernel: (st, (i, i, i, bits, i, i), n),
+        s._bits_meta_kernel: (i, n, n, n),
+        s._bits_apply_kernel: ((i,) * 6 + (bits,) + (i,) * 4, n, n, n),
+        s._group_starts_kernel: ((i, i, i), n),
         d._path_weights_kernel: ((i, i, i, i), st, st, st, st, st, st, (i, m), (b, b), True,
                                  (k,), n),
         d._expand_counts_kernel: (st, (i, i), n),

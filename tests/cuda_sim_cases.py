@@ -487,6 +487,62 @@ def test_zstore_twins(tiny: bool, seed: int, small_launch) -> None:
             assert np.array_equal(gpu.get(probe, assume_sorted=True), cpu.get(probe))
 
 
+def row_bitmaps(s: ZStore) -> dict:
+    """The row bitmaps decoded: {x: sorted second ids} (slot numbers may differ between
+    twins: the GPU gives slots back in the order its threads finish)."""
+    out = {}
+    boff = np.asarray(s.boff)
+    bits = np.asarray(s.bits)
+    for x in np.flatnonzero(boff >= 0).tolist():
+        words = bits[boff[x]]
+        out[x] = [64 * w + b for w in range(words.shape[0]) for b in range(64)
+                  if (int(words[w]) >> b) & 1]
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_row_bitmap_twins(seed: int, small_launch) -> None:
+    """A ZStore keeping row bitmaps with the cuda kernels (bits_apply, bits_fill) holds the same
+    bitmaps as a CPU twin through inserts, deletes, multiplicities other than 1 (rows barred),
+    rows shrinking below half the threshold, slab growth and ids beyond the bitmaps; every
+    bitmap equals its row (``invariants.check_row_bits``). (The count kernels' intersections
+    through the bitmaps are checked by the engine cases: ``tiny_storage`` gives rows of 4
+    tuples or more a bitmap.)"""
+    from gpu_ivm import store as store_mod
+    from gpu_ivm.errors import InvariantError
+    from gpu_ivm.invariants import check_row_bits
+
+    def fail(msg: str) -> None:
+        raise InvariantError(msg)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(store_mod, "BITS_FLOOR", 4)
+        rng = np.random.default_rng(seed)
+        cpu, gpu = ZStore(30, bits=True), ZStore(30, K, bits=True)
+        assert gpu.bits_on
+        ref: dict[int, int] = {}
+        seen = barred = 0
+        for step in range(12):
+            nk = int(rng.integers(1, 90))
+            hub = rng.random(nk) < 0.6
+            firsts = np.where(hub, rng.integers(0, 4, nk), rng.integers(0, 30, nk))
+            top = 40 if step < 8 else 300  # ids beyond the first bitmaps late on
+            keys = sorted_unique(pk(firsts, rng.integers(0, top, nk)))
+            old = np.array([ref.get(k, 0) for k in keys.tolist()], np.int64)
+            d = np.where(old != 0, -old, 1)  # set semantics: toggle
+            d = np.where(rng.random(keys.shape[0]) < 0.03, 2, d)  # now and then a 2 (barred)
+            assert np.array_equal(cpu.add(keys, d), gpu.add(keys, d))
+            for k, v in zip(keys.tolist(), d.tolist()):
+                ref[k] = ref.get(k, 0) + v
+            assert row_bitmaps(cpu) == row_bitmaps(gpu), f"step {step}: bitmaps differ"
+            assert np.array_equal(np.asarray(cpu.boff) >= 0, np.asarray(gpu.boff) >= 0)
+            ks, vs = gpu.items()
+            check_row_bits(gpu, np.asarray, ks, vs, fail, f"step {step}")
+            seen = max(seen, gpu.bits_rows())
+            barred += int((np.asarray(gpu.boff) == -2).sum())
+        assert seen > 0 and barred > 0
+
+
 # ----------------------------------------------------------------------------- delta, view
 
 

@@ -146,6 +146,7 @@ def test_graph_counts_with_tables(kind, eps, max_batch, monkeypatch):
     oracle's edge set, batch after batch; path weights equal the merge without tables and
     the scipy product (A·A)[x, y]."""
     monkeypatch.setattr(PartRel, "index_min", 2)
+    monkeypatch.setattr(PartRel, "row_bits", False)  # the tables, not the bitmaps, are probed
     rng = np.random.default_rng(len(kind) * 7 + max_batch)
     src, dst = _skewed_graph(kind, rng)
     o = GraphOracle()
