@@ -101,7 +101,7 @@ def check_row_bits(st, host, ks: np.ndarray, vs: np.ndarray, fail: Callable[[str
     rows = np.flatnonzero(boff >= 0)
     bits = host(st.bits)
     slots = boff[rows]
-    n_free, n_out = (int(v) for v in host(st.bmeta)[:2])
+    n_free, n_out = (int(v) for v in host(st.bmeta))
     free = host(st.bstack)[:n_free]
     if np.unique(slots).shape[0] != slots.shape[0]:
         fail(f"{name}: two rows share a bitmap slot")

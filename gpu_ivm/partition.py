@@ -50,7 +50,7 @@ class PartRel:
     With ``row_bits`` (class attribute; default on, ``GPU_IVM_ROW_BITS=0`` turns it off) the
     stores keep bitmaps of their long rows whose tuples all have multiplicity 1, so an
     intersection with such a row walks the other row only (:mod:`gpu_ivm.kernels.row_bits`;
-    CPU backend).
+    stores in host memory, see :attr:`bits`).
 
     ``eps=None`` (``epsilon="auto"``): ε is chosen from the degrees at every strict
     repartition (:func:`gpu_ivm.eps_policy.choose_epsilon`; ``symmetric``: updates are
@@ -71,9 +71,9 @@ class PartRel:
         self.eps = Fraction(1) if eps is None else eps
         self.th = Thresholds.of(n, self.eps)
         self.kernels = kernels
-        self.h = ZStore(id_capacity, kernels, self.index_min, self.row_bits)
-        self.l = ZStore(id_capacity, kernels, self.index_min, self.row_bits)
-        self.ht = ZStore(id_capacity, kernels, self.index_min, self.row_bits)
+        self.h = ZStore(id_capacity, kernels, self.index_min, self.bits)
+        self.l = ZStore(id_capacity, kernels, self.index_min, self.bits)
+        self.ht = ZStore(id_capacity, kernels, self.index_min, self.bits)
         self.xp = self.h.xp
         self.heavy = self.xp.zeros(id_capacity, np.bool_)
         self.max_abs = 0  # upper bound of |multiplicity| over the tuples
@@ -84,10 +84,20 @@ class PartRel:
         self.over = self.xp.zeros(id_capacity, np.bool_)
         self.n_over = 0
 
+    @property
+    def bits(self) -> bool:
+        """Whether the parts keep row bitmaps: ``row_bits``, on a backend whose state is in
+        host memory (the CPU, and the CUDA simulator, whose arrays are NumPy's). On a device
+        their upkeep reads 16 bytes back per store update, more than a batch's transfer budget
+        allows for now (``tests/cuda_strict_cases.py``); the CUDA kernels that keep them exist
+        and are tested in the simulator."""
+        kernels = getattr(self, "kernels", None)
+        return self.row_bits and (kernels is None or kernels.xp is np)
+
     def store_from_sorted(self, keys, vals, id_capacity: int) -> ZStore:
         """A part built from sorted unique keys, with the relation's row tables and bitmaps."""
         return ZStore.from_sorted(keys, vals, id_capacity, getattr(self, "kernels", None),
-                                  self.index_min, self.row_bits)
+                                  self.index_min, self.bits)
 
     # the parts: replacing one (rebuild, restore) forgets the cached sum of squares
     @property

@@ -102,14 +102,13 @@ class ZStore:
         self.islab_used = 0  # slab slots handed out (from islab_start)
         self.islab_garbage = 0  # of them, slots of tables since dropped or rebuilt
         self.ibad = xp.zeros(1, np.int64)  # set by the kernels when a value leaves int32
-        # per-row bitmaps of the long rows (kernels/row_bits.py); empty when off. A store on a
-        # backend without the bitmap kernels (the GPU, for now) keeps none.
+        # per-row bitmaps of the long rows (kernels/row_bits.py); empty when off or when the
+        # backend's store kernels lack bits_fill / bits_apply
         self.bits_on = bool(bits) and hasattr(self.sk, "bits_fill")
         self.boff = xp.full(id_capacity if self.bits_on else 0, BITS_NONE, np.int64)
         self.bits = xp.zeros((0, 1), np.uint64)  # slots x words
         self.bstack = xp.zeros(0, np.int64)  # slots given back
-        # [slots on the stack, slots handed out, largest second id of the last batch]
-        self.bmeta = xp.zeros(3, np.int64)
+        self.bmeta = xp.zeros(2, np.int64)  # [slots on the stack, slots handed out]
         self.bits_ids = 0  # ids the bitmaps cover (64 per word)
         if self.bits_on and id_capacity:
             self._bits_layout()
@@ -344,7 +343,7 @@ class ZStore:
         slots = rows.shape[0] + rows.shape[0] // 4 + 8
         self.bits = xp.empty((slots, words), np.uint64)
         self.bstack = xp.empty(slots, np.int64)
-        self.bmeta[:2] = 0
+        self.bmeta[:] = 0
         self._nt = None
         if rows.shape[0]:
             self._bits_add(rows)
@@ -373,10 +372,10 @@ class ZStore:
         multiplicities before and the deltas): see :func:`gpu_ivm.kernels.row_bits.bits_apply`."""
         t = self.bits_min
         want = self.xp.empty(keys.shape[0], np.int64)
-        n = self.sk.bits_apply(keys, old, deltas, self.live, self.boff, self.bits, self.bstack,
-                               self.bmeta, t // 2, t, want)
-        if int(self.bmeta[2]) >= self.bits_ids:  # an id beyond the bitmaps: wider, all afresh
-            self._bits_layout(max(2 * self.bits_ids, int(self.bmeta[2]) + 1))
+        n, top = self.sk.bits_apply(keys, old, deltas, self.live, self.boff, self.bits,
+                                    self.bstack, self.bmeta, t // 2, t, want)
+        if top >= self.bits_ids:  # an id beyond the bitmaps: wider, all afresh
+            self._bits_layout(max(2 * self.bits_ids, top + 1))
         elif n:
             self._bits_add(want[:n])
 

@@ -294,47 +294,37 @@ def _bits_fill_kernel(st, io, n):
 
 
 @cuda.jit(cache=True)
-def _bits_meta_kernel(bmeta, d_free, d_out, top):
-    """The row bitmaps' slot counters: bmeta[0] += d_free, bmeta[1] += d_out, bmeta[2] = top.
-    Launch config: one thread."""
+def _bits_meta_kernel(bmeta, d_free, d_out):
+    """The row bitmaps' slot counters: bmeta[0] += d_free, bmeta[1] += d_out. Launch config:
+    one thread."""
     if cuda.grid(1) == 0:
         bmeta[0] += d_free
         bmeta[1] += d_out
-        bmeta[2] = top
 
 
 @cuda.jit(cache=True)
 def _bits_apply_kernel(io, n, lo_live, hi_live):
     """A batch's changes into the row bitmaps by the CPU's ``apply_group``. Launch config: 1-D
-    grid-stride, one thread per first key's group (a bitmap is written by one thread); slots
-    given back, rows that want a bitmap and the largest second id through atomics on
-    ``bmeta[0]``, ``counter[0]`` and ``bmeta[2]``."""
-    keys, old, deltas, starts, live, boff, bits, bstack, bmeta, want, counter = io
-    g = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    while g < n:
-        act, val, top = apply_group(keys, old, deltas, starts[g], starts[g + 1], live, boff,
-                                    bits, lo_live, hi_live)
-        cuda.atomic.max(bmeta, 2, top)
-        if act == 1:
-            want[cuda.atomic.add(counter, 0, 1)] = val
-        elif act == 2:
-            bstack[cuda.atomic.add(bmeta, 0, 1)] = val
-        g += stride
-
-
-@cuda.jit(cache=True)
-def _group_starts_kernel(io, n):
-    """starts[offs[p]] = p where keys[p] starts a new first key; starts[groups] = n. Launch
-    config: 1-D grid-stride."""
-    keys, offs, starts = io
+    grid-stride over the keys; the thread of the first key of each first key's group applies
+    the group (a bitmap is written by one thread). Slots given back go on the stack
+    (``atomic.add`` on bmeta[0]); rows that want a bitmap and the largest second id through
+    ``counter[0]`` (``atomic.add``) and ``counter[1]`` (``atomic.max``)."""
+    keys, old, deltas, live, boff, bits, bstack, bmeta, want, counter = io
     p = cuda.grid(1)
     stride = cuda.gridsize(1)
     while p < n:
-        if p == 0 or (keys[p] >> 32) != (keys[p - 1] >> 32):
-            starts[offs[p]] = p
-        if p == n - 1:
-            starts[offs[n]] = n
+        x = keys[p] >> 32
+        if p == 0 or (keys[p - 1] >> 32) != x:
+            j = p + 1
+            while j < n and (keys[j] >> 32) == x:
+                j += 1
+            act, val, top = apply_group(keys, old, deltas, p, j, live, boff, bits, lo_live,
+                                        hi_live)
+            cuda.atomic.max(counter, 1, top)
+            if act == 1:
+                want[cuda.atomic.add(counter, 0, 1)] = val
+            elif act == 2:
+                bstack[cuda.atomic.add(bmeta, 0, 1)] = val
         p += stride
 
 
@@ -502,37 +492,31 @@ def bits_fill(st, rows, boff, bits, bstack, bmeta) -> int:
     n = rows.shape[0]
     if n == 0:
         return 0
-    n_free, n_out, top = host_ints(bmeta)
+    n_free, n_out = host_ints(bmeta)
     k = min(n_free, n)
     fresh = min(n - k, bits.shape[0] - n_out)
     slots = empty(n)
     launch(_bits_slots_kernel, *grid(n), (bstack, slots), n, n_free, k, n_out, fresh)
-    launch(_bits_meta_kernel, 1, 1, bmeta, -k, fresh, top)
+    launch(_bits_meta_kernel, 1, 1, bmeta, -k, fresh)
     launch(_bits_fill_kernel, *grid(n), st, (rows, slots, boff, bits, bstack, bmeta), n)
     return n - k - fresh
 
 
 def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_live,
-               want) -> int:
-    """A batch's changes (sorted unique keys) into the row bitmaps, one thread per first key:
-    see :func:`gpu_ivm.kernels.row_bits.bits_apply`. Three launches (group flags scan, group
-    starts, the update) and one 8-byte read back (the number of rows that want a bitmap)."""
+               want) -> tuple[int, int]:
+    """A batch's changes (sorted unique keys) into the row bitmaps, one thread per first key's
+    group: see :func:`gpu_ivm.kernels.row_bits.bits_apply`. One launch and one 16-byte read
+    back: (rows that want a bitmap, largest second id)."""
     check_1d("keys", keys)
     n = keys.shape[0]
     if n == 0:
-        return 0
-    flags = empty(n)
-    launch(_first_starts_kernel, *grid(n), (keys, flags), n)
-    offs = exclusive_scan(flags)
-    groups = scalar(offs, n)
-    starts = empty(groups + 1)
-    launch(_group_starts_kernel, *grid(n), (keys, offs, starts), n)
-    counter = zeros(1)
-    launch(_bits_meta_kernel, 1, 1, bmeta, 0, 0, 0)
-    launch(_bits_apply_kernel, *grid(groups),
-           (keys, old, deltas, starts, live, boff, bits, bstack, bmeta, want, counter),
-           groups, lo_live, hi_live)
-    return scalar(counter, 0)
+        return 0, 0
+    counter = zeros(2)
+    launch(_bits_apply_kernel, *grid(n),
+           (keys, old, deltas, live, boff, bits, bstack, bmeta, want, counter),
+           n, lo_live, hi_live)
+    nw, top = host_ints(counter)
+    return nw, top
 
 
 def collect_live(keys, vals, s, e, out_keys, out_vals) -> int:

@@ -210,8 +210,8 @@ def apply_group(keys, old, deltas, i, j, live, boff, bits, lo_live, hi_live):
 def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_live, want):
     """Bring the bitmaps up to date with a batch just added to the store, row by row
     (:func:`apply_group`): given-back slots go on the stack, rows that want a bitmap to
-    ``want`` (for :func:`bits_fill`; returns how many), and ``bmeta[2]`` is set to the batch's
-    largest second id (the caller widens the bitmaps if it is beyond them)."""
+    ``want`` (for :func:`bits_fill`). Returns ``(how many rows want one, the batch's largest
+    second id)``: the caller widens the bitmaps if that id is beyond them."""
     n = keys.shape[0]
     nw = 0
     top = 0
@@ -229,5 +229,4 @@ def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_l
         elif act == 2:
             _give_slot(val, bstack, bmeta)
         i = j
-    bmeta[2] = top
-    return nw
+    return nw, top

@@ -57,16 +57,24 @@ SIM_FILES = {"kernels": "cuda_sim_cases.py", "device": "cuda_strict_cases.py"}
 def simulator_runs():
     """Both simulator suites started at once in child processes (they are CPU-bound and
     single-threaded, so on 2 cores they finish in about the time of the longer one). Their
-    output goes to files: no pipe can fill up while the other test is waited for."""
+    output goes to files: no pipe can fill up while the other test is waited for.
+
+    Each child compiles into a Numba cache of its own (a subfolder of the kernel cache's
+    base): Numba's on-disk cache is not safe for processes that add overloads of one function
+    at the same time (their index files and object files can get crossed, which crashed a later
+    process that loaded them), and the children run beside each other and this process."""
+    from gpu_ivm.kernel_cache import base_dir
+
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     env.pop("GPU_IVM_BACKEND", None)
+    env.pop("NUMBA_CACHE_DIR", None)  # set by this process's kernel_cache.configure()
     runs = {}
     for name, f in SIM_FILES.items():
         log = tempfile.TemporaryFile("w+")
         proc = subprocess.Popen(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5",
-             str(TESTS / f)], cwd=TESTS, env=env, stdout=log, stderr=subprocess.STDOUT,
-            text=True)
+             str(TESTS / f)], cwd=TESTS, stdout=log, stderr=subprocess.STDOUT, text=True,
+            env={**env, "GPU_IVM_CACHE_DIR": str(base_dir() / f"simulator-{name}")})
         runs[name] = (proc, log)
     yield runs
     for proc, log in runs.values():
