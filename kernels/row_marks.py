@@ -14,7 +14,9 @@ O(short·log(long/short)); in the engine, ``python -m bench.profile_batch`` show
 The marks are used when the long row is at most ``MARK_RATIO`` times the short one, so an
 intersection still costs O(min degree) (at most ``2·MARK_RATIO + 1`` entries per entry of
 the short row), as the IVM^ε bounds need; longer rows are probed through their hash table or
-galloped (:func:`gpu_ivm.kernels.row_index.dot_rows_ix`).
+galloped (:func:`gpu_ivm.kernels.row_index.dot_rows_ix`). A long row that keeps a bitmap in
+the store (:mod:`gpu_ivm.kernels.row_bits`) is not marked: its bits are tested instead. Rows
+both shorter than ``MARK_MIN`` are merged (writing and clearing the marks cost more there).
 
 Exactness: a row holding a multiplicity outside [-127, 127], or a second id outside the scratch,
 is not marked (the marks written so far are cleared and the row is intersected the old way).
