@@ -327,8 +327,7 @@ class ZStore:
     def bits_min(self) -> int:
         """Live tuples from which a row gets a bitmap: its ``bits_ids / 8`` bytes are then at
         most ``BITS_BYTES`` times the row's 16 bytes per tuple (and at least ``BITS_FLOOR``)."""
-        words = self.bits.shape[1]
-        return max(BITS_FLOOR, -(-words // (2 * BITS_BYTES)))
+        return max(BITS_FLOOR, -(-(self.bits_ids // 64) // (2 * BITS_BYTES)))
 
     def _bits_layout(self, ids: int = 0) -> None:
         """Bitmaps afresh, covering the id space and ``ids`` (rounded up to 64), for every row
@@ -338,7 +337,6 @@ class ZStore:
         self.bits_ids = -(-max(self.id_capacity, self.bits_ids, ids, 1) // 64) * 64
         words = self.bits_ids // 64
         self.boff[self.boff >= 0] = BITS_NONE
-        self.bits = xp.empty((0, words), np.uint64)
         rows = xp.flatnonzero((self.live >= self.bits_min) & (self.boff == BITS_NONE))
         slots = rows.shape[0] + rows.shape[0] // 4 + 8
         self.bits = xp.empty((slots, words), np.uint64)
@@ -378,10 +376,6 @@ class ZStore:
             self._bits_layout(max(2 * self.bits_ids, top + 1))
         elif n:
             self._bits_add(want[:n])
-
-    def bits_bytes(self) -> int:
-        """Bytes held by the row bitmaps (slab and per-row arrays)."""
-        return int(self.bits.nbytes + self.boff.nbytes + self.bstack.nbytes)
 
     def bits_rows(self) -> int:
         """Rows that have a bitmap now."""

@@ -15,9 +15,15 @@ from gpu_ivm.kernels.lsm import dot_rows_n
 from gpu_ivm.kernels.row_bits import BITS_BARRED, probe_range_bits
 from gpu_ivm.kernels.row_index import dot_rows_ix
 from gpu_ivm.kernels.row_marks import dot_rows_mk
-from oracle import GraphOracle
 from streams import graph_batches
-from test_row_index import _scipy_triangles, _skewed_graph
+from test_row_index import (
+    _dict_dot,
+    _oracle_of,
+    _ref_add,
+    _row_dicts,
+    _scipy_triangles,
+    _skewed_graph,
+)
 
 from gpu_ivm import GraphEngine, store
 from gpu_ivm.errors import InvariantError
@@ -59,15 +65,6 @@ def _set_batch(rng, ref: dict, nv: int, p_other: float):
     return keys, np.array([out[int(k)] for k in keys], np.int64)
 
 
-def _ref_add(ref: dict, keys, deltas) -> None:
-    for k, d in zip(keys.tolist(), deltas.tolist()):
-        v = ref.get(k, 0) + d
-        if v:
-            ref[k] = v
-        else:
-            ref.pop(k, None)
-
-
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("p_other", [0.0, 0.02])
 def test_bitmaps_follow_random_batches(seed, p_other, monkeypatch):
@@ -93,14 +90,11 @@ def test_bitmaps_follow_random_batches(seed, p_other, monkeypatch):
         _check(s)
         had_bits = max(had_bits, s.bits_rows())
         barred += int((s.boff == BITS_BARRED).sum())
-        rows: dict[int, dict[int, int]] = {}
-        for k, v in ref.items():
-            rows.setdefault(k >> 32, {})[k & LO] = v
+        rows = _row_dicts(ref)
         st = s.nt()
         for x1 in range(nv):
             for x2 in range(nv):
-                want = sum(v * rows.get(x2, {}).get(c, 0)
-                           for c, v in rows.get(x1, {}).items())
+                want = _dict_dot(rows, x1, x2)
                 assert dot_rows_ix(st, x1, st, x2)[0] == want
                 assert dot_rows_mk(st, x1, st, x2, marks)[0] == want
                 assert dot_rows_n(st, x1, st, x2)[0] == want
@@ -177,9 +171,7 @@ def test_graph_counts_with_bitmaps(kind, eps, max_batch, monkeypatch):
     monkeypatch.setattr(store, "BITS_FLOOR", 4)
     rng = np.random.default_rng(len(kind) * 13 + max_batch)
     src, dst = _skewed_graph(kind, rng)
-    o = GraphOracle()
-    for u, v in zip(src.tolist(), dst.tolist()):
-        o.apply(u, v, 1)
+    o = _oracle_of(src, dst)
     g = GraphEngine(epsilon=eps, adaptive=False)
     g.load((src, dst))
     monkeypatch.setattr(PartRel, "row_bits", False)
@@ -203,9 +195,7 @@ def test_snapshot_restore_rebuilds_bitmaps(tmp_path, monkeypatch):
     monkeypatch.setattr(store, "BITS_FLOOR", 4)
     rng = np.random.default_rng(3)
     src, dst = _skewed_graph("star", rng)
-    o = GraphOracle()
-    for u, v in zip(src.tolist(), dst.tolist()):
-        o.apply(u, v, 1)
+    o = _oracle_of(src, dst)
     g = GraphEngine(epsilon="1/2", adaptive=False)
     g.load((src, dst))
     g.snapshot(tmp_path / "s")

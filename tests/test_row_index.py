@@ -51,9 +51,7 @@ def _random_batch(rng, ref, n_rows, nv, hub_p, big):
 
 def _check_store(s: ZStore, ref: dict, nv: int, index_min: int | None):
     st = s.nt()
-    rows = {}
-    for k, v in ref.items():
-        rows.setdefault(k >> 32, {})[k & LO] = v
+    rows = _row_dicts(ref)
     for x in range(nv):
         row = rows.get(x, {})
         if index_min is not None:
@@ -112,6 +110,37 @@ def test_store_tables_from_sorted_and_wide_values():
     _check_store(s, ref, nv, None)
 
 
+def _ref_add(ref: dict, keys, deltas) -> None:
+    """Add a batch to the dict model {packed key: multiplicity} (zeros dropped)."""
+    for k, d in zip(keys.tolist(), deltas.tolist()):
+        v = ref.get(k, 0) + d
+        if v:
+            ref[k] = v
+        else:
+            ref.pop(k, None)
+
+
+def _row_dicts(ref: dict) -> dict[int, dict[int, int]]:
+    """The dict model by row: {x: {c: multiplicity}}."""
+    rows: dict[int, dict[int, int]] = {}
+    for k, v in ref.items():
+        rows.setdefault(k >> 32, {})[k & LO] = v
+    return rows
+
+
+def _dict_dot(rows: dict, x1: int, x2: int) -> int:
+    """Σ_c rows[x1][c]·rows[x2][c], by brute force."""
+    return sum(v * rows.get(x2, {}).get(c, 0) for c, v in rows.get(x1, {}).items())
+
+
+def _oracle_of(src: np.ndarray, dst: np.ndarray) -> GraphOracle:
+    """A graph oracle holding the edges (src[i], dst[i])."""
+    o = GraphOracle()
+    for u, v in zip(src.tolist(), dst.tolist()):
+        o.apply(u, v, 1)
+    return o
+
+
 def _skewed_graph(kind: str, rng) -> tuple[np.ndarray, np.ndarray]:
     if kind == "star":  # two overlapping stars and a few random edges
         leaves = np.arange(2, 300)
@@ -149,9 +178,7 @@ def test_graph_counts_with_tables(kind, eps, max_batch, monkeypatch):
     monkeypatch.setattr(PartRel, "row_bits", False)  # the tables, not the bitmaps, are probed
     rng = np.random.default_rng(len(kind) * 7 + max_batch)
     src, dst = _skewed_graph(kind, rng)
-    o = GraphOracle()
-    for u, v in zip(src.tolist(), dst.tolist()):
-        o.apply(u, v, 1)
+    o = _oracle_of(src, dst)
     g = GraphEngine(epsilon=eps, adaptive=False)
     g.load((src, dst))
     assert g.count() == _scipy_triangles(o.edges)
@@ -225,9 +252,7 @@ def test_profile_mode_counts(monkeypatch):
     the oracle's degrees, and the entries it reports are at least one per probed row entry."""
     rng = np.random.default_rng(5)
     src, dst = rmat_edges(8, 8, seed=2)
-    o = GraphOracle()
-    for u, v in zip(src.tolist(), dst.tolist()):
-        o.apply(u, v, 1)
+    o = _oracle_of(src, dst)
     g = GraphEngine(epsilon="1/2", adaptive=False)
     g.load((src, dst))
     deg = np.zeros(256, np.int64)  # degrees before the batch (the kernel reads that state)

@@ -16,9 +16,16 @@ from gpu_ivm.kernels import delta_kernels as dk
 from gpu_ivm.kernels import row_marks
 from gpu_ivm.kernels.lsm import dot_rows_n
 from gpu_ivm.kernels.row_marks import dot_rows_mk
-from oracle import GraphOracle
 from streams import graph_batches
-from test_row_index import _random_batch, _scipy_triangles, _skewed_graph
+from test_row_index import (
+    _dict_dot,
+    _oracle_of,
+    _random_batch,
+    _ref_add,
+    _row_dicts,
+    _scipy_triangles,
+    _skewed_graph,
+)
 
 from gpu_ivm import GraphEngine, store
 from gpu_ivm.store import ZStore
@@ -46,20 +53,12 @@ def test_marked_products_equal_dicts_and_merge(seed, big, monkeypatch):
         if keys.shape[0] == 0:
             continue
         s.add(keys, deltas)
-        for k, d in zip(keys.tolist(), deltas.tolist()):
-            v = ref.get(k, 0) + d
-            if v:
-                ref[k] = v
-            else:
-                ref.pop(k, None)
-        rows: dict[int, dict[int, int]] = {}
-        for k, v in ref.items():
-            rows.setdefault(k >> 32, {})[k & LO] = v
+        _ref_add(ref, keys, deltas)
+        rows = _row_dicts(ref)
         st = s.nt()
         for x1 in range(nv):
             for x2 in range(nv):
-                want = sum(v * rows.get(x2, {}).get(c, 0)
-                           for c, v in rows.get(x1, {}).items())
+                want = _dict_dot(rows, x1, x2)
                 for marks in (full, short):
                     assert dot_rows_mk(st, x1, st, x2, marks)[0] == want
                     assert not marks.any()
@@ -110,9 +109,7 @@ def test_graph_counts_with_marks(kind, eps, par_min, monkeypatch):
     monkeypatch.setattr(dk, "PAR_MIN", par_min)
     rng = np.random.default_rng(len(kind) * 11 + par_min % 7)
     src, dst = _skewed_graph(kind, rng)
-    o = GraphOracle()
-    for u, v in zip(src.tolist(), dst.tolist()):
-        o.apply(u, v, 1)
+    o = _oracle_of(src, dst)
     g = GraphEngine(epsilon=eps, adaptive=False)
     g.load((src, dst))
     assert g.count() == _scipy_triangles(o.edges)
@@ -203,9 +200,7 @@ def test_eps_one_counts_grouped_or_not(grouped_min, monkeypatch):
     monkeypatch.setattr(graph_engine, "GROUPED_MIN", grouped_min)
     rng = np.random.default_rng(5)
     src, dst = _skewed_graph("rmat", rng)
-    o = GraphOracle()
-    for u, v in zip(src.tolist(), dst.tolist()):
-        o.apply(u, v, 1)
+    o = _oracle_of(src, dst)
     g = GraphEngine(epsilon="1", adaptive=False)
     g.load((src, dst))
     nv = int(max(src.max(), dst.max())) + 5
