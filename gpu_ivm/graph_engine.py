@@ -23,9 +23,10 @@ import numpy as np
 from . import engine as _engine
 from . import io, snapshot, warmup
 from .backend import Backend
-from .encoding import pack, unpack
-from .engine import BatchReport, TriangleEngineBase, group_starts, sum_products
+from .encoding import pack, transpose, unpack
+from .engine import BatchReport, TriangleEngineBase, sum_products
 from .errors import ConflictError, InputError
+from .kernels import batch_prep
 from .queries.api import FreeQueryResults
 from .rational import EpsilonLike, parse_epsilon_setting
 from .recompute import AdaptivePolicy
@@ -295,52 +296,40 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         src, dst, sign = u.src, u.dst, u.sign
         loops = src == dst
         n_loops = int(np.count_nonzero(loops))
-        row_idx = np.flatnonzero(~loops)
-        src, dst, sign = src[row_idx], dst[row_idx], sign[row_idx]
+        row_idx = None  # rows of the batch kept (None: all of them)
+        if n_loops:
+            row_idx = np.flatnonzero(~loops)
+            src, dst, sign = src[row_idx], dst[row_idx], sign[row_idx]
         m = src.shape[0]
         n0 = len(self.encoder)
         ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
-        a, b = ids[:m], ids[m:]
-        if not self.directed:
-            a, b = np.minimum(a, b), np.maximum(a, b)
-        key = pack(a, b)
+        key = batch_prep.pair_keys(ids, m, self.directed)
         order = np.argsort(key)  # groups are summed: no need for a (5x slower) stable sort
-        skey = key[order]
-        starts = group_starts(skey)
-        gkey = skey[starts]
-        net = np.add.reduceat(sign[order], starts) if m else np.zeros(0, np.int64)
-        ga, gb = unpack(gkey)
-        known = (ga < n0) & (gb < n0)
+        gkey, net, starts, kk = batch_prep.sum_groups(key, order, sign, n0)
         present = np.zeros(gkey.shape[0], np.int64)
         checked = None  # indices of known edges validated on the device (presence not read)
-        if known.any():
+        if kk.shape[0]:
             self._grow_ids(n0)
-            checked = self._check_known(gkey, net, known, present)
+            checked = self._check_known(gkey, net, kk, present)
         after = present + net
         bad = (after < 0) | (after > 1)
         if checked is not None:
             bad[checked] = False
         ignored = 0
+        keep = net != 0
         if bad.any():
             if self.on_conflict == "error":
-                raise self._conflict(bad, starts, order, row_idx, sign, present, u)
+                rows_kept = np.arange(m) if row_idx is None else row_idx
+                raise self._conflict(bad, starts, order, rows_kept, sign, present, u)
             sizes = np.diff(np.r_[starts, m])
             ignored = int(sizes[bad].sum())
-        keep = ~bad & (net != 0)
-        gkey, net = gkey[keep], net[keep]
+            keep &= ~bad
+        if not keep.all():
+            gkey, net = gkey[keep], net[keep]
         # commit only the new keys that surviving updates use, renumbered densely
-        ga, gb = unpack(gkey)
-        used = np.concatenate([ga[ga >= n0], gb[gb >= n0]])
-        used = np.sort(used)
-        used = used[np.r_[True, used[1:] != used[:-1]]] if used.shape[0] else used
+        used = batch_prep.used_new_ids(gkey, n0) if new.shape[0] else gkey[:0]
         if used.shape[0] and used[-1] >= n0 + used.shape[0]:
-            remap = np.full(new.shape[0], -1, np.int64)
-            remap[used - n0] = n0 + np.arange(used.shape[0])
-            ga = np.where(ga >= n0, remap[np.maximum(ga - n0, 0)], ga)
-            gb = np.where(gb >= n0, remap[np.maximum(gb - n0, 0)], gb)
-            if not self.directed:
-                ga, gb = np.minimum(ga, gb), np.maximum(ga, gb)
-            gkey = pack(ga, gb)
+            gkey = batch_prep.renumber(gkey, used, n0, self.directed)
             o = np.argsort(gkey)  # unique keys
             gkey, net = gkey[o], net[o]
         hkeys, hvals = self._directed_delta(gkey, net)
@@ -366,14 +355,13 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             minor_moves=self._stats["moves"] - stats0["moves"])
         return self._done(rep, batch_id)
 
-    def _check_known(self, gkey, net, known, present):
-        """Set-semantics check of the batch's edges between known vertices against the stored
-        edges. On the host backend their presence is written into ``present``. On a device
-        the check runs there and only its verdict comes back: returns the indices of the
-        known edges, all valid (their presence is not needed); on a conflict the presence is
+    def _check_known(self, gkey, net, kk, present):
+        """Set-semantics check of the batch's edges between known vertices (``gkey[kk]``)
+        against the stored edges. On the host backend their presence is written into
+        ``present``. On a device the check runs there and only its verdict comes back: returns
+        ``kk``, all valid (their presence is not needed); on a conflict the presence is
         downloaded (for the error or the rows to skip) and None is returned."""
         be = self.backend
-        kk = np.flatnonzero(known)
         got = self.rels[0].get(be.to_device(gkey[kk]), assume_sorted=True)
         if be.xp is np:
             present[kk] = got
@@ -414,11 +402,9 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def _directed_delta(self, gkey: np.ndarray, net: np.ndarray):
         if self.directed:
             return gkey, net
-        a, b = unpack(gkey)
-        keys = np.concatenate([gkey, pack(b, a)])
-        vals = np.concatenate([net, net])
-        order = np.argsort(keys)  # unique keys
-        return keys[order], vals[order]  # host arrays (the batch is prepared on the host)
+        tkey = transpose(gkey)
+        # host arrays (the batch is prepared on the host); unique keys
+        return batch_prep.both_orientations(gkey, net, tkey, np.argsort(tkey))
 
     def _grouped_pairs(self, n_tuples: int) -> bool:
         """Whether a batch of ``n_tuples`` Δ tuples takes ``pair_weights_grouped`` (undirected,

@@ -6,30 +6,44 @@ import numba as nb
 import numpy as np
 
 from .elements import compact_key, count_row, fill_row
-from .lsm import LO_MASK, SENTINEL, find, first_key_starts, gallop, run_mask, run_range
-from .row_bits import bits_apply, bits_fill  # noqa: F401  (the store's row-bitmap kernels)
+from .lsm import LO_MASK, SENTINEL, find, first_key_starts, gallop, lower_bound, run_mask, run_range
+from .row_bits import bit_at, bits_apply, bits_fill, has_bits  # noqa: F401  (the store's row-bitmap kernels)
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
 
 
 @nb.njit(cache=True, inline="always")
-def _locate_group(st, keys_in, i, g, pos):
+def _locate_group(st, keys_in, i, g, pos, tomb):
     """pos[t] for the keys keys_in[i:g] of one first key x: x's range in each run is looked up
-    once and walked forward with galloping searches, so a group of clustered keys (as view
-    deltas are) costs little more than a merge."""
+    once, searched for the group's first key and walked forward with galloping searches for
+    the next ones, so a group of clustered keys (as view deltas are) costs little more than a
+    merge.
+
+    ``tomb``: per-row tombstone counts (or an empty array). Where row x has a bitmap and no
+    tombstone, a key whose bit is clear is stored nowhere and is not searched for."""
     keys = st[0]
     x = keys_in[i] >> 32
     for t in range(i, g):
         pos[t] = -1
+    known = x < tomb.shape[0] and tomb[x] == 0 and has_bits(st, x)
+    bits = st[12]
+    slot = st[11][x] if known else 0
     m = run_mask(st, x)
     j = 0
     while m != 0:
         if m & 1:
             lo, hi = run_range(st, j, x)
             p = lo
+            first = True
             for t in range(i, g):
                 if pos[t] >= 0:
                     continue
-                p = gallop(keys, p, hi, keys_in[t])
+                if known and bit_at(bits, slot, keys_in[t] & LO_MASK) == 0:
+                    continue
+                if first:  # one binary search: a gallop from lo would take twice the loads
+                    p = lower_bound(keys, p, hi, keys_in[t])
+                    first = False
+                else:
+                    p = gallop(keys, p, hi, keys_in[t])
                 if p >= hi:
                     break
                 if keys[p] == keys_in[t]:
@@ -39,28 +53,29 @@ def _locate_group(st, keys_in, i, g, pos):
 
 
 PAR_LOCATE_MIN = 256  # below this many keys the location runs on one thread
+_NO_TOMB = np.zeros(0, np.int64)  # _locate_sorted without the bitmap shortcut
 
 
 @nb.njit(cache=True, parallel=True)
-def _locate_groups_par(st, keys_in, bounds, pos):
+def _locate_groups_par(st, keys_in, bounds, pos, tomb):
     for gi in nb.prange(bounds.shape[0] - 1):
-        _locate_group(st, keys_in, bounds[gi], bounds[gi + 1], pos)
+        _locate_group(st, keys_in, bounds[gi], bounds[gi + 1], pos, tomb)
 
 
 @nb.njit(cache=True)
-def _locate_sorted(st, keys_in, pos):
+def _locate_sorted(st, keys_in, pos, tomb):
     """pos[i] = position of keys_in[i] (sorted, unique) in the store, or -1.
 
-    Keys are located per first key (:func:`_locate_group`); the groups of a batch of
-    ``PAR_LOCATE_MIN`` keys or more are spread over the threads (each search is a chain of
-    dependent loads, so one thread leaves the memory system idle).
+    Keys are located per first key (:func:`_locate_group`, which says what ``tomb`` is for);
+    the groups of a batch of ``PAR_LOCATE_MIN`` keys or more are spread over the threads
+    (each search is a chain of dependent loads, so one thread leaves the memory system idle).
     """
     bounds = first_key_starts(keys_in)
     if keys_in.shape[0] >= PAR_LOCATE_MIN:
-        _locate_groups_par(st, keys_in, bounds, pos)
+        _locate_groups_par(st, keys_in, bounds, pos, tomb)
         return
     for gi in range(bounds.shape[0] - 1):
-        _locate_group(st, keys_in, bounds[gi], bounds[gi + 1], pos)
+        _locate_group(st, keys_in, bounds[gi], bounds[gi + 1], pos, tomb)
 
 
 @nb.njit(cache=True)
@@ -74,7 +89,7 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
     vals = st[1]
     n = keys_in.shape[0]
     pos = np.empty(n, np.int64)
-    _locate_sorted(st, keys_in, pos)
+    _locate_sorted(st, keys_in, pos, tomb)
     n_new = 0
     size_change = 0
     for i in range(n):
@@ -110,11 +125,28 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
 @nb.njit(cache=True)
 def probe_sorted(st, keys_in, out):
     """out[i] = multiplicity of keys_in[i] (sorted unique keys; 0 where absent)."""
-    pos = np.empty(keys_in.shape[0], np.int64)
-    _locate_sorted(st, keys_in, pos)
-    vals = st[1]
+    bits = st[12]
+    boff = st[11]
+    n_bits = 0
+    for i in range(keys_in.shape[0]):  # a row with a bitmap holds st(x, c) in bit c
+        x = keys_in[i] >> 32
+        if has_bits(st, x):
+            out[i] = bit_at(bits, boff[x], keys_in[i] & LO_MASK)
+            n_bits += 1
+    if n_bits == keys_in.shape[0]:
+        return
+    rest = np.empty(keys_in.shape[0] - n_bits, np.int64)  # the keys of rows without one
+    k = 0
     for i in range(keys_in.shape[0]):
-        out[i] = vals[pos[i]] if pos[i] >= 0 else 0
+        if not has_bits(st, keys_in[i] >> 32):
+            rest[k] = i
+            k += 1
+    keys = keys_in[rest]
+    pos = np.empty(k, np.int64)
+    _locate_sorted(st, keys, pos, _NO_TOMB)
+    vals = st[1]
+    for t in range(k):
+        out[rest[t]] = vals[pos[t]] if pos[t] >= 0 else 0
 
 
 @nb.njit(cache=True)

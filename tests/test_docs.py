@@ -15,6 +15,7 @@ import sys
 import tokenize
 from pathlib import Path
 
+import gpu_ivm.kernels
 import pytest
 
 import gpu_ivm
@@ -22,6 +23,10 @@ import gpu_ivm
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = sorted(m.name for m in pkgutil.walk_packages(gpu_ivm.__path__, "gpu_ivm.")
                  if not m.name.endswith("__main__") and ".spark_glue" not in m.name)
+# the CPU kernels live in kernels/ (installed as gpu_ivm.kernels, outside gpu_ivm's folder)
+MODULES += sorted(m.name for m in pkgutil.iter_modules(gpu_ivm.kernels.__path__,
+                                                        "gpu_ivm.kernels.")
+                  if ".cuda" not in m.name)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -65,6 +65,22 @@ def _set_batch(rng, ref: dict, nv: int, p_other: float):
     return keys, np.array([out[int(k)] for k in keys], np.int64)
 
 
+def _check_lookups(s: ZStore, ref: dict, rng, nv: int) -> None:
+    """The store's tuples are the model's, each key stored once over all runs (a tombstone is
+    revived in place, never shadowed by a second copy), and sorted probes (which read bitmaps
+    where rows have them) and unsorted ones both read the model's multiplicities, for stored
+    keys, tombstones and absent keys alike."""
+    ks, vs = s.items()
+    assert dict(zip(ks.tolist(), vs.tolist())) == {k: v for k, v in ref.items() if v}
+    phys = s.keys[: s.bounds[-1]]
+    phys = phys[(phys & LO) != LO]  # compaction padding
+    assert np.unique(phys).shape[0] == phys.shape[0]
+    q = np.unique(np.concatenate([phys, rng.integers(0, nv, 200) << 32 | rng.integers(0, nv, 200)]))
+    want = [ref.get(int(k), 0) for k in q]
+    assert s.get(q, assume_sorted=True).tolist() == want
+    assert s.get(q[::-1].copy())[::-1].tolist() == want
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("p_other", [0.0, 0.02])
 def test_bitmaps_follow_random_batches(seed, p_other, monkeypatch):
@@ -85,9 +101,12 @@ def test_bitmaps_follow_random_batches(seed, p_other, monkeypatch):
         keys, deltas = _set_batch(rng, ref, nv, p_other)
         if keys.shape[0] == 0:
             continue
-        s.add(keys, deltas)
+        known = s.get(keys, assume_sorted=True)
+        old = s.add(keys, deltas)
+        assert old.tolist() == known.tolist() == [ref.get(int(k), 0) for k in keys]
         _ref_add(ref, keys, deltas)
         _check(s)
+        _check_lookups(s, ref, rng, nv)
         had_bits = max(had_bits, s.bits_rows())
         barred += int((s.boff == BITS_BARRED).sum())
         rows = _row_dicts(ref)
@@ -127,14 +146,18 @@ def test_bitmaps_through_id_growth_slab_growth_and_shrinking(monkeypatch):
     monkeypatch.setattr(store, "BITS_FLOOR", 10)
     s = ZStore(4, bits=True)
     ref: dict[int, int] = {}
+    rng, nv = np.random.default_rng(0), 5100  # random lookups over the ids used below
 
     def add(keys, deltas):
         keys = np.asarray(keys, np.int64)
         order = np.argsort(keys)
         keys, deltas = keys[order], np.asarray(deltas, np.int64)[order]
-        s.add(keys, deltas)
+        known = s.get(keys, assume_sorted=True)
+        old = s.add(keys, deltas)
+        assert old.tolist() == known.tolist() == [ref.get(int(k), 0) for k in keys]
         _ref_add(ref, keys, deltas)
         _check(s)
+        _check_lookups(s, ref, rng, nv)
 
     rows = np.repeat(np.arange(30, dtype=np.int64), 40)
     cols = np.tile(np.arange(100, 140, dtype=np.int64), 30)
