@@ -136,6 +136,10 @@ def _workload(backend, maintain, track_changes: bool) -> None:
             g.apply({"src": src[400:], "dst": dst[400:], "sign": np.ones(500, np.int64)})
             g.apply({"src": src[:700], "dst": dst[:700], "sign": -np.ones(700, np.int64)})
             g.apply({"src": src[:3], "dst": dst[:3], "sign": np.ones(3, np.int64)})
+            # new vertices, one of them only in an ignored row: its id is dropped, the others
+            # renumbered densely (batch_prep.used_new_ids / renumber)
+            g.apply({"src": np.array([n + 2, n]), "dst": np.array([n + 3, n + 1]),
+                     "sign": np.array([-1, 1])})
     r = RelationEngine(epsilon="1/3", **kw)
     rel = np.array(["R", "S", "T"])[rng.integers(0, 3, 900)]
     r.apply({"rel": rel, "src": src, "dst": dst, "mult": np.ones(900, np.int64)})
