@@ -305,6 +305,7 @@ class TriangleEngineBase:
             self.stale = True
             self.policy.observe_recompute(self._clock() - t1, self.size)
         else:
+            rebuilt = self.stale  # the rebuild leaves caches cold: this batch is not timed
             try:
                 self._freshen()
             except ResourceLimitError as e:
@@ -316,7 +317,10 @@ class TriangleEngineBase:
                                       None if old is None else old[i])
             self._major_check()
             self._epsilon_check()
-            self.policy.observe_delta(self._clock() - t1, self, plist)
+            if rebuilt:
+                self.policy.last_units = 0
+            else:
+                self.policy.observe_delta(self._clock() - t1, self, plist)
         return path
 
     def _store_raw(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> None:

@@ -7,12 +7,19 @@ calibrated online from the engine's own previous batches, so the choice adapts t
 the graph; the results are identical on either path (tests force each path).
 
 The recompute path stores the batch's tuples and recounts; partitions, views and N are left
-stale and rebuilt only when a later batch takes the delta path (that rebuild is charged to the
-delta estimate amortized over ``rebuild_horizon`` batches), so a run of large batches costs
-about one static recount each.
+stale and rebuilt only when a later batch takes the delta path, so a run of large batches costs
+about one static recount each. That rebuild is the cost of switching paths: a fresh state is
+recounted only when the delta estimate exceeds the recount's plus the rebuild amortized over
+``rebuild_horizon`` batches, and a stale one returns to deltas only once their estimated
+savings, summed over the recounts since, pay for the whole rebuild (ski rental), so estimates
+that are close do not flip the path batch after batch. The delta estimate is a fixed cost per
+batch plus a rate per unit of kernel work, each the median of recent delta batches (those
+that rebuilt first are not timed: the rebuild leaves the caches cold).
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import numpy as np
 
@@ -35,6 +42,10 @@ def grouped_units(kernels, st, dkeys) -> int:
                + live[dkeys[sel] & ((1 << 32) - 1)].sum())
 
 
+FIXED_UNITS = 200  # a delta batch of at most this much estimated work measures the fixed cost
+SAMPLES = 9  # recent delta batches whose median gives the fixed cost and the rate
+
+
 class AdaptivePolicy:
     """Chooses ``"delta"`` or ``"recompute"`` for a batch.
 
@@ -50,11 +61,18 @@ class AdaptivePolicy:
         self.enabled = enabled
         self.force = force
         self.sec_per_unit = 40e-9  # first guess; replaced by measurements
+        # a delta batch's cost beyond its kernels' work (host steps, launches): measured on
+        # batches of little work, and left out of the rate so that a rate measured on small
+        # batches does not overcharge large ones
+        self.delta_fixed_sec = 0.0
+        self._fixed: deque[float] = deque(maxlen=SAMPLES)
+        self._rates: deque[float] = deque(maxlen=SAMPLES)
         self.rebuild_sec_per_tuple: float | None = None  # full preprocessing
         self.recompute_sec_per_tuple: float | None = None  # store the batch + static recount
         self.last_units = 0
         self.streak = (None, 0)  # (path, how many batches in a row took it)
-        self.explore_every = 8
+        self.savings = 0.0  # the delta path's estimated savings over the recounts since a switch
+        self.explore_every = 16
         self.rebuild_horizon = 8  # batches over which a rebuild of a stale state is charged
 
     @staticmethod
@@ -77,6 +95,7 @@ class AdaptivePolicy:
         return total
 
     def choose(self, engine, phases) -> str:
+        """``"delta"`` or ``"recompute"`` for the batch of ``phases`` (see the class)."""
         if self.force:
             return self.force
         if not self.enabled or self.recompute_sec_per_tuple is None:
@@ -84,29 +103,47 @@ class AdaptivePolicy:
         batch = sum(p[1].shape[0] for p in phases)
         size = engine.size + batch
         est_recompute = self.recompute_sec_per_tuple * size
-        est_delta = 0.0
-        if engine.stale:
-            # a stale state must be rebuilt before a delta batch; the rebuild serves every
-            # later delta batch too, so charge it amortized over the next few batches (charging
-            # it all at once kept graphs with cheap deltas recounting forever)
-            est_delta += (self.rebuild_sec_per_tuple or 0.0) * size / self.rebuild_horizon
         self.last_units = self.units(engine, phases)
-        est_delta += self.last_units * self.sec_per_unit
-        path = "recompute" if est_delta > est_recompute else "delta"
-        # Estimates are only as good as their calibration: when the two are within 2x and one
-        # path has been taken explore_every times in a row, try the other once to re-measure it.
+        est_delta = self.delta_fixed_sec + self.last_units * self.sec_per_unit
+        rebuild = (self.rebuild_sec_per_tuple or 0.0) * size
+        # A recount leaves the state stale, and the next delta batch pays one rebuild first.
+        # From a fresh state, recount when the delta estimate exceeds the recount's plus that
+        # rebuild amortized over rebuild_horizon batches (what a later return to deltas will
+        # cost). From a stale state, return to deltas only once their estimated savings,
+        # summed over the recounts since the last switch (never below 0), pay for the whole
+        # rebuild (the ski-rental rule): one batch that saves more switches at once, while
+        # close or alternating estimates keep recounting, where returning each time cost a
+        # rebuild per return.
+        if engine.stale:
+            self.savings = max(0.0, self.savings + est_recompute - est_delta)
+            path = "delta" if self.savings >= rebuild else "recompute"
+        else:
+            self.savings = 0.0
+            path = "recompute" if est_delta > est_recompute + rebuild / self.rebuild_horizon \
+                else "delta"
+        # Estimates are only as good as their calibration: after explore_every recounts in a
+        # row with estimates within 2x, one delta batch re-measures the delta path (a recount
+        # needs no such try: its rate is measured apart, see
+        # TriangleEngineBase._calibrate_recompute).
         last, run = self.streak
         close = max(est_delta, est_recompute) < 2 * min(est_delta, est_recompute)
-        if close and last == path and run >= self.explore_every:
-            path = "delta" if path == "recompute" else "recompute"
+        if close and path == last == "recompute" and run >= self.explore_every:
+            path = "delta"
         self.streak = (path, run + 1 if path == last else 1)
         return path
 
     def observe_delta(self, seconds: float, engine, phases) -> None:
+        """Refine the delta path's model, seconds = fixed + units · rate, from a delta batch:
+        a batch of little work (``FIXED_UNITS`` units or fewer) measures the fixed part, a
+        larger one the rate of what is left beyond it. Each is the median of the last
+        ``SAMPLES`` measurements: one slow batch (a collection, a cold cache) moves neither."""
         units = self.last_units or self.units(engine, phases)
-        if units > 1000:
-            rate = seconds / units
-            self.sec_per_unit = 0.7 * self.sec_per_unit + 0.3 * rate
+        if units <= FIXED_UNITS:
+            self._fixed.append(seconds)
+            self.delta_fixed_sec = float(np.median(self._fixed))
+        elif units > 1000:
+            self._rates.append(max(seconds - self.delta_fixed_sec, 0.25 * seconds) / units)
+            self.sec_per_unit = float(np.median(self._rates))
         self.last_units = 0
 
     def observe_recompute(self, seconds: float, tuples: int) -> None:

@@ -104,6 +104,41 @@ def test_adaptive_paths_agree(force):
             assert eng.recount() == oracle.count()
 
 
+def _policy(units: int, recompute_rate: float):
+    """An AdaptivePolicy with set rates (powers of two: exact sums) whose work estimate is
+    ``units``, and a stand-in engine of 2**10 tuples (``choose`` reads size and stale)."""
+    from types import SimpleNamespace
+
+    from gpu_ivm.recompute import AdaptivePolicy
+
+    pol = AdaptivePolicy()
+    pol.recompute_sec_per_tuple = recompute_rate
+    pol.rebuild_sec_per_tuple = 2.0 ** -17  # a rebuild of 2**10 tuples: 2**-7 s
+    pol.sec_per_unit = 2.0 ** -30
+    pol.units = lambda engine, phases: units
+    return pol, SimpleNamespace(size=1 << 10, stale=True), [(0, np.zeros(0, np.int64))]
+
+
+def test_policy_returns_to_deltas_once_their_savings_pay_a_rebuild():
+    """From a stale state the delta path (which must rebuild first) is taken once its
+    estimated savings, summed over the recounts, reach one rebuild: recount 2**-10 s, delta
+    2**-11 s, rebuild 2**-7 s, so the 16th batch; one batch that saves more goes at once."""
+    pol, eng, phases = _policy(1 << 19, 2.0 ** -20)
+    paths = [pol.choose(eng, phases) for _ in range(16)]
+    assert paths == ["recompute"] * 15 + ["delta"]
+    pol, eng, phases = _policy(1 << 19, 2.0 ** -12)  # recount 2**-2 s: saves > 2**-7 s
+    assert pol.choose(eng, phases) == "delta"
+
+
+def test_policy_leaves_a_fresh_state_when_recounting_pays_its_later_rebuild():
+    """From a fresh state the recount is taken when the delta estimate exceeds the recount's
+    plus the rebuild (2**-7 s) amortized over rebuild_horizon (8) batches: 2**-9 s in all."""
+    for units, want in ((1 << 21, "delta"), ((1 << 21) + 1, "recompute")):
+        pol, eng, phases = _policy(units, 2.0 ** -20)
+        eng.stale = False
+        assert pol.choose(eng, phases) == want
+
+
 def test_adaptive_policy_picks_recompute_for_huge_batches():
     rng = np.random.default_rng(5)
     oracle = GraphOracle(False)
@@ -113,7 +148,8 @@ def test_adaptive_policy_picks_recompute_for_huge_batches():
             oracle.apply(u, v, 1)
     eng = GraphEngine()
     eng.load((a, b))
-    eng.policy.recompute_sec_per_tuple = 1e-12  # make recomputing look free
+    eng.policy.recompute_sec_per_tuple = 1e-12  # make recomputing look free, and the
+    eng.policy.rebuild_sec_per_tuple = 1e-12  # rebuild that a return to deltas costs
     batch = next(graph_batches(oracle, rng, n_batches=1, nv=300, max_batch=2000, hub_p=0.1))
     assert eng.apply(batch).path == "recompute"
     assert eng.stale and eng.count() == oracle.count()
