@@ -317,10 +317,7 @@ class TriangleEngineBase:
                                       None if old is None else old[i])
             self._major_check()
             self._epsilon_check()
-            if rebuilt:
-                self.policy.last_units = 0
-            else:
-                self.policy.observe_delta(self._clock() - t1, self, plist)
+            self.policy.observe_delta(self._clock() - t1, self, plist, timed=not rebuilt)
         return path
 
     def _store_raw(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> None:

@@ -132,11 +132,16 @@ class AdaptivePolicy:
         self.streak = (path, run + 1 if path == last else 1)
         return path
 
-    def observe_delta(self, seconds: float, engine, phases) -> None:
+    def observe_delta(self, seconds: float, engine, phases, timed: bool = True) -> None:
         """Refine the delta path's model, seconds = fixed + units · rate, from a delta batch:
         a batch of little work (``FIXED_UNITS`` units or fewer) measures the fixed part, a
         larger one the rate of what is left beyond it. Each is the median of the last
-        ``SAMPLES`` measurements: one slow batch (a collection, a cold cache) moves neither."""
+        ``SAMPLES`` measurements: one slow batch (a collection, a cold cache) moves neither.
+        ``timed=False``: the batch rebuilt a stale state first (cold caches), and measures
+        nothing."""
+        if not timed:
+            self.last_units = 0
+            return
         units = self.last_units or self.units(engine, phases)
         if units <= FIXED_UNITS:
             self._fixed.append(seconds)

@@ -24,17 +24,21 @@ import numpy as np
 LO_MASK = (1 << 32) - 1
 
 
+@nb.njit(cache=True, inline="always")
+def _edge_key(a, b, directed):
+    """The packed key of edge (a, b): ``a << 32 | b``, undirected edges as (min, max)."""
+    if not directed and b < a:
+        a, b = b, a
+    return (a << 32) | b
+
+
 @nb.njit(cache=True)
 def pair_keys(ids, m, directed):
     """Packed keys ``a << 32 | b`` of the rows (ids[i], ids[m + i]); undirected rows are
     ordered so that a < b (one key per edge)."""
     out = np.empty(m, np.int64)
     for i in range(m):
-        a = ids[i]
-        b = ids[m + i]
-        if not directed and b < a:
-            a, b = b, a
-        out[i] = (a << 32) | b
+        out[i] = _edge_key(ids[i], ids[m + i], directed)
     return out
 
 
@@ -99,9 +103,7 @@ def renumber(gkey, used, n0, directed):
             a = remap[a - n0]
         if b >= n0:
             b = remap[b - n0]
-        if not directed and b < a:
-            a, b = b, a
-        out[i] = (a << 32) | b
+        out[i] = _edge_key(a, b, directed)
     return out
 
 

@@ -127,23 +127,20 @@ def probe_sorted(st, keys_in, out):
     """out[i] = multiplicity of keys_in[i] (sorted unique keys; 0 where absent)."""
     bits = st[12]
     boff = st[11]
-    n_bits = 0
+    rest = np.empty(keys_in.shape[0], np.int64)  # the keys of rows without a bitmap
+    k = 0
     for i in range(keys_in.shape[0]):  # a row with a bitmap holds st(x, c) in bit c
         x = keys_in[i] >> 32
         if has_bits(st, x):
             out[i] = bit_at(bits, boff[x], keys_in[i] & LO_MASK)
-            n_bits += 1
-    if n_bits == keys_in.shape[0]:
-        return
-    rest = np.empty(keys_in.shape[0] - n_bits, np.int64)  # the keys of rows without one
-    k = 0
-    for i in range(keys_in.shape[0]):
-        if not has_bits(st, keys_in[i] >> 32):
+        else:
             rest[k] = i
             k += 1
-    keys = keys_in[rest]
+    if k == 0:
+        return
+    rest = rest[:k]
     pos = np.empty(k, np.int64)
-    _locate_sorted(st, keys, pos, _NO_TOMB)
+    _locate_sorted(st, keys_in[rest], pos, _NO_TOMB)
     vals = st[1]
     for t in range(k):
         out[rest[t]] = vals[pos[t]] if pos[t] >= 0 else 0

@@ -84,12 +84,7 @@ def test_store_tables_follow_batches(seed, index_min):
         if keys.shape[0] == 0:
             continue
         s.add(keys, deltas)
-        for k, d in zip(keys.tolist(), deltas.tolist()):
-            v = ref.get(k, 0) + d
-            if v:
-                ref[k] = v
-            else:
-                ref.pop(k, None)
+        _ref_add(ref, keys, deltas)
         _check_store(s, ref, nv, index_min)
 
 

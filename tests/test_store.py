@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_row_index import _ref_add
 
 from gpu_ivm import store as store_mod
 from gpu_ivm import views as views_mod
@@ -67,12 +68,7 @@ def test_zstore_random_ops(thresholds, seed, nkeys, base):
             d = rng.integers(-2, 3, k.shape[0])
         old = s.add(k, d)
         assert old.tolist() == [ref.get(x, 0) for x in k.tolist()]
-        for x, dx in zip(k.tolist(), d.tolist()):
-            v = ref.get(x, 0) + dx
-            if v:
-                ref[x] = v
-            else:
-                ref.pop(x, None)
+        _ref_add(ref, k, d)
         assert s.nruns <= store_mod.MAX_RUNS
         check_store(s, ref, nkeys)
 
