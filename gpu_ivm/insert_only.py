@@ -98,6 +98,7 @@ class InsertOnlyGraphEngine(GraphEngine):
         self.insert_only_active = True
         self._store = ZStore(0)
         self._seq = 0  # stamps handed out so far (stamp of an edge: 1 ..)
+        self._marks = np.zeros(0, np.int64)  # zeroed scratch of the marked intersections
 
     # ------------------------------------------------------------------ sizes and results
     @property
@@ -266,7 +267,9 @@ class InsertOnlyGraphEngine(GraphEngine):
         else:
             out = np.zeros(B, np.int64)
             if B:
-                sk.closed_by_batch(self._store.nt(), deg, ga, gb, stamps, out)
+                if self._marks.shape[0] != self._store.id_capacity + 1:
+                    self._marks = np.zeros(self._store.id_capacity + 1, np.int64)
+                sk.closed_by_batch(self._store.nt(), deg, ga, gb, stamps, out, self._marks)
             delta = int(out.sum())
         self.Q += 6 * delta
         rep = self._report(t0, batch=self.batches_applied, rows=rows, updates=int(B),

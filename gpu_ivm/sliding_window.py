@@ -54,10 +54,16 @@ from . import io, stamp_warmup
 from .encoding import IdEncoder, pack, unpack
 from .errors import InputError
 from .kernels import stamp_kernels as sk
+from .kernels import window_step as wk
 from .lifespans import check_times, last_steps, parse_span
 from .store import ZStore
 
 COMPACT_MIN = 4096  # stored edges below which expired ones are never compacted away
+# per edge id: true last alive step, calendar end (the one the triangle removals were
+# scheduled with), calendar end before this step's revisit, revisit order, birth stamp,
+# endpoints (u < v), due-list link, last step that counted it extended, scratch
+_PER_EDGE = ("_end", "_cend", "_prev", "_ext", "_stamp", "_eu", "_ev", "_next", "_mark",
+             "_scratch")
 
 
 @dataclass
@@ -109,16 +115,11 @@ class SlidingWindow:
         # per future step (ring slot): the edges whose calendar end runs out there, as a
         # linked list (head per slot, next per edge id)
         self._due_head = np.full(self._ring, -1, np.int64)
-        self._due_n = 0  # edges filed
         self._cap = 0
-        z = np.zeros(0, np.int64)
-        # per edge id: true last alive step, calendar end (the one the triangle removals
-        # were scheduled with), calendar end before this step's revisit, revisit order,
-        # birth stamp, endpoints
-        self._end, self._cend, self._prev, self._ext, self._stamp, self._eu, self._ev = \
-            z, z, z, z, z, z, z
-        self._next = z
         self._n_eids = 0
+        self._clear_per_edge()
+        self._htk, self._htv = wk.empty_table(0)  # edge key (u < v) -> id
+        self._marks = np.zeros(0, np.int64)
         self._seq = 0
         self._ext_seq = 0
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -219,103 +220,81 @@ class SlidingWindow:
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
     # ------------------------------------------------------------------ one step
+    def _marks_for(self, store: ZStore) -> np.ndarray:
+        """The zeroed scratch of the marked intersections: one slot per id of ``store``, and
+        a bin."""
+        if self._marks.shape[0] != store.id_capacity + 1:
+            self._marks = np.zeros(store.id_capacity + 1, np.int64)
+        return self._marks
+
+    def _clear_per_edge(self) -> None:
+        for name in _PER_EDGE:
+            setattr(self, name, np.zeros(0, np.int64))
+
     def _grow(self, n: int) -> None:
         if n <= self._cap:
             return
         cap = max(n, 2 * self._cap, 1024)
-        for name in ("_end", "_cend", "_prev", "_ext", "_stamp", "_eu", "_ev", "_next"):
+        for name in _PER_EDGE:
             old = getattr(self, name)
             new = np.full(cap, -1 if name in ("_end", "_cend", "_prev", "_next") else 0,
                           np.int64)
             new[: old.shape[0]] = old
             setattr(self, name, new)
         self._cap = cap
+        self._index_edges()
 
     def _schedule(self, eids: np.ndarray) -> None:
         """File edges under the step after their calendar end (their expiry check)."""
         sk.due_push(self._due_head, self._next, self._cend, eids)
-        self._due_n += eids.shape[0]
 
     def _step(self, k: int, src, dst, t) -> WindowStep:
         t_start = time.perf_counter()
-        r = self._ring
-        slot = k % r
+        slot = k % self._ring
         before = self.count_
         # 1. edges whose calendar end was k - 1: expire, or (extended since) move the
         # scheduled removals of their triangles to the new end, before the calendar is read
         expired = 0
         if self._due_head[slot] >= 0:
-            cand = np.empty(self._due_n, np.int64)
-            cand = cand[: sk.due_pop(self._due_head, self._next, slot, cand)]
-            self._due_n -= cand.shape[0]
-            grown = self._end[cand] > self._cend[cand]
-            x = cand[grown]
-            expired = int(cand.shape[0] - x.shape[0])
+            expired, n_ext = wk.expire_due(
+                self._store.nt(), self._store.live, self._due_head, self._next, slot, k,
+                self._end, self._cend, self._prev, self._ext, self._ext_seq, self._eu,
+                self._ev, self._cal, self._scratch, self._marks_for(self._store))
+            self._ext_seq += n_ext
             self.num_edges -= expired
-            if x.shape[0]:
-                base = self._ext_seq
-                self._prev[x] = self._cend[x]
-                self._cend[x] = self._end[x]
-                self._ext[x] = base + 1 + np.arange(x.shape[0], dtype=np.int64)
-                self._ext_seq += x.shape[0]
-                sk.window_extend(self._store.nt(), self._store.live, self._eu[x], self._ev[x],
-                                 x, k, self._cend, self._prev, self._ext, base, self._cal)
-                self._schedule(x)
         self.count_ += int(self._cal[slot])
         self._cal[slot] = 0
         n_arr = int(t.shape[0])
         births = exts = 0
-        keep = src != dst
-        src, dst, t = src[keep], dst[keep], t[keep]
         last = last_steps(t, self.t0, self.window, self.step_len)
-        live = last >= k
-        src, dst, last = src[live], dst[live], last[live]
+        keep = (src != dst) & (last >= k)
+        if not keep.all():
+            src, dst, last = src[keep], dst[keep], last[keep]
         if src.shape[0]:
             m = src.shape[0]
             ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
             self.encoder.commit(new)
             a, b = np.minimum(ids[:m], ids[m:]), np.maximum(ids[:m], ids[m:])
-            key = pack(a, b)
-            order = np.lexsort((last, key))
-            skey, slast = key[order], last[order]
-            is_last = np.r_[skey[1:] != skey[:-1], True]
-            gkey, gend = skey[is_last], slast[is_last]  # one row per edge: its furthest end
-            self._store.grow_ids(max(len(self.encoder), 1))
-            eid = self._store.get(gkey, assume_sorted=True) - 1
-            known = eid >= 0
-            cur = np.full(gkey.shape[0], -1, np.int64)
-            cur[known] = self._end[eid[known]]
-            alive = cur >= k
-            # 2. an arrival on a live edge only moves its true end (revisited when due)
-            ext = alive & (gend > cur)
-            exts = int(ext.sum())
-            if exts:
-                self._end[eid[ext]] = gend[ext]
+            self._grow(self._n_eids + m)
+            # 2. one pass over the arrivals: a live edge's true end moves (it is revisited
+            # when due); a dead or unseen edge is born (unseen ones get ids)
+            born = np.empty(m, np.int64)
+            fresh = np.empty(m, np.int64)
+            births, nf, exts, self._n_eids = wk.classify_arrivals(
+                a, b, last, k, self._htk, self._htv, self._n_eids, self._seq, self._end,
+                self._cend, self._stamp, self._mark, self._eu, self._ev, born, fresh)
+            if nf:
+                fresh = fresh[:nf]
+                self._store.grow_ids(max(len(self.encoder), 1))
+                self._store_edges(pack(self._eu[fresh], self._ev[fresh]), fresh, absent=True)
             # 3. births: count the triangles they close, schedule their removal
-            born = ~alive
-            births = int(born.sum())
             if births:
-                bkey, bend, beid = gkey[born], gend[born], eid[born]
-                fresh = beid < 0
-                nf = int(fresh.sum())
-                ba, bb = unpack(bkey)
-                if nf:
-                    self._grow(self._n_eids + nf)
-                    beid = beid.copy()
-                    beid[fresh] = self._n_eids + np.arange(nf, dtype=np.int64)
-                    self._n_eids += nf
-                    self._store_edges(bkey[fresh], beid[fresh])
-                    self._eu[beid[fresh]] = ba[fresh]
-                    self._ev[beid[fresh]] = bb[fresh]
-                self._end[beid] = bend
-                self._cend[beid] = bend
-                self._stamp[beid] = self._seq + 1 + np.arange(births, dtype=np.int64)
                 self._seq += births
-                self._schedule(beid)
                 self.num_edges += births
-                self.count_ += int(sk.window_insert(self._store.nt(), self._store.live, ba, bb,
-                                                    beid, k, self._cend, self._stamp,
-                                                    self._cal))
+                self.count_ += int(wk.births(self._store.nt(), self._store.live,
+                                             self._due_head, self._next, born[:births], k,
+                                             self._cend, self._stamp, self._eu, self._ev,
+                                             self._cal, self._marks_for(self._store)))
         self.k = k
         self._maybe_compact()
         return WindowStep(step=k, end=self.t0 + k * self.step_len, triangles=self.count_,
@@ -323,12 +302,25 @@ class SlidingWindow:
                           births=births, extensions=exts, expired=expired,
                           seconds=time.perf_counter() - t_start)
 
-    def _store_edges(self, keys: np.ndarray, eids: np.ndarray) -> None:
+    def _store_edges(self, keys: np.ndarray, eids: np.ndarray, absent: bool = False) -> None:
+        """Store edges (keys u < v) in both directions with value id + 1; ``absent``: none is
+        stored yet (the store skips its probe)."""
         a, b = unpack(keys)
         both = np.concatenate([keys, pack(b, a)])
         vals = np.concatenate([eids, eids]) + 1
-        order = np.argsort(both, kind="stable")
-        self._store.add(both[order], vals[order])
+        order = np.argsort(both)
+        if absent:
+            self._store.add_absent(both[order], vals[order])
+        else:
+            self._store.add(both[order], vals[order])
+
+    def _index_edges(self) -> None:
+        """Rebuild the edge table (key u < v -> id) from the stored endpoints, with room for
+        the id capacity."""
+        n = self._n_eids
+        self._htk, self._htv = wk.empty_table(self._cap)
+        wk.table_insert(self._htk, self._htv, pack(self._eu[:n], self._ev[:n]),
+                        np.arange(n, dtype=np.int64))
 
     def _maybe_compact(self) -> None:
         stored = len(self._store) // 2
@@ -341,21 +333,18 @@ class SlidingWindow:
         keys, old = keys[keep], old[keep]
         n = keys.shape[0]
         kept = {name: getattr(self, name)[old] for name in ("_end", "_cend", "_stamp")}
-        self._cap = 0
-        z = np.zeros(0, np.int64)
-        self._end, self._cend, self._prev, self._ext, self._stamp, self._eu, self._ev = \
-            z, z, z, z, z, z, z
-        self._next = z
+        self._cap = self._n_eids = 0
+        self._clear_per_edge()
         self._grow(n)
         for name, v in kept.items():
             getattr(self, name)[:n] = v
         ka, kb = unpack(keys)
         self._eu[:n], self._ev[:n] = ka, kb
         self._n_eids = n
+        self._index_edges()
         self._store = ZStore(max(len(self.encoder), 1))
         self._store_edges(keys, np.arange(n, dtype=np.int64))
         self._due_head[:] = -1
-        self._due_n = 0
         self._schedule(np.arange(n, dtype=np.int64))
 
     # ------------------------------------------------------------------ persistence

@@ -179,6 +179,7 @@ def load(path, cls: type):
     sw._end[:n], sw._cend[:n], sw._stamp[:n] = end, cend, stamp
     sw._eu[:n], sw._ev[:n] = a, b
     sw._n_eids = n
+    sw._index_edges()
     sw._store.grow_ids(max(n_ids, 1))
     sw._store_edges(keys, np.arange(n, dtype=np.int64))
     sw._schedule(np.arange(n, dtype=np.int64))

@@ -63,19 +63,28 @@ def first_key_starts(keys):
 
 @nb.njit(cache=True, inline="always")
 def run_range(st, j, x):
-    """[lo, hi) of the entries of first key ``x`` in run ``j`` (may include padding)."""
+    """[lo, hi) of the entries of first key ``x`` in run ``j`` (may include padding).
+
+    One exit and each array taken from ``st`` once: Numba's reference-count pruning then
+    removes the increments and decrements of those arrays in the caller's loop, which with
+    early returns it left in, at about 100 ns per call (measured, one-off script)."""
     keys = st[0]
     bounds = st[2]
+    dirptr = st[3]
+    dirlen = st[4]
+    dirs = st[5]
     s = bounds[j]
     e = bounds[j + 1]
-    dp = st[3][j]
+    dp = dirptr[j]
+    lo = e
+    hi = e
     if dp >= 0:
-        if x + 1 >= st[4][j]:
-            return e, e
-        dirs = st[5]
-        return dirs[dp + x], dirs[dp + x + 1]
-    lo = lower_bound(keys, s, e, x << 32)
-    hi = lower_bound(keys, lo, e, (x + 1) << 32)
+        if x + 1 < dirlen[j]:
+            lo = dirs[dp + x]
+            hi = dirs[dp + x + 1]
+    else:
+        lo = lower_bound(keys, s, e, x << 32)
+        hi = lower_bound(keys, lo, e, (x + 1) << 32)
     return lo, hi
 
 

@@ -95,7 +95,8 @@ def test_closed_by_batch_twin(n: int, monkeypatch) -> None:
     ss = np.array([stamp[edges[i]] for i in pick.tolist()], np.int64)
     out_cpu = np.full(n, -1, np.int64)
     out_gpu = np.full(n, -1, np.int64)
-    cpu.closed_by_batch_serial(st.nt(), st.live, us, vs, ss, out_cpu)
+    cpu.closed_by_batch_serial(st.nt(), st.live, us, vs, ss, out_cpu,
+                               np.zeros(st.id_capacity + 1, np.int64))
     cuda_stamp.closed_by_batch(st.nt(), st.live, us, vs, ss, out_gpu)
     expect = [brute(stamp, u, v, s) for u, v, s in zip(us.tolist(), vs.tolist(), ss.tolist())]
     assert out_gpu.tolist() == out_cpu.tolist() == expect
