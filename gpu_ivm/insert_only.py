@@ -46,10 +46,11 @@ import numpy as np
 
 from . import io, snapshot
 from ._version import __version__
-from .encoding import pack, unpack
-from .engine import BatchReport, group_starts
+from .encoding import pack, transpose, unpack
+from .engine import BatchReport
 from .errors import InputError, IntegerOverflowError, InvariantError
 from .graph_engine import GraphEngine, register_mode_engine
+from .kernels import batch_prep
 from .kernels import stamp_kernels as sk
 from .overflow import isqrt_ceil, refuses
 from .store import ZStore
@@ -190,15 +191,13 @@ class InsertOnlyGraphEngine(GraphEngine):
         ``absent``: the caller has checked that none is stored (the store skips its probe)."""
         if not keys.shape[0]:
             return
-        a, b = unpack(keys)
-        both = np.concatenate([keys, pack(b, a)])
-        vals = np.concatenate([stamps, stamps])
-        order = np.argsort(both, kind="stable")
+        tkey = transpose(keys)
+        both, vals = batch_prep.both_orientations(keys, stamps, tkey, np.argsort(tkey))
         self._store.grow_ids(max(len(self.encoder), 1))
         if absent:
-            self._store.add_absent(both[order], vals[order])
+            self._store.add_absent(both, vals)
         else:
-            self._store.add(both[order], vals[order])
+            self._store.add(both, vals)
 
     # ------------------------------------------------------------------ batches
     @staticmethod
@@ -222,35 +221,35 @@ class InsertOnlyGraphEngine(GraphEngine):
         if skipped is not None:
             return skipped
         u = io.read_graph_updates(updates, **read_options)
-        dels = np.flatnonzero(u.sign < 0)
-        if dels.shape[0]:
-            return self._on_delete(u, int(dels[0]), updates, batch_id, t0)
+        if (u.sign < 0).any():
+            return self._on_delete(u, int(np.flatnonzero(u.sign < 0)[0]), updates, batch_id, t0)
         rows = len(u)
-        loops = u.src == u.dst
-        row_idx = np.flatnonzero(~loops)
-        src, dst, sign = u.src[row_idx], u.dst[row_idx], u.sign[row_idx]
+        src, dst, sign = u.src, u.dst, u.sign
+        loops = src == dst
+        n_loops = int(np.count_nonzero(loops))
+        row_idx = None  # rows of the batch kept (None: all of them)
+        if n_loops:
+            row_idx = np.flatnonzero(~loops)
+            src, dst, sign = src[row_idx], dst[row_idx], sign[row_idx]
         m = src.shape[0]
         n0 = len(self.encoder)
         ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
-        a, b = np.minimum(ids[:m], ids[m:]), np.maximum(ids[:m], ids[m:])
-        key = pack(a, b)
-        order = np.argsort(key, kind="stable")
-        skey = key[order]
-        starts = group_starts(skey)
-        gkey = skey[starts]
-        net = np.diff(np.r_[starts, m]).astype(np.int64)
-        ga, gb = unpack(gkey)
+        # the batch's distinct edges (u < v, sorted), their row counts, and which of them join
+        # two known vertices (only those can be stored already)
+        key = batch_prep.pair_keys(ids, m, False)
+        order = np.argsort(key)
+        gkey, net, starts, kk = batch_prep.sum_groups(key, order, sign, n0)
         present = np.zeros(gkey.shape[0], np.int64)
-        known = np.flatnonzero((ga < n0) & (gb < n0))
-        if known.shape[0]:
-            present[known] = (self._store.get(gkey[known], assume_sorted=True) != 0)
+        if kk.shape[0]:
+            present[kk] = self._store.get(gkey[kk], assume_sorted=True) != 0
         bad = present + net > 1
         ignored = 0
         if bad.any():
             if self.on_conflict == "error":
-                raise self._conflict(bad, starts, order, row_idx, sign, present, u)
+                rows_kept = np.arange(m) if row_idx is None else row_idx
+                raise self._conflict(bad, starts, order, rows_kept, sign, present, u)
             ignored = int(net[bad].sum())
-        gkey = gkey[~bad]
+            gkey = gkey[~bad]
         gkey = self._commit_keys(gkey, new, n0)
         self._check_size(len(self._store) + 2 * int(gkey.shape[0]))
         B = gkey.shape[0]
@@ -274,23 +273,15 @@ class InsertOnlyGraphEngine(GraphEngine):
         self.Q += 6 * delta
         rep = self._report(t0, batch=self.batches_applied, rows=rows, updates=int(B),
                            triangles=self.count(), delta=delta, path=path,
-                           ignored=ignored, self_loops=int(np.count_nonzero(loops)))
+                           ignored=ignored, self_loops=n_loops)
         return self._done(rep, batch_id)
 
     def _commit_keys(self, gkey: np.ndarray, new: np.ndarray, n0: int) -> np.ndarray:
         """Commit the new user keys the surviving edges use, renumbered densely; returns the
         edges (sorted, u < v) in the committed ids."""
-        if not new.shape[0]:  # no new user key in the batch
-            self.encoder.commit(new)
-            return gkey
-        ga, gb = unpack(gkey)
-        used = np.unique(np.concatenate([ga[ga >= n0], gb[gb >= n0]]))
+        used = batch_prep.used_new_ids(gkey, n0) if new.shape[0] else gkey[:0]
         if used.shape[0] and used[-1] >= n0 + used.shape[0]:
-            remap = np.full(new.shape[0], -1, np.int64)
-            remap[used - n0] = n0 + np.arange(used.shape[0])
-            ga = np.where(ga >= n0, remap[np.maximum(ga - n0, 0)], ga)
-            gb = np.where(gb >= n0, remap[np.maximum(gb - n0, 0)], gb)
-            gkey = np.sort(pack(np.minimum(ga, gb), np.maximum(ga, gb)))
+            gkey = np.sort(batch_prep.renumber(gkey, used, n0, False))
         self.encoder.commit(new[used - n0] if used.shape[0] else new[:0])
         return gkey
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .lsm import LO_MASK, gallop, lower_bound, run_mask, run_range
+from .lsm import LO_MASK, gallop, run_mask, run_range, run_range_a
 
 
 @nb.njit(cache=True)
@@ -65,9 +65,8 @@ def _match_ranges(keys, vals, lo1, hi1, lo2, hi2, out1, out2, n):
 
 @nb.njit(cache=True)
 def _row_ranges(st, x, lo, hi):
-    """The non-empty [lo, hi) ranges of first key x over the runs; returns how many. (The
-    arrays are taken from ``st`` once, outside the loop: 2x faster than calling
-    :func:`~gpu_ivm.kernels.lsm.run_range` per run, whose reference counts stay in the loop.)"""
+    """The non-empty [lo, hi) ranges of first key x over the runs; returns how many (the
+    store's arrays taken once, see :func:`~gpu_ivm.kernels.lsm.run_range_a`)."""
     keys = st[0]
     bounds = st[2]
     dirptr = st[3]
@@ -78,17 +77,7 @@ def _row_ranges(st, x, lo, hi):
     j = 0
     while m != 0:
         if m & 1:
-            e = bounds[j + 1]
-            dp = dirptr[j]
-            a = e
-            b = e
-            if dp >= 0:
-                if x + 1 < dirlen[j]:
-                    a = dirs[dp + x]
-                    b = dirs[dp + x + 1]
-            else:
-                a = lower_bound(keys, bounds[j], e, x << 32)
-                b = lower_bound(keys, a, e, (x + 1) << 32)
+            a, b = run_range_a(keys, bounds, dirptr, dirlen, dirs, j, x)
             if b > a:
                 lo[n] = a
                 hi[n] = b
@@ -215,17 +204,57 @@ def closed_by_batch_par(st, deg, us, vs, stamps, out):
 
 @nb.njit(cache=True)
 def closed_by_batch_serial(st, deg, us, vs, stamps, out, marks):
-    """:func:`closed_by_batch_par` on one thread (small batches: no thread start-up), with
-    one scratch for the whole batch and the rows intersected by ``marks`` (see
-    :func:`common_values_mk`)."""
+    """:func:`closed_by_batch_par` on one thread (small batches: no thread start-up).
+
+    The batch's edges are grouped by their endpoint of larger degree: a group of two or more
+    edges marks that long row once (values into ``marks``, see :func:`common_values_mk`) and
+    reads each edge's short row against it, so a hub that many of the batch's edges touch is
+    read twice per batch instead of once per edge (on CollegeMsg's daily batches, 1.6x fewer
+    entries read). A single edge is intersected by :func:`older_common_buf`. ``marks`` of
+    length 0: merges, edge by edge."""
+    n = us.shape[0]
     a, b = _buffers(deg, us, vs)
     rlo = np.empty(128, np.int64)
     rhi = np.empty(128, np.int64)
-    for i in range(us.shape[0]):
-        if min(deg[us[i]], deg[vs[i]]) <= 1:
-            out[i] = 0
-        else:
-            out[i] = older_common_buf(st, us[i], vs[i], stamps[i], a, b, marks, rlo, rhi)
+    longv = np.empty(n, np.int64)
+    for i in range(n):
+        longv[i] = us[i] if deg[us[i]] >= deg[vs[i]] else vs[i]
+    order = np.argsort(longv)
+    keys = st[0]
+    vals = st[1]
+    cap = marks.shape[0] - 1
+    i = 0
+    while i < n:
+        big = longv[order[i]]
+        g = i + 1
+        while g < n and longv[order[g]] == big:
+            g += 1
+        if g - i == 1 or cap < 0:
+            for t in range(i, g):
+                e = order[t]
+                if min(deg[us[e]], deg[vs[e]]) <= 1:  # (u, v) itself is a neighbour
+                    out[e] = 0
+                else:
+                    out[e] = older_common_buf(st, us[e], vs[e], stamps[e], a, b, marks, rlo,
+                                              rhi)
+            i = g
+            continue
+        na = _row_ranges(st, big, rlo, rhi)
+        _mark_ranges(keys, vals, rlo, rhi, na, marks, True)
+        for t in range(i, g):
+            e = order[t]
+            small = vs[e] if us[e] == big else us[e]
+            s = stamps[e]
+            c = 0
+            ns = _row_ranges(st, small, rlo[64:], rhi[64:])
+            for r in range(64, 64 + ns):
+                for p in range(rlo[r], rhi[r]):
+                    w = marks[min(keys[p] & LO_MASK, cap)]
+                    if w != 0 and w < s and vals[p] < s:
+                        c += 1
+            out[e] = c
+        _mark_ranges(keys, vals, rlo, rhi, na, marks, False)
+        i = g
 
 
 @nb.njit(cache=True)

@@ -821,3 +821,43 @@ def test_irregular_text_with_control_and_foreign_bytes(tmp_path: Path) -> None:
         edges = read_edges(path)
     assert edges.src.tolist() == [int(r[0]) for r in rows]
     assert edges.dst.tolist() == [int(r[1]) for r in rows] and edges.time is None
+
+
+def _read_both(fn, source, monkeypatch):
+    """(result or error) of ``fn(source)`` through the plain-dict shortcut and through the
+    general gathering (shortcut turned off)."""
+    from gpu_ivm.io import readers
+
+    def run():
+        try:
+            r = fn(source)
+        except InputError as e:
+            return "error", str(e), e.column, e.row
+        cols = ("src", "dst", "time") if fn is read_edges else ("src", "dst", "sign")
+        return "ok", {c: None if getattr(r, c) is None else
+                      (getattr(r, c).dtype.str, getattr(r, c).tolist()) for c in cols}
+
+    fast = run()
+    with monkeypatch.context() as m:
+        m.setattr(readers, "_plain_columns", lambda *a, **k: None)
+        slow = run()
+    return fast, slow
+
+
+@pytest.mark.filterwarnings("ignore::gpu_ivm.errors.InputNote")
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint32, np.float64])
+def test_plain_dict_shortcut_reads_as_the_general_path(dtype, monkeypatch) -> None:
+    # the shortcut for dicts of integer arrays must give what the general reader gives, and
+    # leave every other dict (and every error) to it
+    rng = np.random.default_rng(int(np.dtype(dtype).itemsize))
+    for n in (0, 1, 7):
+        a = rng.integers(0, 100, n).astype(dtype)
+        b = rng.integers(0, 100, n).astype(dtype)
+        s = rng.choice([-1, 1], n).astype(dtype) if dtype != np.uint32 else np.ones(n, dtype)
+        for src in ({"src": a, "dst": b}, {"src": a, "dst": b, "time": b},
+                    {"dst": b, "src": a, "sign": s}, {"src": a, "dst": b, "sign": 2 * s},
+                    {"src": a, "dst": b[:-1], "sign": s}, {"src": a, "dst": b, "weight": s},
+                    {"src": a, "sign": s}, {"src": a.tolist(), "dst": b, "sign": s}):
+            for fn in (read_edges, read_graph_updates):
+                fast, slow = _read_both(fn, src, monkeypatch)
+                assert fast == slow, (fn.__name__, src)

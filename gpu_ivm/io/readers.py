@@ -35,10 +35,44 @@ Column: TypeAlias = "str | int | None"
 _CONVERT = {"time": int_column, "sign": sign_column, "mult": int_column, "rel": rel_column}
 
 
+_PLAIN = frozenset({"src", "dst", "time", "sign"})
+
+
+def _plain_columns(source: Any, layout: Layout, picks: Mapping[str, Any], header: bool | None,
+                   ids: str) -> dict[str, np.ndarray] | None:
+    """The columns of the usual in-memory batch, read without the general gathering: a
+    ``dict`` whose keys are the layout's own column names (``src``, ``dst``, and ``time`` or
+    ``sign``), each a 1-D NumPy signed-integer array of one length, signs all +1 or -1, and
+    no reader option. The result equals the general path's; anything else gives None (and
+    goes the general way, which also words the errors)."""
+    if (type(source) is not dict or header is not None or ids != "auto"
+            or not set(layout.keys) <= _PLAIN or any(v is not None for v in picks.values())):
+        return None
+    if not set(source) <= set(layout.keys) or not all(k in source
+                                                       for k in layout.keys[:layout.required]):
+        return None
+    out = {}
+    n = -1
+    for key, v in source.items():
+        if type(v) is not np.ndarray or v.ndim != 1 or v.dtype.kind != "i":
+            return None
+        if n >= 0 and v.shape[0] != n:
+            return None
+        n = v.shape[0]
+        out[key] = v.astype(np.int64, copy=False)
+    sign = out.get("sign")
+    if sign is not None and not ((sign == 1) | (sign == -1)).all():
+        return None
+    return out
+
+
 def _read(source: Any, layout: Layout, picks: Mapping[str, Any], header: bool | None,
           ids: str) -> dict[str, np.ndarray]:
     """The layout's columns of a source, converted and validated (ids first, then the other
     columns in layout order); a file's errors also name the 1-based line of the bad row."""
+    plain = _plain_columns(source, layout, picks, header, ids)
+    if plain is not None:
+        return plain
     g = _gather(source, layout, check_picks(layout, picks), header, check_ids(ids))
     try:
         out = dict(zip(("src", "dst"), id_pair(g, ids)))
