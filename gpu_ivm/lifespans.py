@@ -58,11 +58,14 @@ def parse_span(text, option: str = "span") -> int:
     return value
 
 
-def check_times(t: np.ndarray, t0: int, window: int) -> None:
-    """Refuse times whose step arithmetic could overflow int64 (t + window, t − t0)."""
+def check_times(t: np.ndarray, t0: int, window: int, lo: int | None = None,
+                hi: int | None = None) -> None:
+    """Refuse times whose step arithmetic could overflow int64 (t + window, t − t0);
+    ``lo`` / ``hi``: t's minimum and maximum when the caller has them."""
     if t.shape[0] == 0:
         return
-    hi, lo = int(t.max()), int(t.min())
+    if lo is None or hi is None:
+        hi, lo = int(t.max()), int(t.min())
     if hi > INT64_MAX - window or lo - t0 < -INT64_MAX // 2 or hi - t0 > INT64_MAX // 2:
         raise InputError(f"times {lo}..{hi} are too large for int64 step arithmetic with a "
                          f"window of {window}", column="time")

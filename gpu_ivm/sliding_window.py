@@ -51,8 +51,9 @@ from typing import Any
 import numpy as np
 
 from . import io, stamp_warmup
-from .encoding import IdEncoder, pack, unpack
+from .encoding import IdEncoder, pack, transpose, unpack
 from .errors import InputError
+from .kernels import batch_prep
 from .kernels import stamp_kernels as sk
 from .kernels import window_step as wk
 from .lifespans import check_times, last_steps, parse_span
@@ -159,21 +160,20 @@ class SlidingWindow:
         t = np.asarray(el.time, np.int64)
         if t.shape[0] == 0:
             return []
-        t0 = int(t.min()) if self.t0 is None else self.t0
+        lo_t, hi = int(t.min()), int(t.max())
+        t0 = lo_t if self.t0 is None else self.t0
         floor = t0 + self.k * self.step_len
-        late = np.flatnonzero(t < floor)
-        if late.shape[0]:
-            r = int(late[0])
+        if lo_t < floor:
+            r = int(np.flatnonzero(t < floor)[0])
             if self.k == 0:
                 raise InputError(f"arrival at time {int(t[r])} is before the window's start "
                                  f"{floor}", column="time", row=r)
             raise InputError(f"arrival at time {int(t[r])} is before the end of step {self.k} "
                              f"({floor}), which is already closed", column="time", row=r)
-        check_times(t, t0, self.window)
+        check_times(t, t0, self.window, lo_t, hi)
         self.encoder._check_kind(el.src, "src")
         self.t0 = t0
         self._pending.append((el.src, el.dst, t))
-        hi = int(t.max())
         self._t_max = hi if self._t_max is None else max(self._t_max, hi)
         # steps whose end is <= the latest time seen are complete
         return self._close_until((self._t_max - self.t0) // self.step_len)
@@ -195,8 +195,9 @@ class SlidingWindow:
         if k_last <= self.k:
             return []
         src, dst, t = self._take_pending()
-        order = np.argsort(t, kind="stable")
-        src, dst, t = src[order], dst[order], t[order]
+        if t.shape[0] > 1 and (t[1:] < t[:-1]).any():  # arrivals pushed out of time order
+            order = np.argsort(t, kind="stable")
+            src, dst, t = src[order], dst[order], t[order]
         ends = self.t0 + np.arange(self.k + 1, k_last + 1, dtype=np.int64) * self.step_len
         cuts = np.searchsorted(t, ends, side="left")
         reps = []
@@ -305,14 +306,14 @@ class SlidingWindow:
     def _store_edges(self, keys: np.ndarray, eids: np.ndarray, absent: bool = False) -> None:
         """Store edges (keys u < v) in both directions with value id + 1; ``absent``: none is
         stored yet (the store skips its probe)."""
-        a, b = unpack(keys)
-        both = np.concatenate([keys, pack(b, a)])
-        vals = np.concatenate([eids, eids]) + 1
-        order = np.argsort(both)
+        order = np.argsort(keys)
+        keys = keys[order]
+        tkey = transpose(keys)
+        both, vals = batch_prep.both_orientations(keys, eids[order] + 1, tkey, np.argsort(tkey))
         if absent:
-            self._store.add_absent(both[order], vals[order])
+            self._store.add_absent(both, vals)
         else:
-            self._store.add(both[order], vals[order])
+            self._store.add(both, vals)
 
     def _index_edges(self) -> None:
         """Rebuild the edge table (key u < v -> id) from the stored endpoints, with room for
