@@ -7,8 +7,10 @@ append-only sorted-run store (:class:`gpu_ivm.store.ZStore`, both directions, no
 whose value is the edge's *stamp*, its position in the arrival order. A batch's new edges get
 consecutive stamps, are stored, and then each new edge (u, v) with stamp s counts the common
 neighbours w whose edges (u, w) and (v, w) have stamps below s: the ordered delta rule, so each
-new triangle is counted exactly once, by its youngest edge, and the work per edge is a merge of
-the two neighbour rows (O(N^{1/2}) amortized per insert by the paper's argument).
+new triangle is counted exactly once, by its youngest edge, and the work per edge is one pass
+over the two neighbour rows (O(N^{1/2}) amortized per insert by the paper's argument): the
+edges are grouped by their endpoint of larger degree, whose row is marked once per group
+(:func:`gpu_ivm.kernels.stamp_kernels.closed_by_batch_serial`).
 
 A batch so large that the row merges (the sum of its edges' endpoint degrees) would exceed
 ``RECOUNT_RATIO`` times the stored entries is counted by a static recount of the stored graph
