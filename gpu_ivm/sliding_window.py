@@ -23,8 +23,9 @@ How a step k is processed (the known-lifespan method):
   scheduled removal moved from min(old calendar ends) + 1 to min(new ones) + 1; else it
   expires. An edge that keeps arriving thus costs one enumeration per window length, not one
   per arrival.
-- Edges that expired stay stored (no deletion from the sorted runs) until they outnumber the
-  live ones; then the store is rebuilt from the live edges.
+- Edges that expired stay stored (no deletion from the adjacency,
+  :mod:`gpu_ivm.kernels.window_adj`: one unsorted row per vertex, intersected through marks)
+  until they outnumber the live ones; then the state is rebuilt from the live edges.
 
 So a step costs O(arrivals × the smaller neighbourhood) and nothing for the edges leaving the
 window, where the general engine processes every expiry as a delete with view maintenance.
@@ -51,13 +52,12 @@ from typing import Any
 import numpy as np
 
 from . import io, stamp_warmup
-from .encoding import IdEncoder, pack, transpose, unpack
+from .encoding import IdEncoder, pack, unpack
 from .errors import InputError
-from .kernels import batch_prep
 from .kernels import stamp_kernels as sk
+from .kernels import window_adj as wa
 from .kernels import window_step as wk
 from .lifespans import check_times, last_steps, parse_span
-from .store import ZStore
 
 COMPACT_MIN = 4096  # stored edges below which expired ones are never compacted away
 # per edge id: true last alive step, calendar end (the one the triangle removals were
@@ -110,7 +110,6 @@ class SlidingWindow:
         self.k = 0  # steps closed so far
         self.count_ = 0
         self.num_edges = 0  # edges alive at step k
-        self._store = ZStore(0)
         self._ring = self.window // self.step_len + 3
         self._cal = np.zeros(self._ring, np.int64)  # triangle count changes per future step
         # per future step (ring slot): the edges whose calendar end runs out there, as a
@@ -120,7 +119,12 @@ class SlidingWindow:
         self._n_eids = 0
         self._clear_per_edge()
         self._htk, self._htv = wk.empty_table(0)  # edge key (u < v) -> id
-        self._marks = np.zeros(0, np.int64)
+        # the adjacency (kernels/window_adj.py): per vertex id, a row's place, length and room
+        # in the slab (neighbour, edge id + 1); entries used, and left behind by row moves
+        self._aoff = self._aln = self._acap = np.zeros(0, np.int64)
+        self._anbr = self._aval = np.zeros(0, np.int64)
+        self._aused = self._agarbage = 0
+        self._marks = np.zeros(0, np.int64)  # zeros, one per vertex id (common_pairs)
         self._seq = 0
         self._ext_seq = 0
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -140,10 +144,9 @@ class SlidingWindow:
 
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The edges alive after the last closed step (user keys, each edge once)."""
-        keys, vals = self._store.items()
-        a, b = unpack(keys)
-        keep = (a < b) & (self._end[vals - 1] >= self.k) if keys.shape[0] else a < b
-        return self.encoder.decode(a[keep]), self.encoder.decode(b[keep])
+        alive = np.flatnonzero(self._end[: self._n_eids] >= self.k)
+        a, b = unpack(np.sort(pack(self._eu[alive], self._ev[alive])))
+        return self.encoder.decode(a), self.encoder.decode(b)
 
     # ------------------------------------------------------------------ input
     def push(self, events: Any, **read_options: Any) -> list[WindowStep]:
@@ -221,12 +224,40 @@ class SlidingWindow:
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
     # ------------------------------------------------------------------ one step
-    def _marks_for(self, store: ZStore) -> np.ndarray:
-        """The zeroed scratch of the marked intersections: one slot per id of ``store``, and
-        a bin."""
-        if self._marks.shape[0] != store.id_capacity + 1:
-            self._marks = np.zeros(store.id_capacity + 1, np.int64)
-        return self._marks
+    def _grow_ids(self, n: int) -> None:
+        """Room for vertex ids below ``n`` in the adjacency and the marks."""
+        if n <= self._aoff.shape[0]:
+            return
+        cap = max(n, 2 * self._aoff.shape[0], 1024)
+        for name in ("_aoff", "_aln", "_acap"):
+            old = getattr(self, name)
+            new = np.zeros(cap, np.int64)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+        self._marks = np.zeros(cap, np.int64)
+
+    def _append_edges(self, eids: np.ndarray) -> None:
+        """Append the edges ``eids`` (endpoints in ``_eu`` / ``_ev``) to the adjacency."""
+        us, vs = self._eu[eids], self._ev[eids]
+        need = self._aused + wa.room(self._aln, self._acap, us, vs)
+        if need > self._anbr.shape[0]:
+            size = max(need, 2 * self._anbr.shape[0], 1024)
+            for name in ("_anbr", "_aval"):
+                new = np.zeros(size, np.int64)
+                new[: self._aused] = getattr(self, name)[: self._aused]
+                setattr(self, name, new)
+        self._aused, garbage = wa.append(self._aoff, self._aln, self._acap, self._anbr,
+                                         self._aval, self._aused, us, vs, eids)
+        self._agarbage += garbage
+
+    def _rebuild_adjacency(self) -> None:
+        """The adjacency of edge ids 0 .. n - 1, built afresh (no garbage)."""
+        n = self._n_eids
+        ids = max(self._aoff.shape[0], len(self.encoder), 1)
+        (self._aoff, self._aln, self._acap, self._anbr, self._aval,
+         self._aused) = wa.build(ids, self._eu[:n], self._ev[:n])
+        self._agarbage = 0
+        self._marks = np.zeros(ids, np.int64)
 
     def _clear_per_edge(self) -> None:
         for name in _PER_EDGE:
@@ -258,9 +289,9 @@ class SlidingWindow:
         expired = 0
         if self._due_head[slot] >= 0:
             expired, n_ext = wk.expire_due(
-                self._store.nt(), self._store.live, self._due_head, self._next, slot, k,
-                self._end, self._cend, self._prev, self._ext, self._ext_seq, self._eu,
-                self._ev, self._cal, self._scratch, self._marks_for(self._store))
+                self._aoff, self._aln, self._anbr, self._aval, self._due_head, self._next,
+                slot, k, self._end, self._cend, self._prev, self._ext, self._ext_seq,
+                self._eu, self._ev, self._cal, self._scratch, self._marks)
             self._ext_seq += n_ext
             self.num_edges -= expired
         self.count_ += int(self._cal[slot])
@@ -275,6 +306,7 @@ class SlidingWindow:
             m = src.shape[0]
             ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
             self.encoder.commit(new)
+            self._grow_ids(len(self.encoder))
             a, b = np.minimum(ids[:m], ids[m:]), np.maximum(ids[:m], ids[m:])
             self._grow(self._n_eids + m)
             # 2. one pass over the arrivals: a live edge's true end moves (it is revisited
@@ -285,35 +317,21 @@ class SlidingWindow:
                 a, b, last, k, self._htk, self._htv, self._n_eids, self._seq, self._end,
                 self._cend, self._stamp, self._mark, self._eu, self._ev, born, fresh)
             if nf:
-                fresh = fresh[:nf]
-                self._store.grow_ids(max(len(self.encoder), 1))
-                self._store_edges(pack(self._eu[fresh], self._ev[fresh]), fresh, absent=True)
+                self._append_edges(fresh[:nf])
             # 3. births: count the triangles they close, schedule their removal
             if births:
                 self._seq += births
                 self.num_edges += births
-                self.count_ += int(wk.births(self._store.nt(), self._store.live,
+                self.count_ += int(wk.births(self._aoff, self._aln, self._anbr, self._aval,
                                              self._due_head, self._next, born[:births], k,
                                              self._cend, self._stamp, self._eu, self._ev,
-                                             self._cal, self._marks_for(self._store)))
+                                             self._cal, self._marks))
         self.k = k
         self._maybe_compact()
         return WindowStep(step=k, end=self.t0 + k * self.step_len, triangles=self.count_,
                           delta=self.count_ - before, edges=self.num_edges, arrivals=n_arr,
                           births=births, extensions=exts, expired=expired,
                           seconds=time.perf_counter() - t_start)
-
-    def _store_edges(self, keys: np.ndarray, eids: np.ndarray, absent: bool = False) -> None:
-        """Store edges (keys u < v) in both directions with value id + 1; ``absent``: none is
-        stored yet (the store skips its probe)."""
-        order = np.argsort(keys)
-        keys = keys[order]
-        tkey = transpose(keys)
-        both, vals = batch_prep.both_orientations(keys, eids[order] + 1, tkey, np.argsort(tkey))
-        if absent:
-            self._store.add_absent(both, vals)
-        else:
-            self._store.add(both, vals)
 
     def _index_edges(self) -> None:
         """Rebuild the edge table (key u < v -> id) from the stored endpoints, with room for
@@ -324,29 +342,26 @@ class SlidingWindow:
                         np.arange(n, dtype=np.int64))
 
     def _maybe_compact(self) -> None:
-        stored = len(self._store) // 2
-        if stored < COMPACT_MIN or stored <= 2 * self.num_edges:
-            return
-        keys, vals = self._store.items()
-        a, b = unpack(keys)
-        old = vals - 1
-        keep = (a < b) & (self._end[old] >= self.k)
-        keys, old = keys[keep], old[keep]
-        n = keys.shape[0]
-        kept = {name: getattr(self, name)[old] for name in ("_end", "_cend", "_stamp")}
-        self._cap = self._n_eids = 0
-        self._clear_per_edge()
-        self._grow(n)
-        for name, v in kept.items():
-            getattr(self, name)[:n] = v
-        ka, kb = unpack(keys)
-        self._eu[:n], self._ev[:n] = ka, kb
-        self._n_eids = n
-        self._index_edges()
-        self._store = ZStore(max(len(self.encoder), 1))
-        self._store_edges(keys, np.arange(n, dtype=np.int64))
-        self._due_head[:] = -1
-        self._schedule(np.arange(n, dtype=np.int64))
+        """Drop the expired edges (new ids, table, adjacency and due lists) once they outnumber
+        the live ones. (The garbage that row moves leave in the slab needs no rebuild of its
+        own: a row of room C has left 4 + 8 + ... + C/2 < C behind and holds more than C/2,
+        so the slab stays below four entries per stored one.)"""
+        stored = self._n_eids
+        if stored >= COMPACT_MIN and stored > 2 * self.num_edges:
+            old = np.flatnonzero(self._end[:stored] >= self.k)
+            n = old.shape[0]
+            kept = {name: getattr(self, name)[old]
+                    for name in ("_end", "_cend", "_stamp", "_eu", "_ev")}
+            self._cap = self._n_eids = 0
+            self._clear_per_edge()
+            self._grow(n)
+            for name, v in kept.items():
+                getattr(self, name)[:n] = v
+            self._n_eids = n
+            self._index_edges()
+            self._rebuild_adjacency()
+            self._due_head[:] = -1
+            self._schedule(np.arange(n, dtype=np.int64))
 
     # ------------------------------------------------------------------ persistence
     def snapshot(self, path: str | os.PathLike[str]) -> dict:

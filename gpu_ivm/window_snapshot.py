@@ -49,16 +49,15 @@ def save(sw, path, *, metadata: dict | None = None) -> dict:
     (JSON-serialisable) is stored in the manifest under ``"metadata"`` (the CLI records its
     inputs there)."""
     from . import snapshot as sn
-    from .encoding import unpack
+    from .encoding import pack
 
     target = Path(path)
     if not target.parent.is_dir():
         raise sn.SnapshotError("the parent folder does not exist", file=target.parent)
-    keys, vals = sw._store.items()
-    a, b = unpack(keys)
-    e = vals - 1 if keys.shape[0] else vals
-    keep = (a < b) & (sw._end[e] >= sw.k) if keys.shape[0] else a < b
-    keys, e = keys[keep], e[keep]
+    e = np.flatnonzero(sw._end[: sw._n_eids] >= sw.k)  # the live edges, in key order
+    keys = pack(sw._eu[e], sw._ev[e])
+    order = np.argsort(keys)
+    keys, e = keys[order], e[order]
     r = sw._ring
     cal = np.array([sw._cal[(sw.k + 1 + i) % r] for i in range(r - 1)], np.int64)
     psrc, pdst, pt = sw._take_pending()
@@ -180,8 +179,8 @@ def load(path, cls: type):
     sw._eu[:n], sw._ev[:n] = a, b
     sw._n_eids = n
     sw._index_edges()
-    sw._store.grow_ids(max(n_ids, 1))
-    sw._store_edges(keys, np.arange(n, dtype=np.int64))
+    sw._grow_ids(max(n_ids, 1))
+    sw._rebuild_adjacency()
     sw._schedule(np.arange(n, dtype=np.int64))
     for i in range(sw._ring - 1):
         sw._cal[(k + 1 + i) % sw._ring] = cal[i]

@@ -1,13 +1,13 @@
 """Kernels of the insert-only and known-lifespan modes: common neighbours with stamp tests.
 
-The edges live in a :class:`gpu_ivm.store.ZStore` (both directions, no deletes, so no
-tombstones) whose value is a positive stamp: the arrival order of the edge (insert-only mode)
-or ``edge id + 1`` (sliding windows, whose per-edge birth / end arrays are indexed by it).
-:func:`common_values` is the one inner loop: it lists, for the common neighbours ``w`` of
-``u`` and ``v``, the stored values of ``(u, w)`` and ``(v, w)``, merging (or galloping, when
-the lengths differ a lot) the sorted rows run pair by run pair. Each ``w`` is stored in one run
-of each row, so it is found exactly once. Plain ``numba.njit`` functions: the CUDA kernels may
-call them unchanged.
+The insert-only edges live in a :class:`gpu_ivm.store.ZStore` (both directions, no deletes,
+so no tombstones) whose value is a positive stamp, the arrival order of the edge.
+:func:`common_values` lists, for the common neighbours ``w`` of ``u`` and ``v``, the stored
+values of ``(u, w)`` and ``(v, w)``, merging (or galloping, when the lengths differ a lot) the
+sorted rows run pair by run pair; :func:`common_values_mk` does it by marks. Each ``w`` is
+stored in one run of each row, so it is found exactly once. Plain ``numba.njit`` functions:
+the CUDA kernels may call them unchanged. Also here: the offline evaluator's kernels and the
+sliding window's due lists (its step kernels are in :mod:`gpu_ivm.kernels.window_step`).
 """
 
 from __future__ import annotations
@@ -336,123 +336,6 @@ def closed_by_batch(st, deg, us, vs, stamps, out, marks):
         closed_by_batch_par(st, deg, us, vs, stamps, out)
     else:
         closed_by_batch_serial(st, deg, us, vs, stamps, out, marks)
-
-
-@nb.njit(cache=True)
-def common_pairs(st, deg, us, vs, marks):
-    """The triangles through each edge j = (us[j], vs[j]): for every common neighbour w, the
-    values of the edges (us[j], w) and (vs[j], w), in some order (callers treat the two
-    alike), at ``y[off[j]:off[j] + cnt[j]]`` and ``z[...]``. Returns (off, cnt, y, z).
-
-    The edges are grouped by their endpoint of larger degree as in
-    :func:`closed_by_batch_serial`: a group of two or more marks that row once (``marks``,
-    see :func:`common_values_mk`), a single edge is intersected by
-    :func:`common_values_mk`."""
-    n = us.shape[0]
-    off = np.empty(n, np.int64)
-    cnt = np.zeros(n, np.int64)
-    longv = np.empty(n, np.int64)
-    room = 0
-    for j in range(n):
-        off[j] = room
-        room += max(min(deg[us[j]], deg[vs[j]]) - 1, 0)  # w != the other endpoint
-        longv[j] = us[j] if deg[us[j]] >= deg[vs[j]] else vs[j]
-    y = np.empty(room + 1, np.int64)  # + 1: a row may hold one more before its end is seen
-    z = np.empty(room + 1, np.int64)
-    rlo = np.empty(128, np.int64)
-    rhi = np.empty(128, np.int64)
-    order = np.argsort(longv)
-    keys = st[0]
-    vals = st[1]
-    cap = marks.shape[0] - 1
-    i = 0
-    while i < n:
-        big = longv[order[i]]
-        g = i + 1
-        while g < n and longv[order[g]] == big:
-            g += 1
-        if g - i == 1 or cap < 0:
-            for t in range(i, g):
-                e = order[t]
-                if min(deg[us[e]], deg[vs[e]]) > 1:
-                    cnt[e] = common_values_mk(st, us[e], vs[e], marks, y[off[e]:],
-                                              z[off[e]:], rlo, rhi)
-            i = g
-            continue
-        na = _row_ranges(st, big, rlo, rhi)
-        _mark_ranges(keys, vals, rlo, rhi, na, marks, True)
-        for t in range(i, g):
-            e = order[t]
-            if min(deg[us[e]], deg[vs[e]]) <= 1:
-                continue
-            small = vs[e] if us[e] == big else us[e]
-            q = off[e]
-            ns = _row_ranges(st, small, rlo[64:], rhi[64:])
-            for r in range(64, 64 + ns):
-                for p in range(rlo[r], rhi[r]):
-                    w = marks[min(keys[p] & LO_MASK, cap)]
-                    if w != 0:
-                        y[q] = w
-                        z[q] = vals[p]
-                        q += 1
-            cnt[e] = q - off[e]
-        _mark_ranges(keys, vals, rlo, rhi, na, marks, False)
-        i = g
-    return off, cnt, y, z
-
-
-# ---------------------------------------------------------------------------- known lifespans
-@nb.njit(cache=True)
-def window_extend(st, deg, us, vs, eids, k, end, prev_end, ext_seq, seq_base, cal, marks):
-    """Extensions of step k: edge eids[j] = (us[j], vs[j]), alive at k, had its last alive
-    step moved from prev_end[e] to end[e] (ext_seq[e] = seq_base + j + 1). For each triangle
-    alive at k that holds an extended edge (counted once, by its extended edge with the
-    largest ext_seq) the scheduled removal moves from min(old ends) + 1 to min(new ends) + 1
-    in the ring calendar ``cal`` (index mod len). Serial: the calendar is shared. ``marks``:
-    see :func:`common_pairs`."""
-    r = cal.shape[0]
-    off, cnt, ya, za = common_pairs(st, deg, us, vs, marks)
-    for j in range(us.shape[0]):
-        x = eids[j]
-        sx = ext_seq[x]
-        for i in range(off[j], off[j] + cnt[j]):
-            y = ya[i] - 1
-            z = za[i] - 1
-            if end[y] < k or end[z] < k:
-                continue
-            ey = ext_seq[y] > seq_base
-            ez = ext_seq[z] > seq_base
-            if (ey and ext_seq[y] > sx) or (ez and ext_seq[z] > sx):
-                continue
-            oy = prev_end[y] if ey else end[y]
-            oz = prev_end[z] if ez else end[z]
-            old = min(prev_end[x], min(oy, oz))
-            new = min(end[x], min(end[y], end[z]))
-            if old != new:
-                cal[(old + 1) % r] += 1
-                cal[(new + 1) % r] -= 1
-
-
-@nb.njit(cache=True)
-def window_insert(st, deg, us, vs, eids, k, end, stamp, cal, marks):
-    """Births of step k: edge eids[j] = (us[j], vs[j]) became alive at k with stamp
-    stamp[e]. Each triangle alive at k closed by the births is counted once (by its edge with
-    the largest stamp), and its removal is scheduled at min(ends) + 1. Returns the number of
-    new triangles. ``marks``: see :func:`common_pairs`."""
-    r = cal.shape[0]
-    total = 0
-    off, cnt, ya, za = common_pairs(st, deg, us, vs, marks)
-    for j in range(us.shape[0]):
-        x = eids[j]
-        s = stamp[x]
-        for i in range(off[j], off[j] + cnt[j]):
-            y = ya[i] - 1
-            z = za[i] - 1
-            if end[y] < k or end[z] < k or stamp[y] >= s or stamp[z] >= s:
-                continue
-            total += 1
-            cal[(min(end[x], min(end[y], end[z])) + 1) % r] -= 1
-    return total
 
 
 # ---------------------------------------------------------------------------- offline

@@ -5,14 +5,18 @@ counting kernels; with a few hundred arrivals per step their fixed cost (about a
 each) was most of the step. Here the step is:
 
 1. :func:`expire_due`: pop the edges whose calendar end has run out, expire them or (extended
-   meanwhile) move their triangles' scheduled removals (:func:`stamp_kernels.window_extend`),
-   and file them again;
+   meanwhile) move their triangles' scheduled removals (:func:`extend_triangles`), and file
+   them again;
 2. :func:`classify_arrivals`: one pass over the step's arrivals with an edge hash table
    (packed key → edge id, :mod:`gpu_ivm.kernels.hashmap`): an arrival on a live edge moves its
    true end, an arrival on a dead or unseen edge is a birth (new ids for unseen edges);
-3. (the caller stores the unseen edges in the sorted runs) :func:`births`: file the births
-   under their expiry check and count the triangles they close
-   (:func:`stamp_kernels.window_insert`).
+3. (the caller appends the unseen edges to the adjacency, :mod:`gpu_ivm.kernels.window_adj`)
+   :func:`births`: file the births under their expiry check and count the triangles they
+   close (:func:`birth_triangles`).
+
+The triangles through a list of edges come from
+:func:`gpu_ivm.kernels.window_adj.common_pairs` (``adj`` below is the adjacency's ``off``,
+``ln``, ``nbr``, ``val``; ``ln`` is also each vertex's stored degree, expired edges included).
 
 The per-edge arrays are those of :class:`~gpu_ivm.sliding_window.SlidingWindow`: ``end`` (true
 last alive step), ``cend`` (calendar end), ``prev`` (calendar end before this step's
@@ -26,17 +30,69 @@ import numba as nb
 import numpy as np
 
 from .hashmap import EMPTY, home_slot
-from .stamp_kernels import due_push, window_extend, window_insert
+from .stamp_kernels import due_push
+from .window_adj import common_pairs
 
 
 @nb.njit(cache=True)
-def expire_due(st, deg, head, nxt, slot, k, end, cend, prev, ext, ext_base, eu, ev, cal,
-               scratch, marks):
+def extend_triangles(off, cnt, ya, za, eids, k, end, prev_end, ext_seq, seq_base, cal):
+    """Extensions of step k: edge eids[j], alive at k, had its last alive step moved from
+    prev_end[e] to end[e] (ext_seq[e] = seq_base + j + 1); its triangles' other two edges'
+    values (id + 1) are ya / za[off[j]:off[j] + cnt[j]]. For each triangle alive at k that
+    holds an extended edge (counted once, by its extended edge with the largest ext_seq) the
+    scheduled removal moves from min(old ends) + 1 to min(new ends) + 1 in the ring calendar
+    ``cal`` (index mod len)."""
+    r = cal.shape[0]
+    for j in range(eids.shape[0]):
+        x = eids[j]
+        sx = ext_seq[x]
+        for i in range(off[j], off[j] + cnt[j]):
+            y = ya[i] - 1
+            z = za[i] - 1
+            if end[y] < k or end[z] < k:
+                continue
+            ey = ext_seq[y] > seq_base
+            ez = ext_seq[z] > seq_base
+            if (ey and ext_seq[y] > sx) or (ez and ext_seq[z] > sx):
+                continue
+            oy = prev_end[y] if ey else end[y]
+            oz = prev_end[z] if ez else end[z]
+            old = min(prev_end[x], min(oy, oz))
+            new = min(end[x], min(end[y], end[z]))
+            if old != new:
+                cal[(old + 1) % r] += 1
+                cal[(new + 1) % r] -= 1
+
+
+@nb.njit(cache=True)
+def birth_triangles(off, cnt, ya, za, eids, k, end, stamp, cal):
+    """Births of step k: edge eids[j] became alive at k with stamp stamp[e]; its triangles'
+    other two edges are as in :func:`extend_triangles`. Each triangle alive at k closed by the
+    births is counted once (by its edge with the largest stamp), and its removal is scheduled
+    at min(ends) + 1. Returns the number of new triangles."""
+    r = cal.shape[0]
+    total = 0
+    for j in range(eids.shape[0]):
+        x = eids[j]
+        s = stamp[x]
+        for i in range(off[j], off[j] + cnt[j]):
+            y = ya[i] - 1
+            z = za[i] - 1
+            if end[y] < k or end[z] < k or stamp[y] >= s or stamp[z] >= s:
+                continue
+            total += 1
+            cal[(min(end[x], min(end[y], end[z])) + 1) % r] -= 1
+    return total
+
+
+@nb.njit(cache=True)
+def expire_due(aoff, aln, anbr, aval, head, nxt, slot, k, end, cend, prev, ext, ext_base, eu,
+               ev, cal, scratch, marks):
     """Step k's revisits: the edges filed under ring ``slot`` (their calendar end was k − 1).
     An edge not extended since expires; an extended one gets ``prev`` = old calendar end,
     ``cend`` = ``end``, ``ext`` = ``ext_base`` + its rank, its triangles' removals moved in
-    ``cal``, and is filed again. ``scratch`` needs room for every filed edge; ``marks``: see
-    :func:`stamp_kernels.common_values_mk`. Returns (expired, extended)."""
+    ``cal``, and is filed again. ``scratch`` needs room for every filed edge; ``marks``: zeros,
+    one per vertex. Returns (expired, extended)."""
     n = 0
     e = head[slot]
     while e >= 0:
@@ -58,7 +114,8 @@ def expire_due(st, deg, head, nxt, slot, k, end, cend, prev, ext, ext_base, eu, 
         prev[x] = cend[x]
         cend[x] = end[x]
         ext[x] = ext_base + 1 + j
-    window_extend(st, deg, eu[xs], ev[xs], xs, k, cend, prev, ext, ext_base, cal, marks)
+    o, c, ya, za = common_pairs(aoff, aln, anbr, aval, eu[xs], ev[xs], marks)
+    extend_triangles(o, c, ya, za, xs, k, cend, prev, ext, ext_base, cal)
     due_push(head, nxt, cend, xs)
     return n - nx, nx
 
@@ -120,12 +177,13 @@ def classify_arrivals(a, b, last, k, htk, htv, n_eids, seq, end, cend, stamp, ma
 
 
 @nb.njit(cache=True)
-def births(st, deg, head, nxt, born, k, cend, stamp, eu, ev, cal, marks):
+def births(aoff, aln, anbr, aval, head, nxt, born, k, cend, stamp, eu, ev, cal, marks):
     """File the edges ``born`` at step k under their expiry check and count the triangles
     alive at k that they close (each once, by its youngest edge), scheduling each one's
     removal in ``cal``. Returns the new triangles."""
     due_push(head, nxt, cend, born)
-    return window_insert(st, deg, eu[born], ev[born], born, k, cend, stamp, cal, marks)
+    o, c, ya, za = common_pairs(aoff, aln, anbr, aval, eu[born], ev[born], marks)
+    return birth_triangles(o, c, ya, za, born, k, cend, stamp, cal)
 
 
 @nb.njit(cache=True)
