@@ -1,13 +1,14 @@
 """Offline sliding windows: the whole log at once, one static evaluation with lifespans.
 
 When the whole event log is known (``gpu-ivm replay --events … --offline``), every edge's
-lifespan in steps is extracted by one sort and an adjacent compare
-(:func:`gpu_ivm.lifespans.merge_lifespans`, digest ``paper-insert-only-vs-insert-delete.md``
-§8b.1), and the triangles of the *union* graph are enumerated once (degree-ordered, each
-triangle once); a triangle's alive steps are the common intervals of its three edges'
-lifespans, added to a difference array whose prefix sums are the per-step counts (the
-pragmatic Q̄ evaluator of §8b.2: point join with interval annotations). It gives the same
-counts as the online :class:`gpu_ivm.sliding_window.SlidingWindow`.
+lifespan in steps is extracted (digest ``paper-insert-only-vs-insert-delete.md`` §8b.1: the
+sort and adjacent compare of :func:`gpu_ivm.lifespans.merge_lifespans`, done here by
+:func:`gpu_ivm.kernels.stamp_kernels.lifespan_segments` with a hash of the edges and two
+counting sorts, in time linear in the events), and the triangles of the *union* graph are
+enumerated once (degree-ordered, each triangle once); a triangle's alive steps are the common
+intervals of its three edges' lifespans, added to a difference array whose prefix sums are the
+per-step counts (the pragmatic Q̄ evaluator of §8b.2: point join with interval annotations).
+It gives the same counts as the online :class:`gpu_ivm.sliding_window.SlidingWindow`.
 
 Examples
 --------
@@ -23,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .encoding import pack, unpack
+from .encoding import IdEncoder, unpack
 from .errors import InputError
 from .kernels import stamp_kernels as sk
-from .lifespans import check_times, first_steps, last_steps, merge_lifespans, num_steps, parse_span
+from .lifespans import check_times, first_steps, last_steps, num_steps, parse_span
 
 
 @dataclass
@@ -83,23 +84,17 @@ def offline_counts(src, dst, t, *, window, step, start: int | None = None) -> Wi
     arrivals = np.bincount(first, minlength=K + 1)[1:K + 1]
     last = np.minimum(last_steps(t, t0, window, step), K)
     keep = (src != dst) & (last >= first)
-    keys_all = np.concatenate([src[keep], dst[keep]])
-    uniq, ids = np.unique(keys_all, return_inverse=True)
     m = int(keep.sum())
-    a, b = ids[:m].astype(np.int64), ids[m:].astype(np.int64)
-    key = pack(np.minimum(a, b), np.maximum(a, b))
-    skey, sstart, send = merge_lifespans(key, first[keep], last[keep])
-    ediff = np.zeros(K + 2, np.int64)
-    np.add.at(ediff, sstart, 1)
-    np.add.at(ediff, send + 1, -1)
-    ukeys, seg_first = np.unique(skey, return_index=True)  # skey is sorted by key
-    seg_ptr = np.r_[seg_first, skey.shape[0]].astype(np.int64)
+    ids, new = IdEncoder().plan(np.concatenate([src[keep], dst[keep]]), "src")  # dense ids
+    a, b = ids[:m], ids[m:]
+    ukeys, seg_ptr, sstart, send, ediff = sk.lifespan_segments(
+        np.minimum(a, b), np.maximum(a, b), first[keep], last[keep], K)
     diff = np.zeros(K + 2, np.int64)
-    n = max(int(uniq.shape[0]), 1)
+    n = max(int(new.shape[0]), 1)
     if ukeys.shape[0]:
         indptr, indices, edge_of = _oriented(ukeys, n)
         sk.lifespan_triangles(indptr, indices, edge_of, seg_ptr, sstart, send, diff)
     return WindowCounts(ends=t0 + np.arange(1, K + 1, dtype=np.int64) * step,
                         triangles=np.cumsum(diff)[1:K + 1], edges=np.cumsum(ediff)[1:K + 1],
                         arrivals=arrivals, seconds=time.perf_counter() - t_begin,
-                        segments=int(skey.shape[0]), union_edges=int(ukeys.shape[0]))
+                        segments=int(sstart.shape[0]), union_edges=int(ukeys.shape[0]))

@@ -393,6 +393,93 @@ def lifespan_triangles(indptr, indices, edge_of, seg_ptr, seg_start, seg_end, di
 
 
 @nb.njit(cache=True)
+def lifespan_segments(a, b, first, last, n_steps):
+    """The lifespans of the undirected edges (a[i], b[i]) (dense ids, a < b) alive at steps
+    first[i] .. last[i] (1 <= first <= last <= n_steps): per edge, its intervals merged where
+    they overlap or touch, in O(events) (a hash of the edges, then two counting sorts: by
+    first step, and stably by edge).
+
+    Returns (keys, seg_ptr, seg_start, seg_end, ediff): ``keys[e]`` = a << 32 | b of edge e
+    (edges in order of first appearance); edge e's segments, by start, at
+    ``seg_ptr[e]:seg_ptr[e + 1]``; ``ediff`` the difference array (length n_steps + 2) of
+    the number of edges alive per step."""
+    n = a.shape[0]
+    cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    mask = cap - 1
+    tk = np.empty(cap, np.int64)
+    tv = np.full(cap, -1, np.int64)
+    eidx = np.empty(n, np.int64)
+    keys = np.empty(n, np.int64)
+    ne = 0
+    for i in range(n):
+        key = (a[i] << 32) | b[i]
+        h = key * np.int64(-7046029254386353131)
+        h ^= h >> 29
+        slot = h & mask
+        while tv[slot] >= 0 and tk[slot] != key:
+            slot = (slot + 1) & mask
+        if tv[slot] < 0:
+            tk[slot] = key
+            tv[slot] = ne
+            keys[ne] = key
+            ne += 1
+        eidx[i] = tv[slot]
+    cnt = np.zeros(n_steps + 2, np.int64)
+    for i in range(n):
+        cnt[first[i] + 1] += 1
+    for k in range(n_steps + 1):
+        cnt[k + 1] += cnt[k]
+    by_first = np.empty(n, np.int64)
+    for i in range(n):
+        by_first[cnt[first[i]]] = i
+        cnt[first[i]] += 1
+    eptr = np.zeros(ne + 1, np.int64)
+    for i in range(n):
+        eptr[eidx[i] + 1] += 1
+    for e in range(ne):
+        eptr[e + 1] += eptr[e]
+    pos = eptr[:ne].copy()
+    by_edge = np.empty(n, np.int64)
+    for t in range(n):
+        i = by_first[t]
+        by_edge[pos[eidx[i]]] = i
+        pos[eidx[i]] += 1
+    seg_ptr = np.empty(ne + 1, np.int64)
+    seg_start = np.empty(n, np.int64)
+    seg_end = np.empty(n, np.int64)
+    ediff = np.zeros(n_steps + 2, np.int64)
+    ns = 0
+    for e in range(ne):
+        seg_ptr[e] = ns
+        cs = -1
+        ce = -1
+        for t in range(eptr[e], eptr[e + 1]):
+            i = by_edge[t]
+            if cs < 0:
+                cs = first[i]
+                ce = last[i]
+            elif first[i] <= ce + 1:
+                ce = max(ce, last[i])
+            else:
+                seg_start[ns] = cs
+                seg_end[ns] = ce
+                ediff[cs] += 1
+                ediff[ce + 1] -= 1
+                ns += 1
+                cs = first[i]
+                ce = last[i]
+        seg_start[ns] = cs
+        seg_end[ns] = ce
+        ediff[cs] += 1
+        ediff[ce + 1] -= 1
+        ns += 1
+    seg_ptr[ne] = ns
+    return keys[:ne], seg_ptr, seg_start[:ns], seg_end[:ns], ediff
+
+
+@nb.njit(cache=True)
 def segmented_cummax(values, new_group, out):
     """out[i] = max of values over i's group up to i (groups start where new_group is True)."""
     m = values[0]

@@ -288,3 +288,29 @@ def test_compaction_rebuilds_keep_counts(seed, monkeypatch):
     assert calls
     exp = oracle_counts(src, dst, t, int(t.min()), 40, 7)
     assert [(r.triangles, r.edges) for r in reps] == exp
+
+
+def test_lifespan_segments_equal_the_sorted_merge():
+    """The offline evaluator's linear-time lifespan extraction gives, edge by edge, the
+    segments of gpu_ivm.lifespans.merge_lifespans (one sort and an adjacent compare)."""
+    from gpu_ivm.kernels.stamp_kernels import lifespan_segments
+
+    from gpu_ivm.lifespans import merge_lifespans
+
+    rng = np.random.default_rng(5)
+    for n, K in ((0, 3), (1, 1), (50, 6), (2000, 40)):
+        a = rng.integers(0, 9, n)
+        b = a + rng.integers(1, 5, n)
+        first = rng.integers(1, K + 1, n)
+        last = np.minimum(first + rng.integers(0, 4, n), K)
+        keys, ptr, ss, se, ediff = lifespan_segments(a, b, first, last, K)
+        got = sorted((int(keys[e]), int(ss[p]), int(se[p]))
+                     for e in range(keys.shape[0]) for p in range(ptr[e], ptr[e + 1]))
+        for e in range(keys.shape[0]):  # each edge's segments by start, disjoint
+            assert (np.diff(ss[ptr[e]:ptr[e + 1]]) > 0).all()
+            assert (ss[ptr[e] + 1:ptr[e + 1]] > se[ptr[e]:ptr[e + 1] - 1] + 1).all()
+        mk, ms, me = merge_lifespans((a << 32) | b, first, last)
+        assert got == list(zip(mk.tolist(), ms.tolist(), me.tolist()))
+        alive = np.cumsum(ediff)[1:K + 1]
+        assert alive.tolist() == [sum(1 for _, s, e in got if s <= k <= e)
+                                  for k in range(1, K + 1)]
