@@ -45,4 +45,5 @@ def warm_up() -> None:
     sw.push({"src": [1, 2, 3, 1, 2, 4, 1], "dst": [2, 3, 1, 2, 3, 5, 4],
              "time": [0, 1, 1, 3, 6, 6, 7]})  # births, an extension, expiries, store merges
     sw.close()
+    sw._rebuild_adjacency()  # what a compaction or a restore runs
     offline_counts([1, 2, 3], [2, 3, 1], [0, 1, 2], window=4, step=2)
