@@ -142,6 +142,17 @@ class CelebrityConfig:
 
 
 @dataclass(frozen=True)
+class ModesConfig:
+    """Insert-only vs general on the growing SNAP graphs, and the known-lifespan window vs
+    the general engine, a recount and the offline evaluator (``bench.modes``)."""
+
+    datasets: tuple[str, ...] = ("CollegeMsg", "email-Eu-core-temporal", "sx-mathoverflow")
+    repeats: int = 3
+    window_days: int = 30
+    step_days: int = 1
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     replay: ReplayConfig
@@ -152,6 +163,7 @@ class Profile:
     spark: SparkConfig
     queries: QueriesConfig = field(default_factory=QueriesConfig)
     celebrity: CelebrityConfig = field(default_factory=CelebrityConfig)
+    modes: ModesConfig = field(default_factory=ModesConfig)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -184,6 +196,7 @@ QUICK = Profile(
     queries=QueriesConfig(scale=14, n_batches=6, cap_s=120.0),
     celebrity=CelebrityConfig(scale=16, n_batches=10, recount_timed=2, cap_s=60.0,
                               systems=tuple(x for x in ALL if x != "pathway")),
+    modes=ModesConfig(datasets=("CollegeMsg",), repeats=1),
 )
 
 TINY = Profile(
@@ -208,6 +221,7 @@ TINY = Profile(
                               systems=GPU_IVM + ("recount", "recount_scipy",
                                                  "recount_networkit", "duckdb_recount",
                                                  "duckdb_delta")),
+    modes=ModesConfig(datasets=("CollegeMsg",), repeats=1),
 )
 
 KERNEL_SYSTEMS = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta", "recount",

@@ -185,6 +185,37 @@ def _storage_goal(records: list[dict]) -> GoalResult:
     return GoalResult(goal, target, ratio, f"{ratio:.2f}", ratio < 2, note)
 
 
+def _modes_goals(records: list[dict]) -> list[GoalResult]:
+    """Issue 16's targets, from the ``modes`` scenario: insert-only ≥ 3× the general engine
+    on every growing SNAP graph; the known-lifespan window faster than both the general
+    engine and a recount on every window."""
+    grow = [r for r in records if r.get("scenario") == "modes" and r.get("record") == "growing"]
+    win = [r for r in records if r.get("scenario") == "modes" and r.get("record") == "window"]
+    out = []
+    goal = "growing SNAP graphs, daily batches: insert-only vs the general engine"
+    if not grow:
+        out.append(GoalResult(goal, "≥ 3× each", None, "—", None))
+    elif not all(r.get("ok") for r in grow):
+        out.append(GoalResult(goal, "≥ 3× each", None, "—", False, "WRONG count"))
+    else:
+        worst = min(grow, key=lambda r: r["general_s"] / r["insert_only_s"])
+        x = worst["general_s"] / worst["insert_only_s"]
+        out.append(GoalResult(goal, "≥ 3× each", x, f"{x:.1f}×", x >= 3,
+                              f"worst of {len(grow)}: {worst['dataset']}"))
+    goal = "SNAP sliding windows: known-lifespan window vs general engine and recount"
+    if not win:
+        out.append(GoalResult(goal, "> 1× both, each", None, "—", None))
+    elif not all(r.get("ok") for r in win):
+        out.append(GoalResult(goal, "> 1× both, each", None, "—", False, "WRONG count"))
+    else:
+        ratios = [(min(r["general_s"], r["recount_s"]) / r["online_s"], r) for r in win]
+        x, worst = min(ratios, key=lambda p: p[0])
+        out.append(GoalResult(goal, "> 1× both, each", x, f"{x:.1f}×", x > 1,
+                              f"worst of {len(win)}: {worst['dataset']}, vs the faster of "
+                              "the two"))
+    return out
+
+
 def evaluate(records: list[dict]) -> list[GoalResult]:
     return [
         _vs(records, 18, 1000, RECOUNTS, 1000, "best recount"),
@@ -197,4 +228,5 @@ def evaluate(records: list[dict]) -> list[GoalResult]:
         _never_slower(records),
         _growth(records),
         _storage_goal(records),
+        *_modes_goals(records),
     ]

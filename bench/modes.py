@@ -41,8 +41,9 @@ STREAMS = {"CollegeMsg": "CollegeMsg.txt.gz",
 DAY = 86_400
 
 
-def load(name: str):
-    el = read_edges(DATA / STREAMS[name])
+def load(name: str, data: Path = DATA):
+    """(src, dst, time) of a SNAP temporal stream in ``data``, in time order."""
+    el = read_edges(Path(data) / STREAMS[name])
     order = np.argsort(el.time, kind="stable")
     return el.src[order], el.dst[order], np.asarray(el.time, np.int64)[order]
 
@@ -153,25 +154,63 @@ def warm_up() -> None:
     count_triangles_arrays(np.array([1, 2, 3]), np.array([2, 3, 1]))
 
 
-def growing(name, s, d, t, args) -> None:
-    batches = growing_batches(s, d, t, args.growing_batch)
+def measure_growing(s, d, t, repeats: int = 3, size: int = 0) -> dict:
+    """The growing-graph comparison of one stream: insert-only vs general engine, alternated
+    ``repeats`` times (order flipped every repeat), medians of the summed ``apply`` times.
+    Every run's per-batch counts must equal the first's, and the count after a few batches
+    the static counter's on the prefix of edges (else AssertionError)."""
+    batches = growing_batches(s, d, t, size)
     n_up = sum(b["src"].shape[0] for b in batches)
-    res = {"insert_only": [], "general": []}
+    res: dict[str, list[float]] = {"insert_only": [], "general": []}
     ref = None
-    for r in range(args.repeats):
+    for r in range(repeats):
         order = ["insert_only", "general"] if r % 2 == 0 else ["general", "insert_only"]
         for mode in order:
             sec, counts = run_growing(mode, batches)
             ref = counts if ref is None else ref
-            assert counts == ref, (name, mode)
+            assert counts == ref, mode
             res[mode].append(sec)
-    io_s, gen_s = med(res["insert_only"]), med(res["general"])
-    what = f"batches of {args.growing_batch}" if args.growing_batch else "daily batches"
-    print(f"{name} growing graph: {len(batches)} {what}, {n_up:,} edge inserts, "
-          f"final {ref[-1]:,} triangles | insert_only {io_s:.3f} s "
-          f"({n_up / io_s:,.0f} ins/s) | general {gen_s:.3f} s ({n_up / gen_s:,.0f} "
-          f"ins/s) | speed-up {gen_s / io_s:.1f}x | runs io {res['insert_only']} "
-          f"gen {res['general']}", flush=True)
+    ends = np.cumsum([b["src"].shape[0] for b in batches])
+    src = np.concatenate([b["src"] for b in batches])
+    dst = np.concatenate([b["dst"] for b in batches])
+    checks = sorted({len(batches) - 1, len(batches) // 2, len(batches) // 4})
+    for i in checks:  # the independent oracle: a static count of the prefix
+        assert count_triangles_arrays(src[:ends[i]], dst[:ends[i]]) == ref[i], i
+    return {"batches": len(batches), "inserts": int(n_up), "final_triangles": int(ref[-1]),
+            "batch": size or "day", "insert_only_s": med(res["insert_only"]),
+            "general_s": med(res["general"]), "runs": res, "checked_batches": checks}
+
+
+def measure_window(s, d, t, window: int, step: int, repeats: int = 3) -> dict:
+    """The sliding-window comparison of one stream: the online window, the general engine,
+    a static recount per step and the offline evaluator, alternated ``repeats`` times;
+    medians of their times. Every run's per-step counts must equal the others' (the recount
+    is the independent oracle; else AssertionError)."""
+    K, arrivals, plusminus, windows = window_inputs(s, d, t, window, step)
+    n_pm = sum(b["src"].shape[0] for b in plusminus)
+    wres: dict[str, list[float]] = {"online": [], "general": [], "recount": [], "offline": []}
+    ref = None
+    for r in range(repeats):
+        systems = ["online", "general", "recount", "offline"]
+        if r % 2:
+            systems.reverse()
+        for sysname in systems:
+            if sysname == "online":
+                sec, counts = run_online(arrivals, window, step, int(t[0]))
+            elif sysname == "general":
+                sec, counts = run_general_window(plusminus)
+            elif sysname == "recount":
+                sec, counts = run_recount(windows)
+            else:
+                res_off = offline_counts(s, d, t, window=window, step=step)
+                sec, counts = res_off.seconds, res_off.triangles.tolist()
+            ref = counts if ref is None else ref
+            assert counts == ref and len(counts) == K, sysname
+            wres[sysname].append(sec)
+    return {"steps": K, "arrivals": int(t.shape[0]), "changes": int(n_pm),
+            "max_triangles": int(max(ref)), "window": window, "step": step,
+            "live_edges_max": int(max(w[0].shape[0] for w in windows)),
+            **{f"{k}_s": med(v) for k, v in wres.items()}, "runs": wres}
 
 
 def med(xs):
@@ -194,36 +233,25 @@ def main(argv=None) -> int:
     for name in args.streams:
         s, d, t = load(name)
         if not args.skip_growing:
-            growing(name, s, d, t, args)
+            g = measure_growing(s, d, t, args.repeats, args.growing_batch)
+            what = f"batches of {args.growing_batch}" if args.growing_batch else "daily batches"
+            io_s, gen_s = g["insert_only_s"], g["general_s"]
+            print(f"{name} growing graph: {g['batches']} {what}, {g['inserts']:,} edge "
+                  f"inserts, final {g['final_triangles']:,} triangles | insert_only "
+                  f"{io_s:.3f} s ({g['inserts'] / io_s:,.0f} ins/s) | general {gen_s:.3f} s "
+                  f"({g['inserts'] / gen_s:,.0f} ins/s) | speed-up {gen_s / io_s:.1f}x | runs "
+                  f"io {g['runs']['insert_only']} gen {g['runs']['general']}", flush=True)
         if args.skip_window:
             continue
-        K, arrivals, plusminus, windows = window_inputs(s, d, t, args.window, args.step)
-        n_pm = sum(b["src"].shape[0] for b in plusminus)
-        wres = {"online": [], "general": [], "recount": [], "offline": []}
-        ref = None
-        for r in range(args.repeats):
-            systems = ["online", "general", "recount", "offline"]
-            if r % 2:
-                systems.reverse()
-            for sysname in systems:
-                if sysname == "online":
-                    sec, counts = run_online(arrivals, args.window, args.step, int(t[0]))
-                elif sysname == "general":
-                    sec, counts = run_general_window(plusminus)
-                elif sysname == "recount":
-                    sec, counts = run_recount(windows)
-                else:
-                    res_off = offline_counts(s, d, t, window=args.window, step=args.step)
-                    sec, counts = res_off.seconds, res_off.triangles.tolist()
-                ref = counts if ref is None else ref
-                assert counts == ref and len(counts) == K, (name, sysname)
-                wres[sysname].append(sec)
-        m = {k: med(v) for k, v in wres.items()}
-        print(f"{name} window {args.window}/{args.step}: {K} steps, {t.shape[0]:,} arrivals, "
-              f"{n_pm:,} births+expiries for the general engine, max {max(ref):,} triangles | "
+        w = measure_window(s, d, t, args.window, args.step, args.repeats)
+        K = w["steps"]
+        m = {k: w[f"{k}_s"] for k in ("online", "general", "recount", "offline")}
+        print(f"{name} window {args.window}/{args.step}: {K} steps, {w['arrivals']:,} "
+              f"arrivals, {w['changes']:,} births+expiries for the general engine, max "
+              f"{w['max_triangles']:,} triangles | "
               + " | ".join(f"{k} {v:.3f} s ({v / K * 1e3:.2f} ms/step)" for k, v in m.items())
               + f" | online vs general {m['general'] / m['online']:.1f}x, vs recount "
-              f"{m['recount'] / m['online']:.1f}x | runs {wres}", flush=True)
+              f"{m['recount'] / m['online']:.1f}x | runs {w['runs']}", flush=True)
     print(f"load average at end: {os.getloadavg()}", flush=True)
     return 0
 

@@ -196,6 +196,14 @@ def _what_is_measured(sources: dict[str, Source]) -> list[str]:
                 "the window during one day (days without a change dropped). Variant *fixed*: "
                 "the same changes in batches of a fixed number of changes (an edge changing "
                 "twice inside a batch is netted out).", ""]
+    if "modes" in sources:
+        out += ["**modes.** The SNAP temporal streams through `bench.modes` (also "
+                "`python -m bench.modes`): the growing graph (first arrival of each edge, one "
+                "batch per day) into `GraphEngine(mode=\"insert_only\")` and the general "
+                "engine; and a sliding window (the profile's window and step) kept by "
+                "`SlidingWindow` (known lifespans) against the general engine fed births and "
+                "expiries, a static recount per step and the offline evaluator. Times are "
+                "the sums of the calls, medians of alternated repeats.", ""]
     if "snap_static" in sources:
         out += ["**snap_static.** Static SNAP graphs (undirected simple graph): load, delete "
                 "a random half of the edges in batches of B, re-insert them in the same "
@@ -371,6 +379,47 @@ def _windows_section(src: Source, images: dict, md_dir: Path) -> list[str]:
     return out
 
 
+def _modes_section(src: Source, images: dict, md_dir: Path) -> list[str]:
+    out = ["## Insert-only and sliding-window modes", ""] + _source_note(src, md_dir)
+    grow = [r for r in src.records if r.get("record") == "growing"]
+    win = [r for r in src.records if r.get("record") == "window"]
+    bad = [r for r in src.records if r.get("record") in ("growing", "window")
+           and not r.get("ok")]
+    for r in bad:
+        out += [f"**{r['dataset']} ({r['record']}): {r.get('detail', 'failed')}**", ""]
+    grow = [r for r in grow if r.get("ok")]
+    win = [r for r in win if r.get("ok")]
+    if grow:
+        out += ["**Growing graph** (daily batches):", "",
+                "| stream | batches | edge inserts | final triangles | insert-only | general "
+                "(ε=½, adaptive) | speed-up | load avg |",
+                "|:---|---:|---:|---:|---:|---:|---:|:---:|"]
+        for r in grow:
+            n, io, ge = r["inserts"], r["insert_only_s"], r["general_s"]
+            out.append(f"| {r['dataset']} | {r['batches']:,} | {n:,} | "
+                       f"{r['final_triangles']:,} | {io:.3f} s ({n / io:,.0f} ins/s) | "
+                       f"{ge:.3f} s ({n / ge:,.0f} ins/s) | {ge / io:.1f}× | {_la(r)} |")
+        out.append("")
+    if win:
+        w0 = win[0]
+        out += [f"**Sliding window** ({w0['window'] // 86_400} days, step "
+                f"{w0['step'] // 86_400} day; ms per step):", "",
+                "| stream | steps | max live edges | online | general | recount | offline | "
+                "online vs general | online vs recount | load avg |",
+                "|:---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|"]
+        for r in win:
+            k = r["steps"]
+            ms = {x: r[f"{x}_s"] / k * 1e3 for x in ("online", "general", "recount", "offline")}
+            out.append(f"| {r['dataset']} | {k:,} | {r['live_edges_max']:,} | "
+                       f"{ms['online']:.2f} | {ms['general']:.2f} | {ms['recount']:.2f} | "
+                       f"{ms['offline']:.2f} | {ms['general'] / ms['online']:.1f}× | "
+                       f"{ms['recount'] / ms['online']:.1f}× | {_la(r)} |")
+        out.append("")
+    if not grow and not win and not bad:
+        out += ["*No records.*", ""]
+    return out
+
+
 def _static_section(src: Source, images: dict, md_dir: Path) -> list[str]:
     out = ["## Static SNAP graphs: delete a random half, re-insert it", ""]
     out += _source_note(src, md_dir)
@@ -524,7 +573,8 @@ def _queries_section(src: Source, images: dict, md_dir: Path) -> list[str]:
 
 SECTIONS = {"replay": _replay_section, "celebrity": _celebrity_section,
             "queries": _queries_section, "scaling": _scaling_section,
-            "windows": _windows_section, "snap_static": _static_section,
+            "windows": _windows_section, "modes": _modes_section,
+            "snap_static": _static_section,
             "spark": _spark_section, "storage": _storage_section}
 
 

@@ -74,6 +74,15 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     for r in storage:
         assert r["ok"] is True, r
         assert r["inserted"] > r["N"] // 2 and not r["capped"]
+    # the modes scenario: insert-only and window runs whose counts agreed (with each other and
+    # with the static counter), one of each per stream of the profile
+    modes = [r for r in results if r["scenario"] == "modes"]
+    if DATA.is_dir():
+        assert sorted((r["dataset"], r["record"]) for r in modes) == [
+            ("CollegeMsg", "growing"), ("CollegeMsg", "window")]
+        assert all(r["ok"] and r["status"] == "ok" for r in modes), modes
+        grow = next(r for r in modes if r["record"] == "growing")
+        assert grow["checked_batches"] and grow["checked_batches"][-1] == grow["batches"] - 1
     static = [r for r in systems if r["scenario"] == "snap_static"]
     assert all(r["final_count"] == r["published"] == 48_260 for r in static
                if r["status"] == "ok")
@@ -81,7 +90,7 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     md = (tmp_path / "benchmarks.md").read_text()
     assert "python -m bench --profile tiny" in md
     for heading in ("## What is measured", "## Replay", "## Celebrity churn", "## Scaling",
-                    "## Sliding windows",
+                    "## Sliding windows", "## Insert-only and sliding-window modes",
                     "## Static SNAP", "## Per-vertex counts", "## Spark", "## Storage", "## Goals",
                     "## Where the time goes"):
         assert heading in md

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bench.scenarios import (
     celebrity,
+    modes,
     queries,
     replay,
     scaling,
@@ -15,7 +16,7 @@ from bench.scenarios import (
     windows,
 )
 
-SCENARIOS = {m.NAME: m for m in (replay, celebrity, scaling, windows, snap_static, queries,
-                                 spark, storage)}
+SCENARIOS = {m.NAME: m for m in (replay, celebrity, scaling, windows, modes, snap_static,
+                                 queries, spark, storage)}
 
 __all__ = ["SCENARIOS"]
