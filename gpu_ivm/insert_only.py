@@ -56,6 +56,7 @@ from .kernels import batch_prep
 from .kernels import stamp_kernels as sk
 from .overflow import isqrt_ceil, refuses
 from .store import ZStore
+from .triangle_log import TriangleLog
 
 MODES = ("general", "insert_only", "auto")
 # a batch whose row merges (sum of its edges' endpoint degrees) exceed this many times the
@@ -102,6 +103,9 @@ class InsertOnlyGraphEngine(GraphEngine):
         self._store = ZStore(0)
         self._seq = 0  # stamps handed out so far (stamp of an edge: 1 ..)
         self._marks = np.zeros(0, np.int64)  # zeroed scratch of the marked intersections
+        # track_changes: every triangle with its birth batch, and the counts per vertex and
+        # per edge (gpu_ivm.triangle_log); every edge then gets a stamp of its own at load
+        self._log = TriangleLog() if track_changes else None
 
     # ------------------------------------------------------------------ sizes and results
     @property
@@ -177,8 +181,14 @@ class InsertOnlyGraphEngine(GraphEngine):
         self.encoder.commit(new)
         a, b = ids[:n][~loops], ids[n:][~loops]
         keys = np.unique(pack(np.minimum(a, b), np.maximum(a, b)))
-        self._store_new(keys, np.ones(keys.shape[0], np.int64))
-        self._seq = 1
+        if self._log is None:
+            self._store_new(keys, np.ones(keys.shape[0], np.int64))
+            self._seq = 1
+        else:
+            stamps = 1 + np.arange(keys.shape[0], dtype=np.int64)
+            self._store_new(keys, stamps)
+            self._seq = max(int(keys.shape[0]), 1)
+            self._log_static(keys, stamps, birth=-1)
         self.Q = 6 * self._static_count()
         self.batches_applied = 0
         from .stamp_warmup import warm_up as warm_stamp
@@ -261,7 +271,8 @@ class InsertOnlyGraphEngine(GraphEngine):
         ga, gb = unpack(gkey)
         deg = self._store.live
         path = "insert_only"
-        if B and int((deg[ga] + deg[gb]).sum()) > RECOUNT_RATIO * len(self._store):
+        if (B and self._log is None
+                and int((deg[ga] + deg[gb]).sum()) > RECOUNT_RATIO * len(self._store)):
             # the row merges would cost more than a static recount of the stored graph
             q = 6 * self._static_count()
             delta, path = (q - self.Q) // 6, "insert_only_recount"
@@ -272,11 +283,70 @@ class InsertOnlyGraphEngine(GraphEngine):
                     self._marks = np.zeros(self._store.id_capacity + 1, np.int64)
                 sk.closed_by_batch(self._store.nt(), deg, ga, gb, stamps, out, self._marks)
             delta = int(out.sum())
+            if self._log is not None:
+                self._log_batch(gkey, ga, gb, stamps, out)
         self.Q += 6 * delta
         rep = self._report(t0, batch=self.batches_applied, rows=rows, updates=int(B),
                            triangles=self.count(), delta=delta, path=path,
                            ignored=ignored, self_loops=n_loops)
         return self._done(rep, batch_id)
+
+    # ------------------------------------------------------------------ change tracking
+    def _log_batch(self, gkey, ga, gb, stamps, counts) -> None:
+        """Append the batch's new triangles (listed by the ordered rule) to the log."""
+        self._log.add_edges(gkey, stamps)
+        birth = self.batches_applied
+        if not int(counts.sum()):
+            self._log.clear_last()
+            return
+        e, w, s1, s2 = sk.closed_by_batch_list(self._store.nt(), self._store.live, ga, gb,
+                                               stamps, counts, self._marks)
+        self._log.add(ga[e], gb[e], w, stamps[e], s1, s2, birth=birth,
+                      n_ids=max(len(self.encoder), 1))
+
+    def _log_static(self, keys: np.ndarray, stamps: np.ndarray, birth: int) -> None:
+        """Log the triangles of the stored edges ``keys`` (sorted, stamps alongside) at once
+        (load, snapshot restore)."""
+        from .static import list_triangles_ids
+
+        self._log.add_edges(keys, stamps)
+        a, b = unpack(keys)
+        x, y, z = list_triangles_ids(a, b, max(len(self.encoder), 1))
+        stamp_of = lambda p, q: stamps[np.searchsorted(keys, pack(p, q))]  # noqa: E731
+        self._log.add(x, y, z, stamp_of(x, y), stamp_of(x, z), stamp_of(y, z), birth=birth,
+                      n_ids=max(len(self.encoder), 1))
+
+    def _need_log(self, what: str):
+        if self._log is None:
+            raise InputError(f"{what} in insert-only mode needs an engine created with "
+                             "track_changes=True", column="track_changes")
+        return self._log
+
+    def last_changes(self) -> dict:
+        """The last batch's new triangles (``a``, ``b``, ``c``, ``birth``) and the vertices
+        and edges whose triangle counts changed (``old``, ``new``), as Arrow tables
+        (``track_changes=True``; after a switch to the general structures, as there).
+
+        >>> g = GraphEngine(mode="insert_only", track_changes=True)
+        >>> _ = g.load({"src": [1, 2], "dst": [2, 3]})
+        >>> _ = g.apply({"src": [3], "dst": [1], "sign": [1]})
+        >>> g.last_changes()["triangles"].to_pylist()
+        [{'a': 1, 'b': 2, 'c': 3, 'birth': 0}]
+        """
+        if not self.insert_only_active:
+            return super().last_changes()
+        return self._need_log("last_changes()").changes(self.encoder.decode)
+
+    def triangles(self, chunk_size: int = 1 << 16, as_of: int | None = None):
+        """Every triangle (``a``, ``b``, ``c``, ``birth``: the batch that closed it, -1 for
+        the load) as Arrow record batches; ``as_of``: only those born at or before that
+        batch, i.e. the result as it was after it (``track_changes=True``; after a switch to
+        the general structures, as there, without ``as_of``)."""
+        if not self.insert_only_active:
+            if as_of is not None:
+                raise InputError("as_of= needs the insert-only state", column="as_of")
+            return super().triangles(chunk_size)
+        return self._need_log("triangles()").batches(self.encoder.decode, as_of, chunk_size)
 
     def _commit_keys(self, gkey: np.ndarray, new: np.ndarray, n0: int) -> np.ndarray:
         """Commit the new user keys the surviving edges use, renumbered densely; returns the
@@ -345,6 +415,9 @@ def write_snapshot(engine: InsertOnlyGraphEngine, folder, metadata: dict | None)
     keys, stamps = engine.stamped_edges()
     tables = [("encoder.arrow", sn._encoder_table(engine)),
               ("edges.arrow", pa.table({"key": pa.array(keys), "stamp": pa.array(stamps)}))]
+    if engine._log is not None:  # track_changes: the triangles with their births (ids)
+        a, b, c, birth = engine._log.arrays()
+        tables.append(("triangles.arrow", pa.table({"a": a, "b": b, "c": c, "birth": birth})))
     files = {name: {"rows": t.num_rows, **sn._write_bytes(folder / name, sn._table_bytes(t))}
              for name, t in tables}
     man = {
@@ -391,7 +464,12 @@ def load_snapshot(eng: InsertOnlyGraphEngine, man: dict, folder, table, keys_arr
         eng.encoder.commit(keys_arr)
     eng._store_new(keys, stamps)
     eng._seq = seq
+    if eng._log is not None:
+        _restore_log(eng, table, keys, stamps, n_ids, fpath, folder)
     eng.Q = q
+    if eng._log is not None and len(eng._log) != q // 6:
+        raise SnapshotError(f"the snapshot lists {len(eng._log)} triangles, its count is "
+                            f"{q // 6}", file=folder / "triangles.arrow")
     eng.batches_applied = applied
     eng.last_batch_id = None if last is None else int(last)
     try:
@@ -402,6 +480,34 @@ def load_snapshot(eng: InsertOnlyGraphEngine, man: dict, folder, table, keys_arr
     if eng.count() != man.get("count") or eng.size != man.get("size"):
         raise SnapshotError("count or size differs from the manifest", file=folder)
     return eng
+
+
+def _restore_log(eng, table, keys, stamps, n_ids, fpath, folder) -> None:
+    """The triangle log of a snapshot of an engine with track_changes: triangles.arrow, each
+    triangle's edges looked up among the restored ones (a missing edge, a wrong order or a
+    count that differs from the manifest's is refused)."""
+    from .snapshot import SnapshotError, _int_col
+
+    t = table("triangles.arrow", {"a": "int", "b": "int", "c": "int", "birth": "int"})
+    a, b, c, birth = (_int_col(t, x) for x in ("a", "b", "c", "birth"))
+    if a.shape[0] and (not ((a < b) & (b < c)).all() or a.min() < 0 or c.max() >= n_ids
+                       or (np.diff(birth) < 0).any()):
+        raise SnapshotError("triangles not stored as a < b < c ids in birth order",
+                            file=folder / "triangles.arrow")
+    eng._log.add_edges(keys, stamps)
+
+    def stamp_of(p, q):
+        k = pack(p, q)
+        i = np.minimum(np.searchsorted(keys, k), max(keys.shape[0] - 1, 0))
+        if a.shape[0] and (keys.shape[0] == 0 or (keys[i] != k).any()):
+            raise SnapshotError("a stored triangle has an edge that is not stored",
+                                file=folder / "triangles.arrow")
+        return stamps[i]
+
+    if a.shape[0]:
+        eng._log.add(a, b, c, stamp_of(a, b), stamp_of(a, c), stamp_of(b, c), birth=birth,
+                     n_ids=max(n_ids, 1))
+    eng._log.clear_last()
 
 
 # GraphEngine(mode=...) builds this class; the snapshot module writes and reads its state here

@@ -258,6 +258,54 @@ def closed_by_batch_serial(st, deg, us, vs, stamps, out, marks):
 
 
 @nb.njit(cache=True)
+def closed_by_batch_list(st, deg, us, vs, stamps, counts, marks):
+    """The triangles that :func:`closed_by_batch_serial` counted (``counts``, its output):
+    for the k-th triangle, the batch edge ``edge[k]`` that closed it (its youngest edge
+    (us[e], vs[e]) with stamp stamps[e]), the third vertex ``w[k]`` and the stamps ``s1[k]``
+    of (us[e], w) and ``s2[k]`` of (vs[e], w). Grouped by edge in batch order; only the edges
+    with a triangle are intersected again (the shorter row marked, the longer one read).
+    ``marks``: zeros, one slot more than the ids (see :func:`common_values_mk`)."""
+    n = us.shape[0]
+    total = 0
+    for e in range(n):
+        total += counts[e]
+    edge = np.empty(total, np.int64)
+    w_out = np.empty(total, np.int64)
+    s1 = np.empty(total, np.int64)
+    s2 = np.empty(total, np.int64)
+    rlo = np.empty(128, np.int64)
+    rhi = np.empty(128, np.int64)
+    keys = st[0]
+    vals = st[1]
+    cap = marks.shape[0] - 1
+    q = 0
+    for e in range(n):
+        if counts[e] == 0:
+            continue
+        u = us[e]
+        v = vs[e]
+        s = stamps[e]
+        swap = deg[v] < deg[u]
+        a = v if swap else u  # marked
+        b = u if swap else v  # read
+        na = _row_ranges(st, a, rlo, rhi)
+        nb_ = _row_ranges(st, b, rlo[64:], rhi[64:])
+        _mark_ranges(keys, vals, rlo, rhi, na, marks, True)
+        for r in range(64, 64 + nb_):
+            for p in range(rlo[r], rhi[r]):
+                c = keys[p] & LO_MASK
+                m = marks[min(c, cap)]
+                if m != 0 and m < s and vals[p] < s:
+                    edge[q] = e
+                    w_out[q] = c
+                    s1[q] = vals[p] if swap else m
+                    s2[q] = m if swap else vals[p]
+                    q += 1
+        _mark_ranges(keys, vals, rlo, rhi, na, marks, False)
+    return edge[:q], w_out[:q], s1[:q], s2[:q]
+
+
+@nb.njit(cache=True)
 def _count_older(keys, vals, lo1, hi1, lo2, hi2, s):
     """Equal second ids of two sorted single-first-key ranges whose values are both below s
     (merge, or gallop the longer range when the lengths differ by more than 8x)."""
