@@ -113,7 +113,9 @@ def _engine_cfg(args, maintain: list[str]) -> dict:
                "on_conflict": args.on_conflict or "error"}
         if args.mode != "general":
             cfg["mode"] = args.mode
-    if maintain:
+    if maintain and args.mode != "general":  # insert-only: a triangle log, no views
+        cfg.update(track_changes=True)
+    elif maintain:
         cfg.update(maintain=list(maintain), track_changes=bool(args.emit_changes))
     return cfg
 
@@ -223,9 +225,12 @@ def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)} (or "
                      "--events FILE --window SPAN --step SPAN for a sliding window)")
-    if args.mode != "general" and (args.relations or args.directed or args.emit):
-        parser.error(f"--mode {args.mode} supports the undirected count only (not --relations, "
-                     "--directed or --emit)")
+    if args.mode != "general" and (args.relations or args.directed):
+        parser.error(f"--mode {args.mode} supports undirected graphs only (not --relations or "
+                     "--directed)")
+    if args.mode == "auto" and args.emit:
+        parser.error("--emit works with --mode general or insert-only, not auto (its results "
+                     "would change form at the first delete)")
     if args.emit and args.out is None:
         parser.error("--emit needs --out DIR (the folder the Parquet files are written to)")
     if args.out is not None and not args.emit:
@@ -326,6 +331,9 @@ def _new_engine(args, maintain: list[str]):
     than a few seconds is announced on stderr (gpu_ivm.progress)."""
     kw = {"epsilon": args.epsilon, "backend": args.backend, "maintain": maintain or None,
           "track_changes": bool(args.emit_changes)}
+    if not args.relations and args.mode != "general":
+        # insert-only results come from its triangle log (gpu_ivm.triangle_log)
+        kw.update(maintain=None, track_changes=bool(maintain))
     what = "relations" if args.relations else "graph"
     try:
         with announce_if_slow(f"loading base {what} {args.base}") as step:

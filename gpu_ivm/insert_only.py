@@ -45,6 +45,7 @@ import time
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from . import io, snapshot
 from ._version import __version__
@@ -56,7 +57,7 @@ from .kernels import batch_prep
 from .kernels import stamp_kernels as sk
 from .overflow import isqrt_ceil, refuses
 from .store import ZStore
-from .triangle_log import TriangleLog
+from .triangle_log import TriangleLog, by_key
 
 MODES = ("general", "insert_only", "auto")
 # a batch whose row merges (sum of its edges' endpoint degrees) exceed this many times the
@@ -323,15 +324,16 @@ class InsertOnlyGraphEngine(GraphEngine):
         return self._log
 
     def last_changes(self) -> dict:
-        """The last batch's new triangles (``a``, ``b``, ``c``, ``birth``) and the vertices
-        and edges whose triangle counts changed (``old``, ``new``), as Arrow tables
-        (``track_changes=True``; after a switch to the general structures, as there).
+        """The last batch's new triangles (``a``, ``b``, ``c``, ``old`` = 0, ``new`` = 1,
+        ``birth``) and the vertices and edges whose triangle counts changed (``old``,
+        ``new``), as Arrow tables (``track_changes=True``; after a switch to the general
+        structures, as there).
 
         >>> g = GraphEngine(mode="insert_only", track_changes=True)
         >>> _ = g.load({"src": [1, 2], "dst": [2, 3]})
         >>> _ = g.apply({"src": [3], "dst": [1], "sign": [1]})
         >>> g.last_changes()["triangles"].to_pylist()
-        [{'a': 1, 'b': 2, 'c': 3, 'birth': 0}]
+        [{'a': 1, 'b': 2, 'c': 3, 'old': 0, 'new': 1, 'birth': 0}]
         """
         if not self.insert_only_active:
             return super().last_changes()
@@ -347,6 +349,26 @@ class InsertOnlyGraphEngine(GraphEngine):
                 raise InputError("as_of= needs the insert-only state", column="as_of")
             return super().triangles(chunk_size)
         return self._need_log("triangles()").batches(self.encoder.decode, as_of, chunk_size)
+
+    def vertex_counts(self, chunk_size: int = 1 << 16):
+        """Per-vertex triangle counts (``vertex``, ``triangles``) of the vertices in at least
+        one triangle, as Arrow record batches (``track_changes=True``)."""
+        if not self.insert_only_active:
+            return super().vertex_counts(chunk_size)
+        log = self._need_log("vertex_counts()")
+        ids = np.flatnonzero(log.vcount)
+        return _chunks({"vertex": self.encoder.decode(ids), "triangles": log.vcount[ids]},
+                       chunk_size)
+
+    def edge_counts(self, chunk_size: int = 1 << 16):
+        """Per-edge triangle counts (``src``, ``dst``, ``triangles``) of the edges in at least
+        one triangle, as Arrow record batches (``track_changes=True``)."""
+        if not self.insert_only_active:
+            return super().edge_counts(chunk_size)
+        log = self._need_log("edge_counts()")
+        st = np.flatnonzero(log.ecount)
+        a, b = by_key(self.encoder.decode, *unpack(log.key_of[st]))
+        return _chunks({"src": a, "dst": b, "triangles": log.ecount[st]}, chunk_size)
 
     def _commit_keys(self, gkey: np.ndarray, new: np.ndarray, n0: int) -> np.ndarray:
         """Commit the new user keys the surviving edges use, renumbered densely; returns the
@@ -399,6 +421,12 @@ class InsertOnlyGraphEngine(GraphEngine):
                                  f"engine's recount {self.Q // 6}")
         self.insert_only_active = False
         self._store = ZStore(0)
+
+
+def _chunks(cols: dict, chunk_size: int):
+    n = len(next(iter(cols.values())))
+    for i in range(0, n, chunk_size):
+        yield pa.RecordBatch.from_pydict({k: v[i:i + chunk_size] for k, v in cols.items()})
 
 
 # ---------------------------------------------------------------------------- snapshots

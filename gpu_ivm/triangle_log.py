@@ -10,7 +10,8 @@ and the per-edge counts (by edge stamp: every stored edge has its own stamp in t
 and answers:
 
 - :meth:`TriangleLog.changes`: the last batch's new triangles, and the vertices and edges
-  whose counts changed, with old and new counts, as Arrow tables;
+  whose counts changed, with old and new counts, as Arrow tables (each triangle's and
+  edge's user keys in increasing order, as the general engine reports them);
 - :meth:`TriangleLog.batches`: the triangles born at or before a batch (as of that batch),
   as Arrow record batches.
 
@@ -21,7 +22,7 @@ and answers:
 ...         np.array([2]), birth=0, n_ids=3)
 >>> t = log.changes(lambda ids: ids)
 >>> t["triangles"].to_pylist(), t["vertex_counts"].column("new").to_pylist()
-([{'a': 0, 'b': 1, 'c': 2, 'birth': 0}], [1, 1, 1])
+([{'a': 0, 'b': 1, 'c': 2, 'old': 0, 'new': 1, 'birth': 0}], [1, 1, 1])
 >>> [b.num_rows for b in log.batches(lambda ids: ids, as_of=-1)]
 []
 """
@@ -36,6 +37,16 @@ import pyarrow as pa
 from .encoding import unpack
 
 Decode = Callable[[np.ndarray], np.ndarray]
+
+
+def by_key(decode: Decode, *ids: np.ndarray) -> list[np.ndarray]:
+    """User keys of the id columns, each row reordered by user key (as the general engine
+    reports undirected edges and triangles)."""
+    cols = [decode(x) for x in ids]
+    if not cols[0].shape[0]:
+        return cols
+    st = np.sort(np.stack(cols), axis=0)
+    return list(st)
 
 
 def _grow(arr: np.ndarray, n: int) -> np.ndarray:
@@ -92,17 +103,20 @@ class TriangleLog:
         self.last = (z, z, z, z, z, z, z, z)
 
     def changes(self, decode: Decode) -> dict[str, pa.Table]:
-        """The last batch's new triangles (``a``, ``b``, ``c``, ``birth``) and the vertices and
-        edges whose counts changed (``old``, ``new``), in user keys."""
+        """The last batch's new triangles (``a``, ``b``, ``c``, ``old`` = 0, ``new`` = 1,
+        ``birth``) and the vertices and edges whose counts changed (``old``, ``new``), in user
+        keys."""
         z = np.zeros(0, np.int64)
         lo, mid, hi, birth, vid, vold, sid, eold = self.last or (z,) * 8
-        ea, eb = unpack(self.key_of[sid])
+        ea, eb = by_key(decode, *unpack(self.key_of[sid]))
+        ta, tb, tc = by_key(decode, lo, mid, hi)
         return {
-            "triangles": pa.table({"a": decode(lo), "b": decode(mid), "c": decode(hi),
-                                   "birth": birth}),
+            "triangles": pa.table({"a": ta, "b": tb, "c": tc,
+                                   "old": np.zeros(lo.shape[0], np.int64),
+                                   "new": np.ones(lo.shape[0], np.int64), "birth": birth}),
             "vertex_counts": pa.table({"vertex": decode(vid), "old": vold,
                                        "new": self.vcount[vid]}),
-            "edge_counts": pa.table({"src": decode(ea), "dst": decode(eb), "old": eold,
+            "edge_counts": pa.table({"src": ea, "dst": eb, "old": eold,
                                      "new": self.ecount[sid]}),
         }
 
@@ -117,8 +131,9 @@ class TriangleLog:
                     a, b, c, birth = a[keep], b[keep], c[keep], birth[keep]
             for i in range(0, a.shape[0], chunk_size):
                 j = i + chunk_size
-                yield pa.RecordBatch.from_pydict({"a": decode(a[i:j]), "b": decode(b[i:j]),
-                                                  "c": decode(c[i:j]), "birth": birth[i:j]})
+                ua, ub, uc = by_key(decode, a[i:j], b[i:j], c[i:j])
+                yield pa.RecordBatch.from_pydict({"a": ua, "b": ub, "c": uc,
+                                                  "birth": birth[i:j]})
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         """All triangles (a, b, c, birth) as four arrays (for snapshots)."""

@@ -106,7 +106,9 @@ def test_events_errors(events, capsys):
              "does not take --base"),
             (["--base", "x", "--batches", "y", "--offline"], "sliding-window options"),
             (["--base", "x", "--batches", "y", "--mode", "insert-only", "--directed"],
-             "undirected count only")):
+             "undirected graphs only"),
+            (["--base", "x", "--batches", "y", "--mode", "auto", "--emit", "triangles",
+              "--out", "o"], "not auto")):
         with pytest.raises(SystemExit) as ei:
             main(["replay"] + argv)
         assert ei.value.code == 2
