@@ -278,14 +278,16 @@ class InsertOnlyGraphEngine(GraphEngine):
             q = 6 * self._static_count()
             delta, path = (q - self.Q) // 6, "insert_only_recount"
         else:
-            out = np.zeros(B, np.int64)
-            if B:
-                if self._marks.shape[0] != self._store.id_capacity + 1:
-                    self._marks = np.zeros(self._store.id_capacity + 1, np.int64)
-                sk.closed_by_batch(self._store.nt(), deg, ga, gb, stamps, out, self._marks)
-            delta = int(out.sum())
-            if self._log is not None:
-                self._log_batch(gkey, ga, gb, stamps, out)
+            if self._marks.shape[0] != self._store.id_capacity + 1:
+                self._marks = np.zeros(self._store.id_capacity + 1, np.int64)
+            if self._log is not None:  # list the new triangles (their number is the delta)
+                delta = self._log_batch(gkey, ga, gb, stamps)
+            else:
+                out = np.zeros(B, np.int64)
+                if B:
+                    sk.closed_by_batch(self._store.nt(), deg, ga, gb, stamps, out,
+                                       self._marks)
+                delta = int(out.sum())
         self.Q += 6 * delta
         rep = self._report(t0, batch=self.batches_applied, rows=rows, updates=int(B),
                            triangles=self.count(), delta=delta, path=path,
@@ -293,17 +295,18 @@ class InsertOnlyGraphEngine(GraphEngine):
         return self._done(rep, batch_id)
 
     # ------------------------------------------------------------------ change tracking
-    def _log_batch(self, gkey, ga, gb, stamps, counts) -> None:
-        """Append the batch's new triangles (listed by the ordered rule) to the log."""
+    def _log_batch(self, gkey, ga, gb, stamps) -> int:
+        """List the batch's new triangles by the ordered rule, append them to the log and
+        return how many."""
         self._log.add_edges(gkey, stamps)
-        birth = self.batches_applied
-        if not int(counts.sum()):
-            self._log.clear_last()
-            return
         e, w, s1, s2 = sk.closed_by_batch_list(self._store.nt(), self._store.live, ga, gb,
-                                               stamps, counts, self._marks)
-        self._log.add(ga[e], gb[e], w, stamps[e], s1, s2, birth=birth,
+                                               stamps, self._marks)
+        if not e.shape[0]:
+            self._log.clear_last()
+            return 0
+        self._log.add(ga[e], gb[e], w, stamps[e], s1, s2, birth=self.batches_applied,
                       n_ids=max(len(self.encoder), 1))
+        return int(e.shape[0])
 
     def _log_static(self, keys: np.ndarray, stamps: np.ndarray, birth: int) -> None:
         """Log the triangles of the stored edges ``keys`` (sorted, stamps alongside) at once

@@ -258,21 +258,21 @@ def closed_by_batch_serial(st, deg, us, vs, stamps, out, marks):
 
 
 @nb.njit(cache=True)
-def closed_by_batch_list(st, deg, us, vs, stamps, counts, marks):
-    """The triangles that :func:`closed_by_batch_serial` counted (``counts``, its output):
-    for the k-th triangle, the batch edge ``edge[k]`` that closed it (its youngest edge
-    (us[e], vs[e]) with stamp stamps[e]), the third vertex ``w[k]`` and the stamps ``s1[k]``
-    of (us[e], w) and ``s2[k]`` of (vs[e], w). Grouped by edge in batch order; only the edges
-    with a triangle are intersected again (the shorter row marked, the longer one read).
-    ``marks``: zeros, one slot more than the ids (see :func:`common_values_mk`)."""
+def closed_by_batch_list(st, deg, us, vs, stamps, marks):
+    """The triangles that the batch edges (us[e], vs[e]) with stamps stamps[e] close under
+    the ordered rule (those :func:`closed_by_batch_serial` counts): for the k-th, the batch
+    edge ``edge[k]`` that closed it (its youngest edge), the third vertex ``w[k]`` and the
+    stamps ``s1[k]`` of (us[e], w) and ``s2[k]`` of (vs[e], w). Grouped by edge in batch
+    order (the shorter row marked, the longer one read). ``marks``: zeros, one slot more than
+    the ids (see :func:`common_values_mk`)."""
     n = us.shape[0]
     total = 0
     for e in range(n):
-        total += counts[e]
-    edge = np.empty(total, np.int64)
-    w_out = np.empty(total, np.int64)
-    s1 = np.empty(total, np.int64)
-    s2 = np.empty(total, np.int64)
+        total += max(min(deg[us[e]], deg[vs[e]]) - 1, 0)  # w is not the other endpoint
+    edge = np.empty(total + 1, np.int64)
+    w_out = np.empty(total + 1, np.int64)
+    s1 = np.empty(total + 1, np.int64)
+    s2 = np.empty(total + 1, np.int64)
     rlo = np.empty(128, np.int64)
     rhi = np.empty(128, np.int64)
     keys = st[0]
@@ -280,7 +280,7 @@ def closed_by_batch_list(st, deg, us, vs, stamps, counts, marks):
     cap = marks.shape[0] - 1
     q = 0
     for e in range(n):
-        if counts[e] == 0:
+        if min(deg[us[e]], deg[vs[e]]) <= 1:
             continue
         u = us[e]
         v = vs[e]
