@@ -1,4 +1,5 @@
-"""The CUDA twin of the insert-only count kernel in Numba's CUDA simulator, against the CPU.
+"""The CUDA twins of the insert-only count kernel and of the offline window evaluator's kernel
+in Numba's CUDA simulator, against the CPU.
 
 Run by ``tests/test_cuda_sim_stamp.py`` in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``; to run
 it directly::
@@ -109,3 +110,36 @@ def test_twin_rejects_bad_arrays() -> None:
     out = np.zeros(us.shape[0], np.int32)
     with pytest.raises(TypeError, match="out must have dtype int64"):
         cuda_stamp.closed_by_batch(st.nt(), st.live, us, vs, ss, out)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_offline_twin_matches_cpu_and_offline_counts(seed):
+    """The offline evaluator's kernel and its CUDA twin add the same alive steps to the
+    difference array, whose prefix sums are offline_counts' per-step triangles (oriented
+    union graphs of random event logs, entries around the launch boundaries)."""
+    from gpu_ivm.kernels import cuda_offline
+
+    from gpu_ivm.window_offline import _oriented, offline_counts
+
+    rng = np.random.default_rng(seed)
+    n_ev = [60, 120, 150, 400][seed]
+    src = rng.integers(0, 12, n_ev)
+    dst = rng.integers(0, 12, n_ev)
+    t = rng.integers(0, 100, n_ev)
+    window, step = int(rng.integers(20, 60)), int(rng.integers(3, 12))
+    t0 = int(t.min())
+    K = (int(t.max()) - t0) // step + 1
+    first = (t - t0) // step + 1
+    last = np.minimum((t + window - t0) // step, K)
+    keep = (src != dst) & (last >= first)
+    a, b = np.minimum(src[keep], dst[keep]), np.maximum(src[keep], dst[keep])
+    keys, ptr, ss, se, _ = cpu.lifespan_segments(a, b, first[keep], last[keep], K)
+    indptr, indices, edge_of = _oriented(keys, 12)
+    want = np.zeros(K + 2, np.int64)
+    cpu.lifespan_triangles(indptr, indices, edge_of, ptr, ss, se, want)
+    got = np.zeros(K + 2, np.int64)
+    cuda_offline.lifespan_triangles(indptr, indices, edge_of, ptr, ss, se, got)
+    assert got.tolist() == want.tolist()
+    res = offline_counts(src, dst, t, window=window, step=step)
+    assert np.cumsum(got)[1:K + 1].tolist() == res.triangles.tolist()
+    assert res.triangles.max() > 0  # the workload has triangles
