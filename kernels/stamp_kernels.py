@@ -306,16 +306,18 @@ def closed_by_batch_list(st, deg, us, vs, stamps, marks):
 
 
 @nb.njit(cache=True)
-def _count_older(keys, vals, lo1, hi1, lo2, hi2, s):
-    """Equal second ids of two sorted single-first-key ranges whose values are both below s
-    (merge, or gallop the longer range when the lengths differ by more than 8x)."""
+def _older_pairs(keys, vals, lo1, hi1, lo2, hi2, s, ow, o1, o2, q, emit):
+    """Equal second ids w of two sorted single-first-key ranges (u's row, v's row) whose
+    values are both below s (merge, or gallop the longer range when the lengths differ by
+    more than 8x): returns q plus their number; with ``emit`` each is also written at
+    ow / o1 / o2[q ...] (w, the value in u's row, the value in v's row)."""
     n1 = hi1 - lo1
     n2 = hi2 - lo2
     if n1 <= 0 or n2 <= 0:
-        return 0
-    c = 0
+        return q
     if n1 * 8 < n2 or n2 * 8 < n1:
-        if n2 < n1:
+        swap = n2 < n1
+        if swap:
             lo1, hi1, lo2, hi2 = lo2, hi2, lo1, hi1
         base = keys[lo2] & ~LO_MASK
         p = lo2
@@ -325,8 +327,12 @@ def _count_older(keys, vals, lo1, hi1, lo2, hi2, s):
             if p >= hi2:
                 break
             if keys[p] == t and vals[i] < s and vals[p] < s:
-                c += 1
-        return c
+                if emit:
+                    ow[q] = t & LO_MASK
+                    o1[q] = vals[p] if swap else vals[i]
+                    o2[q] = vals[i] if swap else vals[p]
+                q += 1
+        return q
     i = lo1
     j = lo2
     while i < hi1 and j < hi2:
@@ -338,23 +344,28 @@ def _count_older(keys, vals, lo1, hi1, lo2, hi2, s):
             j += 1
         else:
             if vals[i] < s and vals[j] < s:
-                c += 1
+                if emit:
+                    ow[q] = c1
+                    o1[q] = vals[i]
+                    o2[q] = vals[j]
+                q += 1
             i += 1
             j += 1
-    return c
+    return q
 
 
 @nb.njit(cache=True)
-def older_common_count(st, deg, u, v, s):
-    """:func:`older_common` without scratch memory (run pairs merged in place): the inner loop
-    of the CUDA twin :func:`gpu_ivm.kernels.cuda_stamp.closed_by_batch`."""
+def older_common_runs(st, deg, u, v, s, ow, o1, o2, q, emit):
+    """The common neighbours w of u and v whose edges (u, w) and (v, w) have stamps below s,
+    without scratch memory (run pairs merged in place): returns q plus their number, and
+    with ``emit`` writes them from q on (see :func:`_older_pairs`). The inner loop of the
+    CUDA twins in :mod:`gpu_ivm.kernels.cuda_stamp`."""
     if min(deg[u], deg[v]) <= 1:
-        return 0
+        return q
     keys = st[0]
     vals = st[1]
     mu = run_mask(st, u)
     mvfull = run_mask(st, v)
-    c = 0
     ju = 0
     while mu != 0:
         if mu & 1:
@@ -365,12 +376,13 @@ def older_common_count(st, deg, u, v, s):
                 while mv != 0:
                     if mv & 1:
                         lo2, hi2 = run_range(st, jv, v)
-                        c += _count_older(keys, vals, lo1, hi1, lo2, hi2, s)
+                        q = _older_pairs(keys, vals, lo1, hi1, lo2, hi2, s, ow, o1, o2, q,
+                                         emit)
                     mv >>= 1
                     jv += 1
         mu >>= 1
         ju += 1
-    return c
+    return q
 
 
 PAR_MIN = 1 << 14  # merge work (sum of the smaller degrees) from which all threads run

@@ -143,3 +143,33 @@ def test_offline_twin_matches_cpu_and_offline_counts(seed):
     res = offline_counts(src, dst, t, window=window, step=step)
     assert np.cumsum(got)[1:K + 1].tolist() == res.triangles.tolist()
     assert res.triangles.max() > 0  # the workload has triangles
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_list_twin_matches_cpu_listing(n, monkeypatch):
+    """The listing twin gives, edge by edge, the triangles (third vertex and the two other
+    edges' stamps) of the CPU listing kernel, as many as the count twin counted, each stamp
+    that of its edge and below the closing edge's."""
+    from gpu_ivm import store
+
+    monkeypatch.setattr(store, "GROWTH", 0)  # keep every batch in its own run
+    rng = np.random.default_rng(1000 + n)
+    st, stamp, _ = stamped_graph(rng, 12 if n < 40 else 40, max(n, 8), 5)
+    edges = list(stamp)
+    pick = rng.integers(0, len(edges), n) if n else np.zeros(0, np.int64)
+    us = np.array([edges[i][0] for i in pick.tolist()], np.int64)
+    vs = np.array([edges[i][1] for i in pick.tolist()], np.int64)
+    ss = np.array([stamp[edges[i]] for i in pick.tolist()], np.int64)
+    counts = np.zeros(n, np.int64)
+    cuda_stamp.closed_by_batch(st.nt(), st.live, us, vs, ss, counts)
+    e, w, s1, s2 = cuda_stamp.closed_by_batch_list(st.nt(), st.live, us, vs, ss, counts)
+    marks = np.zeros(st.id_capacity + 1, np.int64)
+    ce, cw, c1, c2 = cpu.closed_by_batch_list(st.nt(), st.live, us, vs, ss, marks)
+    got = sorted(zip(e.tolist(), w.tolist(), s1.tolist(), s2.tolist()))
+    want = sorted(zip(ce.tolist(), cw.tolist(), c1.tolist(), c2.tolist()))
+    assert got == want and len(got) == int(counts.sum())
+    for i, x, a, b in want:
+        assert a == stamp[(min(us[i], x), max(us[i], x))] < ss[i]
+        assert b == stamp[(min(vs[i], x), max(vs[i], x))] < ss[i]
+    if n >= 31:
+        assert got  # the workload closes triangles
