@@ -34,6 +34,7 @@ def cases(repo: str) -> dict:
     from kernels import cuda_delta as d
     from kernels import cuda_hash as h
     from kernels import cuda_launch as launch
+    from kernels import cuda_offline as off
     from kernels import cuda_query as q
     from kernels import cuda_stamp as stamp
     from kernels import cuda_static as t
@@ -84,7 +85,9 @@ def cases(repo: str) -> dict:
         q._walk_kernel: ((i,) * 8, (i, u, i, u, i), True, True, st, st, n, True),
         q._compact_query_kernel: ((i,) * 8, n),
         q._pair_sums_kernel: ((i, i), (u,), (u,), st, st, st, n, n, n),
-        stamp._closed_kernel: (st, (i,) * 5, n),
+        stamp._closed_kernel: (st, (i,) * 6, n),
+        stamp._list_kernel: (st, (i,) * 5, (i,) * 4, n),
+        off._lifespan_kernel: ((i,) * 3, (i,) * 3, i, n),
         t._count_edges_kernel: ((i, i, i, i), n, True),
         t._abs_kernel: ((i, np.zeros(4)), n),
         t._edge_counts_kernel: ((i, i, i), n),
