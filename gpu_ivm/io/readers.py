@@ -59,7 +59,7 @@ def _plain_columns(source: Any, layout: Layout, picks: Mapping[str, Any], header
         if n >= 0 and v.shape[0] != n:
             return None
         n = v.shape[0]
-        out[key] = v.astype(np.int64, copy=False)
+        out[key] = v.astype(np.int64, copy=True)  # a fresh array, as the general path's
     sign = out.get("sign")
     if sign is not None and not ((sign == 1) | (sign == -1)).all():
         return None
