@@ -293,13 +293,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             return skipped
         u = io.read_graph_updates(updates, **read_options)
         rows = len(u)
-        src, dst, sign = u.src, u.dst, u.sign
-        loops = src == dst
-        n_loops = int(np.count_nonzero(loops))
-        row_idx = None  # rows of the batch kept (None: all of them)
-        if n_loops:
-            row_idx = np.flatnonzero(~loops)
-            src, dst, sign = src[row_idx], dst[row_idx], sign[row_idx]
+        src, dst, sign, n_loops, row_idx = self._without_loops(u)
         m = src.shape[0]
         n0 = len(self.encoder)
         ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
@@ -371,6 +365,19 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             return kk
         present[kk] = be.to_host(got)
         return None
+
+    @staticmethod
+    def _without_loops(u):
+        """(src, dst, sign, self-loops dropped, rows kept) of a read batch: the rows without
+        self-loops (rows kept: their indices, or None when there was none to drop)."""
+        src, dst, sign = u.src, u.dst, u.sign
+        loops = src == dst
+        n_loops = int(np.count_nonzero(loops))
+        row_idx = None
+        if n_loops:
+            row_idx = np.flatnonzero(~loops)
+            src, dst, sign = src[row_idx], dst[row_idx], sign[row_idx]
+        return src, dst, sign, n_loops, row_idx
 
     @staticmethod
     def _conflict(bad, starts, order, row_idx, sign, present, u) -> ConflictError:

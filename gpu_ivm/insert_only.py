@@ -237,13 +237,7 @@ class InsertOnlyGraphEngine(GraphEngine):
         if (u.sign < 0).any():
             return self._on_delete(u, int(np.flatnonzero(u.sign < 0)[0]), updates, batch_id, t0)
         rows = len(u)
-        src, dst, sign = u.src, u.dst, u.sign
-        loops = src == dst
-        n_loops = int(np.count_nonzero(loops))
-        row_idx = None  # rows of the batch kept (None: all of them)
-        if n_loops:
-            row_idx = np.flatnonzero(~loops)
-            src, dst, sign = src[row_idx], dst[row_idx], sign[row_idx]
+        src, dst, sign, n_loops, row_idx = self._without_loops(u)
         m = src.shape[0]
         n0 = len(self.encoder)
         ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
@@ -316,7 +310,9 @@ class InsertOnlyGraphEngine(GraphEngine):
         self._log.add_edges(keys, stamps)
         a, b = unpack(keys)
         x, y, z = list_triangles_ids(a, b, max(len(self.encoder), 1))
-        stamp_of = lambda p, q: stamps[np.searchsorted(keys, pack(p, q))]  # noqa: E731
+        def stamp_of(p, q):
+            return stamps[np.searchsorted(keys, pack(p, q))]
+
         self._log.add(x, y, z, stamp_of(x, y), stamp_of(x, z), stamp_of(y, z), birth=birth,
                       n_ids=max(len(self.encoder), 1))
 
@@ -496,7 +492,7 @@ def load_snapshot(eng: InsertOnlyGraphEngine, man: dict, folder, table, keys_arr
     eng._store_new(keys, stamps)
     eng._seq = seq
     if eng._log is not None:
-        _restore_log(eng, table, keys, stamps, n_ids, fpath, folder)
+        _restore_log(eng, table, keys, stamps, n_ids, folder)
     eng.Q = q
     if eng._log is not None and len(eng._log) != q // 6:
         raise SnapshotError(f"the snapshot lists {len(eng._log)} triangles, its count is "
@@ -513,7 +509,7 @@ def load_snapshot(eng: InsertOnlyGraphEngine, man: dict, folder, table, keys_arr
     return eng
 
 
-def _restore_log(eng, table, keys, stamps, n_ids, fpath, folder) -> None:
+def _restore_log(eng, table, keys, stamps, n_ids, folder) -> None:
     """The triangle log of a snapshot of an engine with track_changes: triangles.arrow, each
     triangle's edges looked up among the restored ones (a missing edge, a wrong order or a
     count that differs from the manifest's is refused)."""

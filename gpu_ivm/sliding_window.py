@@ -54,6 +54,7 @@ import numpy as np
 from . import io, stamp_warmup
 from .encoding import IdEncoder, pack, unpack
 from .errors import InputError
+from .kernels import hashmap
 from .kernels import stamp_kernels as sk
 from .kernels import window_adj as wa
 from .kernels import window_step as wk
@@ -338,7 +339,7 @@ class SlidingWindow:
         the id capacity."""
         n = self._n_eids
         self._htk, self._htv = wk.empty_table(self._cap)
-        wk.table_insert(self._htk, self._htv, pack(self._eu[:n], self._ev[:n]),
+        hashmap.insert(self._htk, self._htv, pack(self._eu[:n], self._ev[:n]),
                         np.arange(n, dtype=np.int64))
 
     def _maybe_compact(self) -> None:

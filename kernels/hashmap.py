@@ -38,6 +38,22 @@ def probe(tkeys, tvals, k, mask):
         s = (s + 1) & mask
 
 
+@nb.njit(cache=True, inline="always")
+def find_or_add(tkeys, tvals, k, mask, new):
+    """(value of key ``k``, False) if stored, else (``new``, True) after storing it (the table
+    must have a free slot; ``mask`` = capacity - 1)."""
+    s = home_slot(k, mask)
+    while True:
+        v = tvals[s]
+        if v == EMPTY:
+            tkeys[s] = k
+            tvals[s] = new
+            return new, True
+        if tkeys[s] == k:
+            return v, False
+        s = (s + 1) & mask
+
+
 @nb.njit(cache=True)
 def lookup(tkeys, tvals, keys, out):
     """out[i] = value stored for keys[i], or -1."""
@@ -81,19 +97,9 @@ def plan_new(keys, known, first_new):
     for i in range(n):
         if ids[i] >= 0:
             continue
-        k = keys[i]
-        s = home_slot(k, mask)
-        while True:
-            v = tv[s]
-            if v == EMPTY:
-                tk[s] = k
-                tv[s] = nn
-                new_keys[nn] = k
-                ids[i] = first_new + nn
-                nn += 1
-                break
-            if tk[s] == k:
-                ids[i] = first_new + v
-                break
-            s = (s + 1) & mask
+        v, added = find_or_add(tk, tv, keys[i], mask, nn)
+        if added:
+            new_keys[nn] = keys[i]
+            nn += 1
+        ids[i] = first_new + v
     return ids, new_keys[:nn]

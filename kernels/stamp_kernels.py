@@ -15,6 +15,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .hashmap import EMPTY, find_or_add
 from .lsm import LO_MASK, gallop, run_mask, run_range, run_range_a
 
 
@@ -203,6 +204,26 @@ def closed_by_batch_par(st, deg, us, vs, stamps, out):
 
 
 @nb.njit(cache=True)
+def long_endpoint_groups(deg, us, vs):
+    """The edges (us[j], vs[j]) grouped by their endpoint of larger degree: (longv, order,
+    starts), ``longv[j]`` that endpoint, ``order`` the edges sorted by it and group k at
+    ``order[starts[k]:starts[k + 1]]``."""
+    n = us.shape[0]
+    longv = np.empty(n, np.int64)
+    for j in range(n):
+        longv[j] = us[j] if deg[us[j]] >= deg[vs[j]] else vs[j]
+    order = np.argsort(longv)
+    starts = np.empty(n + 1, np.int64)
+    k = 0
+    for t in range(n):
+        if t == 0 or longv[order[t]] != longv[order[t - 1]]:
+            starts[k] = t
+            k += 1
+    starts[k] = n
+    return longv, order, starts[: k + 1]
+
+
+@nb.njit(cache=True)
 def closed_by_batch_serial(st, deg, us, vs, stamps, out, marks):
     """:func:`closed_by_batch_par` on one thread (small batches: no thread start-up).
 
@@ -212,23 +233,17 @@ def closed_by_batch_serial(st, deg, us, vs, stamps, out, marks):
     read twice per batch instead of once per edge (on CollegeMsg's daily batches, 1.6x fewer
     entries read). A single edge is intersected by :func:`older_common_buf`. ``marks`` of
     length 0: merges, edge by edge."""
-    n = us.shape[0]
     a, b = _buffers(deg, us, vs)
     rlo = np.empty(128, np.int64)
     rhi = np.empty(128, np.int64)
-    longv = np.empty(n, np.int64)
-    for i in range(n):
-        longv[i] = us[i] if deg[us[i]] >= deg[vs[i]] else vs[i]
-    order = np.argsort(longv)
+    longv, order, starts = long_endpoint_groups(deg, us, vs)
     keys = st[0]
     vals = st[1]
     cap = marks.shape[0] - 1
-    i = 0
-    while i < n:
+    for k in range(starts.shape[0] - 1):
+        i = starts[k]
+        g = starts[k + 1]
         big = longv[order[i]]
-        g = i + 1
-        while g < n and longv[order[g]] == big:
-            g += 1
         if g - i == 1 or cap < 0:
             for t in range(i, g):
                 e = order[t]
@@ -237,7 +252,6 @@ def closed_by_batch_serial(st, deg, us, vs, stamps, out, marks):
                 else:
                     out[e] = older_common_buf(st, us[e], vs[e], stamps[e], a, b, marks, rlo,
                                               rhi)
-            i = g
             continue
         na = _row_ranges(st, big, rlo, rhi)
         _mark_ranges(keys, vals, rlo, rhi, na, marks, True)
@@ -254,7 +268,6 @@ def closed_by_batch_serial(st, deg, us, vs, stamps, out, marks):
                         c += 1
             out[e] = c
         _mark_ranges(keys, vals, rlo, rhi, na, marks, False)
-        i = g
 
 
 @nb.njit(cache=True)
@@ -469,23 +482,17 @@ def lifespan_segments(a, b, first, last, n_steps):
         cap *= 2
     mask = cap - 1
     tk = np.empty(cap, np.int64)
-    tv = np.full(cap, -1, np.int64)
+    tv = np.full(cap, EMPTY, np.int64)
     eidx = np.empty(n, np.int64)
     keys = np.empty(n, np.int64)
     ne = 0
     for i in range(n):
         key = (a[i] << 32) | b[i]
-        h = key * np.int64(-7046029254386353131)
-        h ^= h >> 29
-        slot = h & mask
-        while tv[slot] >= 0 and tk[slot] != key:
-            slot = (slot + 1) & mask
-        if tv[slot] < 0:
-            tk[slot] = key
-            tv[slot] = ne
+        e, added = find_or_add(tk, tv, key, mask, ne)
+        if added:
             keys[ne] = key
             ne += 1
-        eidx[i] = tv[slot]
+        eidx[i] = e
     cnt = np.zeros(n_steps + 2, np.int64)
     for i in range(n):
         cnt[first[i] + 1] += 1

@@ -11,88 +11,24 @@ from .row_bits import bit_at, bits_apply, bits_fill, has_bits  # noqa: F401  (th
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
 
 
-@nb.njit(cache=True, inline="always")
-def _locate_group(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, i, g, pos,
-                  tomb):
-    """pos[t] for the keys keys_in[i:g] of one first key x: x's range in each run is looked up
-    once, searched for the group's first key and walked forward with galloping searches for
-    the next ones, so a group of clustered keys (as view deltas are) costs little more than a
-    merge. The store's arrays are passed one by one (see :func:`_arrays`).
+@nb.njit(cache=True)
+def _locate_range(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, i0, i1,
+                  pos, tomb):
+    """pos[t] for the keys keys_in[i0:i1], group by group of equal first key x: x's range in
+    each run is looked up once, searched for the group's first key and walked forward with
+    galloping searches for the next ones, so a group of clustered keys (as view deltas are)
+    costs little more than a merge. The store's arrays are passed one by one (see
+    :func:`_arrays`); the groups are found in this loop (the group search in a function of
+    its own called per group, or the group bounds in an array, took 74 keys 11-12 us instead
+    of 2-3 us on one thread: one-off script on the insert-only store of CollegeMsg).
 
     ``tomb``: per-row tombstone counts (or an empty array). Where row x has a bitmap and no
     tombstone, a key whose bit is clear is stored nowhere and is not searched for."""
-    x = keys_in[i] >> 32
-    for t in range(i, g):
-        pos[t] = -1
-    inside = x >= 0 and x < boff.shape[0]
-    known = x < tomb.shape[0] and tomb[x] == 0 and inside and boff[x] >= 0
-    slot = boff[x] if known else 0
-    m = runmask[x] if x >= 0 and x < runmask.shape[0] else 0
-    j = 0
-    while m != 0:
-        if m & 1:
-            lo, hi = run_range_a(keys, bounds, dirptr, dirlen, dirs, j, x)
-            p = lo
-            first = True
-            for t in range(i, g):
-                if pos[t] >= 0:
-                    continue
-                if known and bit_at(bits, slot, keys_in[t] & LO_MASK) == 0:
-                    continue
-                if first:  # one binary search: a gallop from lo would take twice the loads
-                    p = lower_bound(keys, p, hi, keys_in[t])
-                    first = False
-                else:
-                    p = gallop(keys, p, hi, keys_in[t])
-                if p >= hi:
-                    break
-                if keys[p] == keys_in[t]:
-                    pos[t] = p
-        m >>= 1
-        j += 1
-
-
-@nb.njit(cache=True, inline="always")
-def _arrays(st):
-    """The arrays of store ``st`` that :func:`_locate_group` reads, taken once per kernel and
-    passed one by one (taken from a tuple inside the loop, they would be reference-counted
-    there: see :func:`~gpu_ivm.kernels.lsm.run_range_a`)."""
-    return st[0], st[2], st[3], st[4], st[5], st[6], st[11], st[12]
-
-
-PAR_LOCATE_MIN = 256  # below this many keys the location runs on one thread
-_NO_TOMB = np.zeros(0, np.int64)  # _locate_sorted without the bitmap shortcut
-
-
-@nb.njit(cache=True, parallel=True)
-def _locate_groups_par(st, keys_in, bounds, pos, tomb):
-    keys, sb, dirptr, dirlen, dirs, runmask, boff, bits = _arrays(st)
-    for gi in nb.prange(bounds.shape[0] - 1):
-        _locate_group(keys, sb, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, bounds[gi],
-                      bounds[gi + 1], pos, tomb)
-
-
-@nb.njit(cache=True)
-def _locate_sorted(st, keys_in, pos, tomb):
-    """pos[i] = position of keys_in[i] (sorted, unique) in the store, or -1.
-
-    Keys are located per first key (:func:`_locate_group`, which says what ``tomb`` is for);
-    the groups of a batch of ``PAR_LOCATE_MIN`` keys or more are spread over the threads
-    (each search is a chain of dependent loads, so one thread leaves the memory system idle).
-    """
-    if keys_in.shape[0] >= PAR_LOCATE_MIN:
-        _locate_groups_par(st, keys_in, first_key_starts(keys_in), pos, tomb)
-        return
-    # one thread: the groups are found on the way and searched in this loop (with the
-    # group search in a function of its own, or the group bounds in an array, 74 keys took
-    # 11-12 us instead of 2-3 us: one-off script on the insert-only store of CollegeMsg)
-    keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits = _arrays(st)
-    n = keys_in.shape[0]
-    i = 0
-    while i < n:
+    i = i0
+    while i < i1:
         x = keys_in[i] >> 32
         g = i + 1
-        while g < n and (keys_in[g] >> 32) == x:
+        while g < i1 and (keys_in[g] >> 32) == x:
             g += 1
         for t in range(i, g):
             pos[t] = -1
@@ -111,7 +47,7 @@ def _locate_sorted(st, keys_in, pos, tomb):
                         continue
                     if known and bit_at(bits, slot, keys_in[t] & LO_MASK) == 0:
                         continue
-                    if first:
+                    if first:  # one binary search: a gallop from lo takes twice the loads
                         p = lower_bound(keys, p, hi, keys_in[t])
                         first = False
                     else:
@@ -123,6 +59,42 @@ def _locate_sorted(st, keys_in, pos, tomb):
             m >>= 1
             j += 1
         i = g
+
+
+@nb.njit(cache=True, inline="always")
+def _arrays(st):
+    """The arrays of store ``st`` that :func:`_locate_range` reads, taken once per kernel and
+    passed one by one (taken from a tuple inside the loop, they would be reference-counted
+    there: see :func:`~gpu_ivm.kernels.lsm.run_range_a`)."""
+    return st[0], st[2], st[3], st[4], st[5], st[6], st[11], st[12]
+
+
+PAR_LOCATE_MIN = 256  # below this many keys the location runs on one thread
+_NO_TOMB = np.zeros(0, np.int64)  # _locate_sorted without the bitmap shortcut
+
+
+@nb.njit(cache=True, parallel=True)
+def _locate_groups_par(st, keys_in, starts, pos, tomb):
+    keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits = _arrays(st)
+    for gi in nb.prange(starts.shape[0] - 1):
+        _locate_range(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in,
+                      starts[gi], starts[gi + 1], pos, tomb)
+
+
+@nb.njit(cache=True)
+def _locate_sorted(st, keys_in, pos, tomb):
+    """pos[i] = position of keys_in[i] (sorted, unique) in the store, or -1.
+
+    Keys are located per first key (:func:`_locate_range`, which says what ``tomb`` is for);
+    the groups of a batch of ``PAR_LOCATE_MIN`` keys or more are spread over the threads
+    (each search is a chain of dependent loads, so one thread leaves the memory system idle).
+    """
+    if keys_in.shape[0] >= PAR_LOCATE_MIN:
+        _locate_groups_par(st, keys_in, first_key_starts(keys_in), pos, tomb)
+        return
+    keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits = _arrays(st)
+    _locate_range(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, 0,
+                  keys_in.shape[0], pos, tomb)
 
 
 @nb.njit(cache=True)

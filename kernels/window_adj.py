@@ -27,6 +27,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .stamp_kernels import long_endpoint_groups
+
 MIN_ROOM = 4  # room of a row when it gets its first entry
 
 
@@ -132,21 +134,17 @@ def common_pairs(off, ln, nbr, val, us, vs, marks):
     n = us.shape[0]
     o = np.empty(n, np.int64)
     c = np.zeros(n, np.int64)
-    longv = np.empty(n, np.int64)
     total = 0
     for j in range(n):
         o[j] = total
         total += max(min(ln[us[j]], ln[vs[j]]) - 1, 0)  # w is not the other endpoint
-        longv[j] = us[j] if ln[us[j]] >= ln[vs[j]] else vs[j]
     y = np.empty(total + 1, np.int64)
     z = np.empty(total + 1, np.int64)
-    order = np.argsort(longv)
-    i = 0
-    while i < n:
+    longv, order, starts = long_endpoint_groups(ln, us, vs)
+    for k in range(starts.shape[0] - 1):
+        i = starts[k]
+        g = starts[k + 1]
         big = longv[order[i]]
-        g = i + 1
-        while g < n and longv[order[g]] == big:
-            g += 1
         lone = g - i == 1
         if not lone:
             _mark(nbr, val, off[big], off[big] + ln[big], marks, True)
@@ -171,5 +169,4 @@ def common_pairs(off, ln, nbr, val, us, vs, marks):
                 _mark(nbr, val, off[a], off[a] + ln[a], marks, False)
         if not lone:
             _mark(nbr, val, off[big], off[big] + ln[big], marks, False)
-        i = g
     return o, c, y, z

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .hashmap import EMPTY, home_slot
+from .hashmap import EMPTY, find_or_add
 from .stamp_kernels import due_push
 from .window_adj import common_pairs
 
@@ -136,23 +136,10 @@ def classify_arrivals(a, b, last, k, htk, htv, n_eids, seq, end, cend, stamp, ma
     nf = 0
     nx = 0
     for i in range(a.shape[0]):
-        key = (a[i] << 32) | b[i]
-        s = home_slot(key, mask)
-        e = -1
-        while True:
-            v = htv[s]
-            if v == EMPTY:
-                break
-            if htk[s] == key:
-                e = v
-                break
-            s = (s + 1) & mask
+        e, added = find_or_add(htk, htv, (a[i] << 32) | b[i], mask, n_eids)
         t = last[i]
-        if e < 0:  # never stored: a new id, born now
-            e = n_eids
+        if added:  # never stored: a new id, born now
             n_eids += 1
-            htk[s] = key
-            htv[s] = e
             eu[e] = a[i]
             ev[e] = b[i]
             fresh[nf] = e
@@ -186,20 +173,10 @@ def births(aoff, aln, anbr, aval, head, nxt, born, k, cend, stamp, eu, ev, cal, 
     return birth_triangles(o, c, ya, za, born, k, cend, stamp, cal)
 
 
-@nb.njit(cache=True)
-def table_insert(htk, htv, keys, vals):
-    """Insert absent ``keys`` with ``vals`` (ids >= 0) into the edge table (room needed)."""
-    mask = htk.shape[0] - 1
-    for i in range(keys.shape[0]):
-        s = home_slot(keys[i], mask)
-        while htv[s] != EMPTY:
-            s = (s + 1) & mask
-        htk[s] = keys[i]
-        htv[s] = vals[i]
-
-
 def empty_table(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """An empty edge table with room for ``n`` keys at load factor at most one half."""
+    """An empty edge table (the layout of :mod:`gpu_ivm.kernels.hashmap`; fill it with
+    :func:`~gpu_ivm.kernels.hashmap.insert`) with room for ``n`` keys at load factor at most
+    one half."""
     cap = 1024
     while cap < 2 * n:
         cap *= 2
