@@ -3,7 +3,7 @@
     python -m bench.modes                       # all three SNAP temporal streams, 3 repeats
     python -m bench.modes --streams CollegeMsg --repeats 5
 
-Two measurements per stream (SNAP temporal text ``src dst time`` in ../shared/data):
+Three measurements per stream (SNAP temporal text ``src dst time`` in ../shared/data):
 
 1. **Growing graph** (insert-only): the first arrival of every undirected edge, one batch per
    day; ``GraphEngine(mode="insert_only")`` vs the general ``GraphEngine()`` (ε = 1/2,
@@ -12,6 +12,11 @@ Two measurements per stream (SNAP temporal text ``src dst time`` in ../shared/da
    general engine fed each step's births (+1) and expiries (−1) as one batch (computed
    beforehand from the lifespans) vs a static recount of each step's window (edge arrays
    prepared beforehand, the count alone timed) vs the offline evaluator (whole log at once).
+3. **Three relations** (insert-only, bag semantics): every arrival (self-loops included) is a
+   tuple of R, S or T in turn (arrival index mod 3; a repeated message adds to the tuple's
+   multiplicity), one batch per day; ``RelationEngine(mode="insert_only")`` vs the general
+   ``RelationEngine()`` (ε automatic, adaptive), checked against the static
+   ``relation_triangle_sum`` of prefixes.
 
 The systems alternate within each repeat (their order flips every repeat) and the medians of
 the repeats are printed; every run's per-batch counts are compared with the others'. The
@@ -28,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu_ivm import GraphEngine, SlidingWindow
+from gpu_ivm import GraphEngine, RelationEngine, SlidingWindow
 from gpu_ivm.io import read_edges
 from gpu_ivm.lifespans import first_steps, last_steps, merge_lifespans, num_steps
-from gpu_ivm.static import count_triangles_arrays
+from gpu_ivm.static import count_triangles_arrays, relation_triangle_sum
 from gpu_ivm.window_offline import offline_counts
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -73,6 +78,59 @@ def run_growing(mode: str, batches) -> tuple[float, list[int]]:
         total += time.perf_counter() - t0
         counts.append(g.count())
     return total, counts
+
+
+def relation_batches(s, d, t):
+    """Daily batches of (rel, src, dst, mult): arrival i goes to relation i mod 3."""
+    rel = np.array(["R", "S", "T"])[np.arange(s.shape[0]) % 3]
+    day = (t - t[0]) // DAY
+    cuts = np.flatnonzero(np.r_[True, day[1:] != day[:-1], True])
+    return [{"rel": rel[a:b], "src": s[a:b], "dst": d[a:b], "mult": np.ones(b - a, np.int64)}
+            for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def run_relations(mode: str, batches) -> tuple[float, list[int]]:
+    e = RelationEngine(mode=mode)
+    e.load()
+    total, counts = 0.0, []
+    for b in batches:
+        t0 = time.perf_counter()
+        e.apply(b)
+        total += time.perf_counter() - t0
+        counts.append(e.count())
+    return total, counts
+
+
+def measure_relations(s, d, t, repeats: int = 3) -> dict:
+    """Insert-only vs general three-relation engine on one stream's daily batches, alternated
+    as in :func:`measure_growing`; counts compared run by run and, after a few batches, with
+    the static ``relation_triangle_sum`` of the prefix (else AssertionError)."""
+    batches = relation_batches(s, d, t)
+    res: dict[str, list[float]] = {"insert_only": [], "general": []}
+    ref = None
+    for r in range(repeats):
+        order = ["insert_only", "general"] if r % 2 == 0 else ["general", "insert_only"]
+        for mode in order:
+            sec, counts = run_relations(mode, batches)
+            ref = counts if ref is None else ref
+            assert counts == ref, mode
+            res[mode].append(sec)
+    ends = np.cumsum([b["src"].shape[0] for b in batches])
+    _, ids = np.unique(np.concatenate([s, d]), return_inverse=True)
+    a, b = ids[:s.shape[0]], ids[s.shape[0]:]
+    rel = np.arange(s.shape[0]) % 3
+    checks = sorted({len(batches) - 1, len(batches) // 2, len(batches) // 4})
+    for i in checks:  # the independent oracle: a static evaluation of the prefix
+        m = np.arange(s.shape[0]) < ends[i]
+        parts = []
+        for k in range(3):  # repeated tuples summed into their multiplicity
+            pairs, mult = np.unique(np.stack([a[m & (rel == k)], b[m & (rel == k)]]), axis=1,
+                                    return_counts=True)
+            parts.append((pairs[0], pairs[1], mult.astype(np.int64)))
+        assert relation_triangle_sum(*parts, int(ids.max()) + 1) == ref[i], i
+    return {"batches": len(batches), "inserts": int(s.shape[0]), "final_q": int(ref[-1]),
+            "insert_only_s": med(res["insert_only"]), "general_s": med(res["general"]),
+            "runs": res, "checked_batches": checks}
 
 
 def window_inputs(s, d, t, window: int, step: int):
@@ -226,7 +284,8 @@ def main(argv=None) -> int:
     p.add_argument("--growing-batch", default=0, type=int, metavar="N",
                    help="growing graph in batches of N first arrivals (default: one per day)")
     p.add_argument("--skip-window", action="store_true", help="growing graph only")
-    p.add_argument("--skip-growing", action="store_true", help="sliding window only")
+    p.add_argument("--skip-growing", action="store_true", help="no growing graph")
+    p.add_argument("--skip-relations", action="store_true", help="no three-relation stream")
     args = p.parse_args(argv)
     print(f"load average at start: {os.getloadavg()}", flush=True)
     warm_up()
@@ -241,6 +300,14 @@ def main(argv=None) -> int:
                   f"{io_s:.3f} s ({g['inserts'] / io_s:,.0f} ins/s) | general {gen_s:.3f} s "
                   f"({g['inserts'] / gen_s:,.0f} ins/s) | speed-up {gen_s / io_s:.1f}x | runs "
                   f"io {g['runs']['insert_only']} gen {g['runs']['general']}", flush=True)
+        if not args.skip_relations:
+            q = measure_relations(s, d, t, args.repeats)
+            io_s, gen_s = q["insert_only_s"], q["general_s"]
+            print(f"{name} three relations: {q['batches']} daily batches, {q['inserts']:,} "
+                  f"tuple inserts, final Q {q['final_q']:,} | insert_only {io_s:.3f} s "
+                  f"({q['inserts'] / io_s:,.0f} ins/s) | general {gen_s:.3f} s "
+                  f"({q['inserts'] / gen_s:,.0f} ins/s) | speed-up {gen_s / io_s:.1f}x | runs "
+                  f"io {q['runs']['insert_only']} gen {q['runs']['general']}", flush=True)
         if args.skip_window:
             continue
         w = measure_window(s, d, t, args.window, args.step, args.repeats)

@@ -28,8 +28,9 @@ from .kernel_cache import configure as _configure_kernel_cache
 
 _configure_kernel_cache()
 
-# insert_only registers GraphEngine's insert-only / auto modes and their snapshot format
-from . import cq, insert_only  # noqa: F401
+# insert_only registers GraphEngine's insert-only / auto modes and their snapshot format,
+# insert_only_relations RelationEngine's
+from . import cq, insert_only, insert_only_relations  # noqa: F401
 from ._version import __version__
 from .backend import Backend, get_backend
 from .engine import BatchReport

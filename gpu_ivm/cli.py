@@ -8,7 +8,8 @@ replay               load a base graph and apply a folder of batch files in natu
                      snapshots, --resume continues;
                      --emit/--out write per-vertex/per-edge counts or the triangles as Parquet,
                      --emit-changes also each batch's changes; --relations: R, S, T form;
-                     --mode insert-only|auto: the insert-only engine (gpu_ivm.insert_only);
+                     --mode insert-only|auto: the insert-only engine (gpu_ivm.insert_only,
+                     gpu_ivm.insert_only_relations with --relations);
                      --events FILE --window SPAN --step SPAN: a sliding window over
                      timestamped edges (gpu_ivm.window_cli)
 demo                 the embedded default workload (R-MAT graph + mixed batches)
@@ -108,6 +109,8 @@ def _engine_cfg(args, maintain: list[str]) -> dict:
     eps = "auto" if e is None else f"{e.numerator}/{e.denominator}"
     if args.relations:
         cfg = {"form": "relations", "epsilon": eps}
+        if args.mode != "general":
+            cfg["mode"] = args.mode
     else:
         cfg = {"directed": bool(args.directed), "epsilon": eps,
                "on_conflict": args.on_conflict or "error"}
@@ -225,9 +228,11 @@ def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
     if missing:
         parser.error(f"the following arguments are required: {', '.join(missing)} (or "
                      "--events FILE --window SPAN --step SPAN for a sliding window)")
-    if args.mode != "general" and (args.relations or args.directed):
-        parser.error(f"--mode {args.mode} supports undirected graphs only (not --relations or "
+    if args.mode != "general" and args.directed:
+        parser.error(f"--mode {args.mode} supports undirected graphs and --relations (not "
                      "--directed)")
+    if args.mode != "general" and args.relations and args.emit:
+        parser.error(f"--mode {args.mode} with --relations maintains the count only (no --emit)")
     if args.mode == "auto" and args.emit:
         parser.error("--emit works with --mode general or insert-only, not auto (its results "
                      "would change form at the first delete)")
@@ -341,7 +346,7 @@ def _new_engine(args, maintain: list[str]):
                 from .io import read_relation_updates
                 from .relation_engine import RelationEngine
 
-                eng = RelationEngine(**kw)
+                eng = RelationEngine(mode=args.mode.replace("-", "_"), **kw)
                 u = read_relation_updates(args.base, **input_options(args))
                 parts = {nm: {"src": u.src[u.rel == k], "dst": u.dst[u.rel == k],
                               "mult": u.mult[u.rel == k]} for k, nm in enumerate("RST")}
@@ -597,8 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "change files, --resume keeps those of the batches already applied")
     add_input_options(r)
     r.add_argument("--mode", choices=["general", "insert-only", "auto"], default="general",
-                   help="general (default); insert-only: a stream without deletes, kept "
-                        "without partitions or views (a delete fails); auto: insert-only until "
+                   help="general (default); insert-only: a stream without deletes (graphs, or "
+                        "--relations with positive mult), kept without partitions or views "
+                        "(a delete fails); auto: insert-only until "
                         "the first delete, then general (see docs/modes.md)")
     w = r.add_argument_group("sliding window (instead of --base/--batches)")
     w.add_argument("--events", default=None, metavar="FILE",

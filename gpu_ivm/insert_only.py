@@ -403,6 +403,11 @@ class InsertOnlyGraphEngine(GraphEngine):
                                  f"from the {n_edges} stored edges in {switch_s:.3f} s")
         return rep
 
+    def mark_general(self) -> None:
+        """Mark a fresh engine as switched, before a snapshot of the general state that auto
+        mode reached is restored into it (:func:`gpu_ivm.snapshot.load`)."""
+        self.insert_only_active = False
+
     def switch_to_general(self) -> None:
         """Build the general IVM^ε state (partition, views, count) from the stored edges once
         and continue as a general engine (auto mode does this at the first delete)."""

@@ -28,6 +28,16 @@ from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
 REL_NAMES = ("R", "S", "T")
+# RelationEngine(mode="insert_only" / "auto") makes the subclass of
+# gpu_ivm.insert_only_relations, which imports this module: that module registers the class and
+# its mode check here when imported (the package gpu_ivm imports it).
+_mode_engine: dict[str, Any] = {}
+
+
+def register_mode_engine(cls: type, check_mode) -> None:
+    """Record the engine class of the non-general modes and the function that checks a mode
+    name (:mod:`gpu_ivm.insert_only_relations` calls this when imported)."""
+    _mode_engine.update({"class": cls, "check": check_mode})
 
 
 def _epsilons(epsilon) -> list:
@@ -63,6 +73,10 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         multiplicities >= 0 (a delete beyond a tuple's multiplicity is rejected).
     track_changes : bool
         Keep each batch's result changes for :meth:`last_changes`.
+    mode : {"general", "insert_only", "auto"}
+        ``"insert_only"``: positive multiplicities only, kept without partitions or views
+        (a delete is refused), ``"auto"``: insert-only until the first delete, then general;
+        see :mod:`gpu_ivm.insert_only_relations` and docs/modes.md.
 
     Examples
     --------
@@ -76,10 +90,21 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
     """
 
     names = REL_NAMES
+    mode = "general"
+
+    def __new__(cls, *args: Any, mode: str = "general", **kwargs: Any) -> RelationEngine:
+        # mode="insert_only" / "auto" make the insert-only engine
+        # (gpu_ivm.insert_only_relations)
+        if cls is RelationEngine and str(mode).replace("-", "_") != "general":
+            engine_cls, check_mode = _mode_engine["class"], _mode_engine["check"]
+            check_mode(mode)
+            return super().__new__(engine_cls)
+        return super().__new__(cls)
 
     def __init__(self, *, epsilon: EpsilonLike | Mapping[str, EpsilonLike] = "auto",
                  backend: str | Backend | None = None, adaptive: bool = True,
-                 maintain: str | Iterable[str] | None = None, track_changes: bool = False):
+                 maintain: str | Iterable[str] | None = None, track_changes: bool = False,
+                 mode: str = "general"):
         eps = _epsilons(epsilon)
         super().__init__(eps, backend)
         self.policy = AdaptivePolicy(enabled=adaptive)
@@ -251,16 +276,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             return skipped
         u = io.read_relation_updates(updates, **read_options)
         rows = len(u)
-        m = rows
-        ids, new = self.encoder.plan(np.concatenate([u.src, u.dst]), "src")
-        a, b = ids[:m], ids[m:]
-        phases = []
-        for k in range(3):
-            sel = u.rel == k
-            keys, deltas = self._consolidate(pack(a[sel], b[sel]), u.mult[sel])
-            if keys.shape[0]:
-                phases.append((k, keys, deltas))
-        norms = self._check_overflow({k: d for k, _, d in phases})
+        phases, norms, new = self._prepare(u)
         n0 = len(self.encoder)
         self._queries_check(phases, lambda i: new[i - n0] if i >= n0 else
                             self.encoder.decode(np.array([i]))[0])
@@ -280,6 +296,21 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
             major_rebalances=self._stats["major"] - stats0["major"],
             minor_moves=self._stats["moves"] - stats0["moves"])
         return self._done(rep, batch_id)
+
+    def _prepare(self, u) -> tuple[list, dict, np.ndarray]:
+        """A read batch as (phases [(relation, sorted unique keys, nonzero deltas)], the norm
+        bounds to commit, the new user keys): ids planned (not committed), rows consolidated
+        per tuple, the int64 bound checked (nothing changes before this returns)."""
+        m = len(u)
+        ids, new = self.encoder.plan(np.concatenate([u.src, u.dst]), "src")
+        a, b = ids[:m], ids[m:]
+        phases = []
+        for k in range(3):
+            sel = u.rel == k
+            keys, deltas = self._consolidate(pack(a[sel], b[sel]), u.mult[sel])
+            if keys.shape[0]:
+                phases.append((k, keys, deltas))
+        return phases, self._check_overflow({k: d for k, _, d in phases}), new
 
     def _q_delta_for(self, k: int):
         def q_delta(keys: np.ndarray, deltas: np.ndarray) -> int:

@@ -262,11 +262,17 @@ def _config(engine) -> dict:
                 # insert-only / auto engines (gpu_ivm.insert_only) record their mode
                 **({"mode": engine.mode} if engine.mode != "general" else {})}
     if isinstance(engine, RelationEngine):
+        mode = {}
+        if engine.mode != "general":  # insert-only / auto (gpu_ivm.insert_only_relations):
+            # the mode and the ε setting of the general structures built at the first delete
+            mode = {"mode": engine.mode, "general_epsilon": {
+                nm: "auto" if e is None else _eps_str(e)
+                for nm, e in zip(engine.names, engine.general_epsilons)}}
         return {"form": "relations", "query": "sum R(a,b)*S(b,c)*T(c,a)",
                 "epsilon": {nm: _eps_str(e) for nm, e in zip(engine.names, engine.epsilons)},
                 "epsilon_auto": engine.epsilon_auto, "adaptive": adaptive,
                 "maintain": list(engine.maintain),
-                "track_changes": engine.track_changes}
+                "track_changes": engine.track_changes, **mode}
     raise InputError(f"cannot snapshot a {type(engine).__name__}; expected a GraphEngine or "
                      "a RelationEngine", column="engine")
 
@@ -281,7 +287,8 @@ def _encoder_table(engine) -> pa.Table:
 
 
 def _write_folder(engine, folder: Path, metadata: dict | None) -> dict:
-    if getattr(engine, "insert_only_active", False):
+    insert_only = bool(getattr(engine, "insert_only_active", False))
+    if insert_only and _config(engine)["form"] == "graph":  # stamped edges, its own format
         return _INSERT_ONLY_FORMAT["write"](engine, folder, metadata)
 
     files: dict[str, dict] = {}
@@ -327,6 +334,8 @@ def _write_folder(engine, folder: Path, metadata: dict | None) -> dict:
         "last_batch_id": engine.last_batch_id,
         "batches_applied": int(engine.batches_applied),
         "stats": {k: int(v) for k, v in engine._stats.items()},
+        # the relations form's insert-only state is a general state at ε = 0
+        **({"insert_only_active": True} if insert_only else {}),
         "relations": rel_meta,
         "files": files,
         "metadata": metadata or {},
@@ -526,10 +535,14 @@ def _new_engine(man: dict, mpath: Path, backend):
                                track_changes=bool(man.get("track_changes", False)),
                                mode=man.get("mode", "general"))
         if man["form"] == "relations":
-            return RelationEngine(epsilon=dict(man["epsilon"]), backend=backend,
+            eps = man["epsilon"]  # in use; an insert-only state's general setting is apart
+            if man.get("insert_only_active"):
+                eps = man["general_epsilon"]
+            return RelationEngine(epsilon=dict(eps), backend=backend,
                                   adaptive=bool(man.get("adaptive", True)),
                                   maintain=man.get("maintain"),
-                                  track_changes=bool(man.get("track_changes", False)))
+                                  track_changes=bool(man.get("track_changes", False)),
+                                  mode=man.get("mode", "general"))
     except KeyError as e:
         raise SnapshotError(f"manifest lacks {e}", file=mpath) from None
     except InputError as e:
@@ -598,8 +611,9 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         if io_state:
             raise SnapshotError("manifest holds an insert-only state but no insert-only mode",
                                 file=mpath)
-        eng.insert_only_active = False  # an auto-mode engine that switched to general
-    if io_state:
+        eng.mark_general()  # an auto-mode engine that switched to general
+    special = io_state and man.get("form") == "graph"  # the stamped-edge format
+    if special:
         pass
     elif not isinstance(rel_meta, list) or [r.get("name") for r in rel_meta] != list(eng.names):
         raise SnapshotError(f"manifest relations do not match the form {man['form']!r}",
@@ -617,7 +631,7 @@ def load(path: str | os.PathLike[str], *, backend=None, expect: type | None = No
         keys_arr = _int_col(enc_t, "key")
     if len(set(keys_arr.tolist())) != n_ids:
         raise SnapshotError("duplicate keys", file=folder / "encoder.arrow")
-    if io_state:
+    if special:
         return _INSERT_ONLY_FORMAT["load"](eng, man, folder, table, keys_arr)
     parts = []
     for K in eng.rels:

@@ -217,35 +217,42 @@ def orient_pairs(dkeys, st):
 
 
 @nb.njit(cache=True, inline="always")
-def _pair_group(s0, s1, okeys, st, out, work, marks):
-    """out[i] = Σ_c st(x,c)·st(y_i,c) for the tuples [s0, s1) of one first key x: x's row is
-    marked once for the group when that is cheaper than intersecting each pair alone."""
+def _pair_group(s0, s1, okeys, stx, sty, out, work, marks):
+    """out[i] = Σ_c stx(x,c)·sty(y_i,c) for the tuples [s0, s1) of one first key x: x's row
+    of ``stx`` is marked once for the group when that is cheaper than intersecting each pair
+    alone (the graph form passes its one store as both)."""
     x = okeys[s0] >> 32
-    if has_bits(st, x):  # x's marks are kept in the store: nothing to write or clear
+    if has_bits(stx, x):  # x's marks are kept in the store: nothing to write or clear
         for i in range(s0, s1):
-            out[i], work[i] = probe_bits(st, okeys[i] & LO_MASK, st, x)
+            out[i], work[i] = probe_bits(sty, okeys[i] & LO_MASK, stx, x)
         return
     probes = 0
     for i in range(s0, s1):
-        probes += _live(st, okeys[i] & LO_MASK)
-    if marks.shape[0] > 1 and 2 * _live(st, x) <= MARK_RATIO * probes:
-        ok, t = mark_row(st, x, marks)
+        probes += _live(sty, okeys[i] & LO_MASK)
+    if marks.shape[0] > 1 and 2 * _live(stx, x) <= MARK_RATIO * probes:
+        ok, t = mark_row(stx, x, marks)
         if ok:
             for i in range(s0, s1):
-                w, tp = probe_marks(st, okeys[i] & LO_MASK, marks)
+                w, tp = probe_marks(sty, okeys[i] & LO_MASK, marks)
                 out[i] = w
                 work[i] = tp + (t if i == s0 else 0)
-            clear_row(st, x, marks)
+            clear_row(stx, x, marks)
             return
     for i in range(s0, s1):
-        out[i], work[i] = dot_rows_mk(st, x, st, okeys[i] & LO_MASK, marks)
+        out[i], work[i] = dot_rows_mk(stx, x, sty, okeys[i] & LO_MASK, marks)
 
 
 @nb.njit(cache=True, parallel=True)
-def _pair_weights_grouped(okeys, gstarts, st, out, work, marks):
+def _pair_weights_grouped(okeys, gstarts, stx, sty, out, work, marks):
     for g in nb.prange(gstarts.shape[0] - 1):
         own = _thread_marks(marks)
-        _pair_group(gstarts[g], gstarts[g + 1], okeys, st, out, work, own)
+        _pair_group(gstarts[g], gstarts[g + 1], okeys, stx, sty, out, work, own)
+
+
+@nb.njit(cache=True)
+def _pair_weights_grouped_seq(okeys, gstarts, stx, sty, out, work, marks):
+    for g in range(gstarts.shape[0] - 1):
+        _pair_group(gstarts[g], gstarts[g + 1], okeys, stx, sty, out, work, marks)
 
 
 def pair_weights_grouped(dkeys, st, ids):
@@ -266,9 +273,34 @@ def pair_weights_grouped(dkeys, st, ids):
     if sel.shape[0]:
         # Numba's default split (a block of groups per thread): groups handed out one by one
         # took 1.35x its time on R-MAT 16, B = 10³ (587 against 426 µs; docs/design.md)
-        _pair_weights_grouped(okeys, gstarts, st, out, work,
+        _pair_weights_grouped(okeys, gstarts, st, st, out, work,
                               mark_scratch(nb.get_num_threads(), ids))
     return sel, out, work
+
+
+def first_grouped_weights(keys, stx, sty, ids):
+    """``(w, work)`` with w[i] = Σ_c stx(x_i, c)·sty(y_i, c) for sorted packed keys
+    (x_i, y_i), and work[i] the entries that pair read.
+
+    Two stores (the three-relation form's insert-only mode: ``stx`` a relation transposed,
+    ``sty`` the next one). The pairs of one first key x share one marking of x's row of
+    ``stx`` when its row is not much longer than theirs together; otherwise each pair is
+    intersected alone at the min-degree bound (marks, bitmap, table probe or gallop:
+    :func:`~gpu_ivm.kernels.row_marks.dot_rows_mk`). Small batches run on one thread.
+    ``ids``: the stores' id space.
+    """
+    n = keys.shape[0]
+    out = np.empty(n, np.int64)
+    work = np.empty(n, np.int64)
+    if n == 0:
+        return out, work
+    gstarts = first_key_starts(keys)
+    if n < PAR_MIN:
+        _pair_weights_grouped_seq(keys, gstarts, stx, sty, out, work, mark_scratch(1, ids)[0])
+    else:
+        _pair_weights_grouped(keys, gstarts, stx, sty, out, work,
+                              mark_scratch(nb.get_num_threads(), ids))
+    return out, work
 
 
 @nb.njit(cache=True)

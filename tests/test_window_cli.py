@@ -106,7 +106,7 @@ def test_events_errors(events, capsys):
              "does not take --base"),
             (["--base", "x", "--batches", "y", "--offline"], "sliding-window options"),
             (["--base", "x", "--batches", "y", "--mode", "insert-only", "--directed"],
-             "undirected graphs only"),
+             "not --directed"),
             (["--base", "x", "--batches", "y", "--mode", "auto", "--emit", "triangles",
               "--out", "o"], "not auto")):
         with pytest.raises(SystemExit) as ei:
