@@ -50,8 +50,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
-from . import io, stamp_warmup
+from . import io, stamp_warmup, static
 from .encoding import IdEncoder, pack, unpack
 from .errors import InputError
 from .kernels import hashmap
@@ -148,6 +149,34 @@ class SlidingWindow:
         alive = np.flatnonzero(self._end[: self._n_eids] >= self.k)
         a, b = unpack(np.sort(pack(self._eu[alive], self._ev[alive])))
         return self.encoder.decode(a), self.encoder.decode(b)
+
+    # ------------------------------------------------------------------ results on request
+    # The window maintains its count; these list the results of the live edges on request,
+    # by a static enumeration (O(m^1.5) for m live edges), as of the last closed step.
+    def triangles(self) -> pa.Table:
+        """The window's triangles after the last closed step: an Arrow table ``a, b, c``
+        (a < b < c by key), enumerated from the live edges on request
+        (:func:`gpu_ivm.static.list_triangles`)."""
+        return static.list_triangles(self.edges())
+
+    def vertex_counts(self) -> pa.Table:
+        """Triangles through each vertex of the window after the last closed step: an Arrow
+        table ``vertex, triangles`` with a row (0 included) for every endpoint of a live edge,
+        sorted by key, computed from the live edges on request
+        (:func:`gpu_ivm.static.vertex_triangle_counts`)."""
+        return static.vertex_triangle_counts(self.edges())
+
+    def edge_counts(self) -> pa.Table:
+        """Triangles through each live edge after the last closed step: an Arrow table
+        ``src, dst, triangles`` (src < dst by key) of the edges in at least one triangle,
+        computed from the live edges on request (:func:`gpu_ivm.static.edge_triangle_counts`).
+
+        >>> sw = SlidingWindow(window=10, step=5, start=0)
+        >>> _ = sw.push({"src": [1, 2, 3, 3], "dst": [2, 3, 1, 4], "time": [0, 1, 2, 6]})
+        >>> sw.edge_counts().to_pydict(), sw.vertex_counts().to_pydict()["triangles"]
+        ({'src': [1, 1, 2], 'dst': [2, 3, 3], 'triangles': [1, 1, 1]}, [1, 1, 1])
+        """
+        return static.edge_triangle_counts(self.edges())
 
     # ------------------------------------------------------------------ input
     def push(self, events: Any, **read_options: Any) -> list[WindowStep]:

@@ -314,3 +314,33 @@ def test_lifespan_segments_equal_the_sorted_merge():
         alive = np.cumsum(ediff)[1:K + 1]
         assert alive.tolist() == [sum(1 for _, s, e in got if s <= k <= e)
                                   for k in range(1, K + 1)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_results_on_request_match_networkx(seed):
+    """triangles(), vertex_counts() and edge_counts() after every push, against networkx on
+    the window's edges recomputed from the arrivals (string keys on odd seeds)."""
+    rng = np.random.default_rng(seed)
+    n = 150
+    names = np.array([f"v{i}" for i in range(9)], dtype=object)
+    src, dst = rng.integers(0, 9, n), rng.integers(0, 9, n)
+    t = np.sort(rng.integers(0, 300, n))
+    window, step = int(rng.integers(20, 90)), int(rng.integers(3, 30))
+    if seed % 2:
+        src, dst = names[src], names[dst]
+    sw = SlidingWindow(window=window, step=step, start=0)
+    for part in np.array_split(np.arange(n), 7):
+        sw.push({"src": src[part], "dst": dst[part], "time": t[part]})
+        end = sw.steps_closed * step
+        g = nx.Graph()
+        g.add_edges_from(window_edges(src, dst, t, end - window, end))
+        tri = {tuple(sorted(c)) for c in nx.enumerate_all_cliques(g) if len(c) == 3}
+        got = sw.triangles().to_pydict()
+        assert sorted(zip(got["a"], got["b"], got["c"])) == sorted(tri)
+        assert len(tri) == sw.count()
+        vc = sw.vertex_counts().to_pydict()
+        assert dict(zip(vc["vertex"], vc["triangles"])) == nx.triangles(g)
+        ec = sw.edge_counts().to_pydict()
+        support = {(min(a, b), max(a, b)): len(set(g[a]) & set(g[b])) for a, b in g.edges}
+        assert dict(zip(zip(ec["src"], ec["dst"]), ec["triangles"])) == \
+            {e: c for e, c in support.items() if c}
