@@ -34,6 +34,35 @@ from .stamp_kernels import due_push
 from .window_adj import common_pairs
 
 
+@nb.njit(cache=True, inline="always")
+def extend_move(x, y, z, k, end, prev_end, ext_seq, seq_base):
+    """The rule of :func:`extend_triangles` for one triangle of extended edge x with other
+    edges y, z: (old, new), the last alive steps its removal was and is to be scheduled
+    after, or (-1, -1) when the triangle is not alive at k or is moved by another extended
+    edge (the one with the largest ext_seq). Shared with the CUDA twin
+    (:mod:`gpu_ivm.kernels.cuda_window`)."""
+    if end[y] < k or end[z] < k:
+        return -1, -1
+    sx = ext_seq[x]
+    ey = ext_seq[y] > seq_base
+    ez = ext_seq[z] > seq_base
+    if (ey and ext_seq[y] > sx) or (ez and ext_seq[z] > sx):
+        return -1, -1
+    oy = prev_end[y] if ey else end[y]
+    oz = prev_end[z] if ez else end[z]
+    return min(prev_end[x], min(oy, oz)), min(end[x], min(end[y], end[z]))
+
+
+@nb.njit(cache=True, inline="always")
+def birth_slot(x, y, z, k, end, stamp, r):
+    """The rule of :func:`birth_triangles` for one triangle of born edge x with other edges
+    y, z: the ring slot (of ``r``) of its scheduled removal, or -1 when it is not alive at k
+    or is counted by a younger edge. Shared with the CUDA twin."""
+    if end[y] < k or end[z] < k or stamp[y] >= stamp[x] or stamp[z] >= stamp[x]:
+        return -1
+    return (min(end[x], min(end[y], end[z])) + 1) % r
+
+
 @nb.njit(cache=True)
 def extend_triangles(off, cnt, ya, za, eids, k, end, prev_end, ext_seq, seq_base, cal):
     """Extensions of step k: edge eids[j], alive at k, had its last alive step moved from
@@ -45,20 +74,9 @@ def extend_triangles(off, cnt, ya, za, eids, k, end, prev_end, ext_seq, seq_base
     r = cal.shape[0]
     for j in range(eids.shape[0]):
         x = eids[j]
-        sx = ext_seq[x]
         for i in range(off[j], off[j] + cnt[j]):
-            y = ya[i] - 1
-            z = za[i] - 1
-            if end[y] < k or end[z] < k:
-                continue
-            ey = ext_seq[y] > seq_base
-            ez = ext_seq[z] > seq_base
-            if (ey and ext_seq[y] > sx) or (ez and ext_seq[z] > sx):
-                continue
-            oy = prev_end[y] if ey else end[y]
-            oz = prev_end[z] if ez else end[z]
-            old = min(prev_end[x], min(oy, oz))
-            new = min(end[x], min(end[y], end[z]))
+            old, new = extend_move(x, ya[i] - 1, za[i] - 1, k, end, prev_end, ext_seq,
+                                   seq_base)
             if old != new:
                 cal[(old + 1) % r] += 1
                 cal[(new + 1) % r] -= 1
@@ -74,14 +92,11 @@ def birth_triangles(off, cnt, ya, za, eids, k, end, stamp, cal):
     total = 0
     for j in range(eids.shape[0]):
         x = eids[j]
-        s = stamp[x]
         for i in range(off[j], off[j] + cnt[j]):
-            y = ya[i] - 1
-            z = za[i] - 1
-            if end[y] < k or end[z] < k or stamp[y] >= s or stamp[z] >= s:
-                continue
-            total += 1
-            cal[(min(end[x], min(end[y], end[z])) + 1) % r] -= 1
+            q = birth_slot(x, ya[i] - 1, za[i] - 1, k, end, stamp, r)
+            if q >= 0:
+                total += 1
+                cal[q] -= 1
     return total
 
 

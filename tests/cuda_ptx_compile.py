@@ -39,6 +39,7 @@ def cases(repo: str) -> dict:
     from kernels import cuda_stamp as stamp
     from kernels import cuda_static as t
     from kernels import cuda_store as s
+    from kernels import cuda_window as w
 
     i = np.zeros(4, np.int64)
     b = np.zeros(4, np.bool_)
@@ -88,6 +89,8 @@ def cases(repo: str) -> dict:
         stamp._closed_kernel: (st, (i,) * 6, n),
         stamp._list_kernel: (st, (i,) * 5, (i,) * 4, n),
         off._lifespan_kernel: ((i,) * 3, (i,) * 3, i, n),
+        w._birth_kernel: ((i,) * 4, (i, i), (i,) * 4, i, n, i, i, n),
+        w._extend_kernel: ((i,) * 4, (i, i), (i,) * 5, i, n, n, i, n),
         t._count_edges_kernel: ((i, i, i, i), n, True),
         t._abs_kernel: ((i, np.zeros(4)), n),
         t._edge_counts_kernel: ((i, i, i), n),
