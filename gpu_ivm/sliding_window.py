@@ -60,13 +60,15 @@ from .kernels import stamp_kernels as sk
 from .kernels import window_adj as wa
 from .kernels import window_step as wk
 from .lifespans import check_times, last_steps, parse_span
+from .window_changes import WindowChanges
 
 COMPACT_MIN = 4096  # stored edges below which expired ones are never compacted away
 # per edge id: true last alive step, calendar end (the one the triangle removals were
 # scheduled with), calendar end before this step's revisit, revisit order, birth stamp,
-# endpoints (u < v), due-list link, last step that counted it extended, scratch
+# endpoints (u < v), due-list link, last step that counted it extended, scratch (the revisits),
+# scratch (the expiries)
 _PER_EDGE = ("_end", "_cend", "_prev", "_ext", "_stamp", "_eu", "_ev", "_next", "_mark",
-             "_scratch")
+             "_scratch", "_gone")
 
 
 @dataclass
@@ -98,13 +100,18 @@ class SlidingWindow:
         ``"30d"``, ``"12h"`` for times in seconds (:func:`gpu_ivm.lifespans.parse_span`).
     start : int, optional
         t0, the start of step 1; default: the first pushed arrival's time.
+    track_changes : bool
+        Also list each step's result changes: the triangles that appear and disappear and
+        the per-vertex and per-edge counts that change (:meth:`last_changes`; costs about
+        what the births cost again, see :mod:`gpu_ivm.window_changes`).
 
     Arrivals are pushed in batches (:meth:`push`) whose times may be in any order but not
     before the end of the last closed step; steps close as soon as an arrival at or after
     their end is seen, and :meth:`close` closes the step holding the latest arrival.
     """
 
-    def __init__(self, window: int | str, step: int | str, *, start: int | None = None):
+    def __init__(self, window: int | str, step: int | str, *, start: int | None = None,
+                 track_changes: bool = False):
         self.window = parse_span(window, "window")
         self.step_len = parse_span(step, "step")
         self.t0 = None if start is None else int(start)
@@ -131,6 +138,8 @@ class SlidingWindow:
         self._ext_seq = 0
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._t_max: int | None = None
+        self.track_changes = bool(track_changes)
+        self._changes = WindowChanges() if self.track_changes else None
         from .stamp_warmup import warm_up
 
         warm_up()  # once per process: no step pays for loading the compiled kernels
@@ -177,6 +186,29 @@ class SlidingWindow:
         ({'src': [1, 1, 2], 'dst': [2, 3, 3], 'triangles': [1, 1, 1]}, [1, 1, 1])
         """
         return static.edge_triangle_counts(self.edges())
+
+    def last_changes(self) -> dict[str, pa.Table]:
+        """The result changes of the steps closed by the last :meth:`push`, :meth:`close` or
+        :meth:`advance_to` (``track_changes=True``), as Arrow tables with a ``step`` column:
+        ``triangles`` (``a`` < ``b`` < ``c`` by key, ``old``, ``new``: 1 → 0 for a triangle
+        that left the window, 0 → 1 for one that entered it), ``vertex_counts`` (``vertex``,
+        ``old``, ``new``) and ``edge_counts`` (``src`` < ``dst``, ``old``, ``new``), the
+        rows whose count changed. A triangle whose edge expired and arrived again in the same
+        step did not change and is not listed.
+
+        >>> sw = SlidingWindow(window=10, step=5, start=0, track_changes=True)
+        >>> _ = sw.push({"src": [1, 2, 3], "dst": [2, 3, 1], "time": [0, 1, 6]})
+        >>> _ = sw.push({"src": [3], "dst": [1], "time": [12]})   # closes step 2: 1-2-3 born
+        >>> sw.last_changes()["triangles"].to_pylist()
+        [{'step': 2, 'a': 1, 'b': 2, 'c': 3, 'old': 0, 'new': 1}]
+        >>> _ = sw.close()                      # step 3: 1-2 and 2-3 have expired
+        >>> sw.last_changes()["edge_counts"].to_pydict()["new"]
+        [0, 0, 0]
+        """
+        if self._changes is None:
+            raise InputError("last_changes() needs a window created with track_changes=True",
+                             column="track_changes")
+        return self._changes.tables(self.encoder.decode)
 
     # ------------------------------------------------------------------ input
     def push(self, events: Any, **read_options: Any) -> list[WindowStep]:
@@ -225,6 +257,8 @@ class SlidingWindow:
         return self._close_until(int(k))
 
     def _close_until(self, k_last: int) -> list[WindowStep]:
+        if self._changes is not None:
+            self._changes.clear()  # last_changes(): the steps this call closes
         if k_last <= self.k:
             return []
         src, dst, t = self._take_pending()
@@ -317,13 +351,18 @@ class SlidingWindow:
         # 1. edges whose calendar end was k - 1: expire, or (extended since) move the
         # scheduled removals of their triangles to the new end, before the calendar is read
         expired = 0
+        track = self._changes
         if self._due_head[slot] >= 0:
             expired, n_ext = wk.expire_due(
                 self._aoff, self._aln, self._anbr, self._aval, self._due_head, self._next,
                 slot, k, self._end, self._cend, self._prev, self._ext, self._ext_seq,
-                self._eu, self._ev, self._cal, self._scratch, self._marks)
+                self._eu, self._ev, self._cal, self._scratch, self._marks, self._gone)
             self._ext_seq += n_ext
             self.num_edges -= expired
+        if track is not None:  # before any arrival moves an end: the triangles that go
+            z = np.zeros(0, np.int64)
+            left = track.removed(self, self._gone[:expired], k) if expired else (z, z, z)
+            entered = (z, z, z)
         self.count_ += int(self._cal[slot])
         self._cal[slot] = 0
         n_arr = int(t.shape[0])
@@ -352,10 +391,15 @@ class SlidingWindow:
             if births:
                 self._seq += births
                 self.num_edges += births
-                self.count_ += int(wk.births(self._aoff, self._aln, self._anbr, self._aval,
-                                             self._due_head, self._next, born[:births], k,
-                                             self._cend, self._stamp, self._eu, self._ev,
-                                             self._cal, self._marks))
+                closed = int(wk.births(self._aoff, self._aln, self._anbr, self._aval,
+                                       self._due_head, self._next, born[:births], k,
+                                       self._cend, self._stamp, self._eu, self._ev,
+                                       self._cal, self._marks))
+                self.count_ += closed
+                if track is not None:
+                    entered = track.born(self, born[:births], k, closed)
+        if track is not None:
+            track.record(self, k, left, entered)
         self.k = k
         self._maybe_compact()
         return WindowStep(step=k, end=self.t0 + k * self.step_len, triangles=self.count_,
@@ -382,6 +426,8 @@ class SlidingWindow:
             n = old.shape[0]
             kept = {name: getattr(self, name)[old]
                     for name in ("_end", "_cend", "_stamp", "_eu", "_ev")}
+            if self._changes is not None:
+                self._changes.remap(old)
             self._cap = self._n_eids = 0
             self._clear_per_edge()
             self._grow(n)

@@ -84,6 +84,7 @@ def save(sw, path, *, metadata: dict | None = None) -> dict:
                "form": FORM, "window": sw.window, "step": sw.step_len, "t0": sw.t0,
                "steps_closed": sw.k, "count": sw.count_, "edges": sw.num_edges,
                "stamps": sw._seq, "t_max": sw._t_max, "key_kind": sw.encoder.kind,
+               "track_changes": sw.track_changes,
                "num_keys": n, "files": files, "metadata": metadata or {}}
         man["manifest_sha256"] = sn._manifest_digest(man)
         sn._write_bytes(tmp / sn.MANIFEST,
@@ -153,7 +154,8 @@ def load(path, cls: type):
     cal = sn._int_col(table("calendar.arrow", {"change": "int"}), "change")
     pend = table("pending.arrow", {"src": kcol, "dst": kcol, "time": "int"})
     try:
-        sw = cls(window=int(man["window"]), step=int(man["step"]), start=man["t0"])
+        sw = cls(window=int(man["window"]), step=int(man["step"]), start=man["t0"],
+                 track_changes=bool(man.get("track_changes", False)))
         k, count, n_edges = int(man["steps_closed"]), int(man["count"]), int(man["edges"])
         seq = int(man["stamps"])
     except (KeyError, TypeError, ValueError) as e:
@@ -198,4 +200,6 @@ def load(path, cls: type):
     if recount != count:
         raise sn.SnapshotError(f"the stored window has {recount} triangles, manifest says "
                                f"{count}", file=folder)
+    if sw._changes is not None:  # the per-vertex and per-edge counts, from the live edges
+        sw._changes.recount(sw)
     return sw

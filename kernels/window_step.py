@@ -102,12 +102,12 @@ def birth_triangles(off, cnt, ya, za, eids, k, end, stamp, cal):
 
 @nb.njit(cache=True)
 def expire_due(aoff, aln, anbr, aval, head, nxt, slot, k, end, cend, prev, ext, ext_base, eu,
-               ev, cal, scratch, marks):
+               ev, cal, scratch, marks, gone):
     """Step k's revisits: the edges filed under ring ``slot`` (their calendar end was k − 1).
-    An edge not extended since expires; an extended one gets ``prev`` = old calendar end,
-    ``cend`` = ``end``, ``ext`` = ``ext_base`` + its rank, its triangles' removals moved in
-    ``cal``, and is filed again. ``scratch`` needs room for every filed edge; ``marks``: zeros,
-    one per vertex. Returns (expired, extended)."""
+    An edge not extended since expires (listed in ``gone``); an extended one gets ``prev`` =
+    old calendar end, ``cend`` = ``end``, ``ext`` = ``ext_base`` + its rank, its triangles'
+    removals moved in ``cal``, and is filed again. ``scratch`` and ``gone`` need room for every
+    filed edge; ``marks``: zeros, one per vertex. Returns (expired, extended)."""
     n = 0
     e = head[slot]
     while e >= 0:
@@ -121,6 +121,8 @@ def expire_due(aoff, aln, anbr, aval, head, nxt, slot, k, end, cend, prev, ext, 
         if end[e] > cend[e]:
             scratch[nx] = e
             nx += 1
+        else:
+            gone[i - nx] = e
     if nx == 0:
         return n, 0
     xs = scratch[:nx].copy()

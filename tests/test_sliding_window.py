@@ -344,3 +344,98 @@ def test_results_on_request_match_networkx(seed):
         support = {(min(a, b), max(a, b)): len(set(g[a]) & set(g[b])) for a, b in g.edges}
         assert dict(zip(zip(ec["src"], ec["dst"]), ec["triangles"])) == \
             {e: c for e, c in support.items() if c}
+
+
+def _tri_set(edges: set) -> set:
+    adj: dict = {}
+    for a, b in edges:
+        adj.setdefault(a, set()).add(b)
+        adj.setdefault(b, set()).add(a)
+    return {(a, b, c) for a, b, c in itertools.combinations(sorted(adj), 3)
+            if b in adj[a] and c in adj[a] and c in adj[b]}
+
+
+def _counts(tris: set) -> tuple[dict, dict]:
+    v: dict = {}
+    e: dict = {}
+    for t in tris:
+        for x in t:
+            v[x] = v.get(x, 0) + 1
+        for p in ((t[0], t[1]), (t[0], t[2]), (t[1], t[2])):
+            e[p] = e.get(p, 0) + 1
+    return v, e
+
+
+def _diff(old: dict, new: dict) -> set:
+    return {(k, old.get(k, 0), new.get(k, 0)) for k in set(old) | set(new)
+            if old.get(k, 0) != new.get(k, 0)}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_track_changes_equal_the_diffs_of_consecutive_windows(seed, monkeypatch):
+    """last_changes() after every push: the triangles that entered and left each closed step's
+    window and the per-vertex and per-edge counts that changed, against brute force on the
+    windows recomputed from the arrivals (compactions forced on odd seeds, string keys on
+    seeds 2 and 3 mod 4)."""
+    from gpu_ivm import sliding_window
+
+    if seed % 2:
+        monkeypatch.setattr(sliding_window, "COMPACT_MIN", 1)
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(80, 260))
+    nv = int(rng.integers(5, 12))
+    src, dst = rng.integers(0, nv, n), rng.integers(0, nv, n)
+    t = rng.integers(0, 300, n)
+    if seed % 4 >= 2:
+        names = np.array([f"n{i:02d}" for i in range(nv)], dtype=object)
+        src, dst = names[src], names[dst]
+    window, step = int(rng.integers(10, 80)), int(rng.integers(2, 20))
+    sw = SlidingWindow(window=window, step=step, start=0, track_changes=True)
+    order = np.argsort(t, kind="stable")
+    seen = 0
+    pushes = [{"src": src[p], "dst": dst[p], "time": t[p]}
+              for p in np.array_split(order, int(rng.integers(2, 9)))]
+    for ev in pushes + [None]:
+        reps = sw.push(ev) if ev is not None else sw.close()
+        ch = sw.last_changes()
+        assert set(ch["triangles"].column("step").to_pylist()) <= {r.step for r in reps}
+        for r in reps:
+            k = r.step
+            prev = _tri_set(window_edges(src, dst, t, (k - 1) * step - window,
+                                         (k - 1) * step)) if k > 1 else set()
+            cur = _tri_set(window_edges(src, dst, t, k * step - window, k * step))
+            assert len(cur) == r.triangles
+            rows = [x for x in ch["triangles"].to_pylist() if x["step"] == k]
+            got = {(x["a"], x["b"], x["c"], x["old"], x["new"]) for x in rows}
+            assert len(got) == len(rows)
+            assert got == {(*x, 0, 1) for x in cur - prev} | {(*x, 1, 0) for x in prev - cur}
+            vp, ep = _counts(prev)
+            vc, ec = _counts(cur)
+            rows = [x for x in ch["vertex_counts"].to_pylist() if x["step"] == k]
+            assert {(x["vertex"], x["old"], x["new"]) for x in rows} == _diff(vp, vc)
+            rows = [x for x in ch["edge_counts"].to_pylist() if x["step"] == k]
+            assert {((x["src"], x["dst"]), x["old"], x["new"]) for x in rows} == _diff(ep, ec)
+            seen += len(got)
+    assert seen > 0
+    with pytest.raises(InputError, match="track_changes"):
+        SlidingWindow(window=10, step=5).last_changes()
+
+
+def test_track_changes_survive_a_snapshot(tmp_path):
+    rng = np.random.default_rng(8)
+    n = 300
+    src, dst = rng.integers(0, 9, n), rng.integers(0, 9, n)
+    t = np.sort(rng.integers(0, 400, n))
+    parts = np.array_split(np.arange(n), 6)
+    a = SlidingWindow(window=60, step=7, start=0, track_changes=True)
+    for p in parts[:3]:
+        a.push({"src": src[p], "dst": dst[p], "time": t[p]})
+    a.snapshot(tmp_path / "w")
+    b = SlidingWindow.restore(tmp_path / "w")
+    assert b.track_changes
+    for p in parts[3:]:
+        ev = {"src": src[p], "dst": dst[p], "time": t[p]}
+        assert [r.triangles for r in a.push(ev)] == [r.triangles for r in b.push(ev)]
+        ca, cb = a.last_changes(), b.last_changes()
+        for name in ("triangles", "vertex_counts", "edge_counts"):
+            assert sorted(ca[name].to_pylist(), key=str) == sorted(cb[name].to_pylist(), key=str)
