@@ -52,6 +52,40 @@ def check(eng: Engine, query: str, db, domain) -> None:
     got = answers(eng, q, reqs)
     want = {r: expect[r] for r in reqs if r in expect}
     assert got == want
+    check_request_options(eng, q, reqs, expect)
+
+
+def check_request_options(eng: Engine, q, reqs: list[tuple], expect) -> None:
+    """count(requests) and exists(requests) against the oracle's answers; the pages of a
+    cursor (limit 1 to 3) against the whole answer, in the order of request()."""
+    cols = {v: [r[j] for r in reqs] for j, v in enumerate(q.inputs)} if q.inputs else None
+    n = len(reqs) if q.inputs else 1
+    keys = reqs if q.inputs else [()]
+    counts = eng.count(cols if q.inputs else {}).to_pydict() if q.inputs else None
+    if counts is not None:
+        assert counts["request"] == list(range(n))
+        assert counts["count"] == [sum(expect.get(r, {}).values()) for r in keys]
+    ex = eng.exists(cols).to_pydict()
+    assert ex["exists"] == [bool(expect.get(r)) for r in keys]
+    full = eng.request(cols).to_pylist()
+    limit = 1 + len(full) % 3
+    pages = [p.to_pylist() for p in eng.cursor(cols, limit=limit)]
+
+    def order(x):
+        return x["request"], tuple(x[v] for v in q.outputs)
+
+    assert full == sorted(full, key=order)
+    for p in pages:
+        assert p == sorted(p, key=order)
+    for i in range(n):  # each request's answers, page after page, are its whole answer
+        assert [x for p in pages for x in p if x["request"] == i] == \
+            [x for x in full if x["request"] == i]
+    per = [max((sum(1 for x in p if x["request"] == i) for p in pages), default=0)
+           for i in range(n)]
+    assert max(per, default=0) <= limit
+    longest = max((sum(1 for x in full if x["request"] == i) for i in range(n)), default=0)
+    assert len(pages) == -(-longest // limit)
+    assert eng.request(cols, limit=limit).to_pylist() == (pages[0] if pages else [])
 
 
 FIXED = [
@@ -269,3 +303,18 @@ def test_larger_relations_small_batches(query):
             for t, m in d.items():
                 db[r][t] = db[r].get(t, 0) + m
         check(eng, query, db, domain)
+
+
+def test_cursor_refuses_a_changed_state_and_bad_limits():
+    eng = Engine("Q(B | A) = R(A,B)")
+    eng.load(R={"a": [1, 1, 1], "b": [4, 5, 6]})
+    cur = eng.cursor({"A": [1]}, limit=2)
+    assert cur.next().to_pydict()["B"] == [4, 5]
+    eng.apply({"R": {"a": [1], "b": [3], "mult": [1]}})
+    with pytest.raises(InputError, match="open a new cursor"):
+        cur.next()
+    assert [p.to_pydict()["B"] for p in eng.cursor({"A": [1]}, limit=2)] == [[3, 4], [5, 6]]
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InputError, match="limit must be a positive integer"):
+            eng.request({"A": [1]}, limit=bad)
+    assert eng.count({"A": [1, 2]}).to_pydict() == {"request": [0, 1], "count": [4, 0]}

@@ -36,9 +36,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import InputError
 from .planner import VONode, dep_sets, plan
+from .requests import RequestCursor, check_limit
 from .syntax import Query
 from .tables import int_columns
 from .zrel import ZRel, checked_total, consolidate, empty
@@ -131,6 +133,7 @@ class Engine:
         self.base: dict[str, ZRel] = {
             r: empty(tuple(f"c{k}" for k in range(a))) for r, a in self.schemas.items()}
         self.views: dict[tuple, ZRel] = {}
+        self._version = 0  # load() and apply() count up: a request cursor's state
         self._rebuild()
 
     # ----------------------------------------------------------------------------- reading
@@ -243,6 +246,7 @@ class Engine:
         except BaseException:
             self.base = old
             raise
+        self._version += 1
 
     def apply(self, batch: Mapping[str, object]) -> None:
         """Apply ``{relation: table with a mult column}``: +k inserts, -k deletes.
@@ -264,6 +268,7 @@ class Engine:
                 if atom.relation == name:
                     self._propagate(views, i, self._atom_rel(i, d))
         self.base, self.views = new_base, views
+        self._version += 1
 
     def _boundary(self, comp: _Component, top: set[str]) -> list[ZRel]:
         """The views whose product gives Q over the top-closed variable set ``top``."""
@@ -284,23 +289,22 @@ class Engine:
                     rels.append(self.views[("C", id(c))])
         return rels
 
-    def count(self) -> int:
-        """The result multiplicity summed over all input and output tuples."""
+    def count(self, inputs=None) -> int | pa.Table:
+        """The result multiplicity summed over all input and output tuples; with ``inputs``
+        (a request table as for :meth:`request`), per request: an Arrow table
+        ``request, count``, from the views at the inputs' boundary without enumerating the
+        outputs."""
+        if inputs is not None:
+            totals, n = self._request_totals(inputs)
+            return pa.table({"request": np.arange(n, dtype=np.int64), "count": totals})
         result = None
         for comp in self.components:
             for rel in self._boundary(comp, set(comp.inputs)):
                 result = rel if result is None else result.join(rel)
         return checked_total(result.mult)
 
-    def request(self, inputs=None):
-        """Answer a batch of access requests; returns a pyarrow Table
-        ``(request, outputs..., mult)`` with ``request`` the 0-based row of the request.
-
-        ``inputs`` is a table with one column per input variable; for a query without
-        inputs it may be omitted (one request, number 0).
-        """
-        import pyarrow as pa
-
+    def _requests(self, inputs) -> tuple[ZRel, int]:
+        """A request table as the relation (request number, inputs...) and its row count."""
         q = self.query
         if inputs is None:
             if q.inputs:
@@ -316,7 +320,11 @@ class Engine:
                                  column=missing[0])
             n = len(next(iter(cols.values()))) if cols else (1 if not q.inputs else 0)
         req_keys = np.stack([np.arange(n, dtype=np.int64)] + [cols[v] for v in q.inputs], axis=1)
-        requests = ZRel((REQ, *q.inputs), req_keys, np.ones(n, dtype=np.int64))
+        return ZRel((REQ, *q.inputs), req_keys, np.ones(n, dtype=np.int64)), n
+
+    def _answers(self, inputs) -> tuple[pa.Table, int]:
+        q = self.query
+        requests, n = self._requests(inputs)
         result = None
         for comp in self.components:
             front = requests.marginalize((REQ, *comp.inputs))
@@ -334,7 +342,53 @@ class Engine:
         for k, v in enumerate(q.outputs, 1):
             data[v] = out.keys[:, k]
         data["mult"] = out.mult
-        return pa.table(data)
+        return pa.table(data), n
+
+    def request(self, inputs=None, *, limit: int | None = None) -> pa.Table:
+        """Answer a batch of access requests; returns a pyarrow Table
+        ``(request, outputs..., mult)`` with ``request`` the 0-based row of the request,
+        sorted by request, then by the output values.
+
+        ``inputs`` is a table with one column per input variable; for a query without
+        inputs it may be omitted (one request, number 0). ``limit``: at most this many
+        answers per request (the first ones in that order); :meth:`cursor` pages through
+        the rest.
+        """
+        if limit is not None:
+            return self.cursor(inputs, limit=limit).next()
+        return self._answers(inputs)[0]
+
+    def cursor(self, inputs=None, *, limit: int) -> RequestCursor:
+        """A :class:`~gpu_ivm.cq.requests.RequestCursor` over the answers of a batch of
+        access requests, ``limit`` answers per request per page, in the order of
+        :meth:`request`; the answers are those of the current state (the cursor refuses to
+        go on after another batch is applied)."""
+        check_limit(limit)
+        answers, n = self._answers(inputs)
+        return RequestCursor(answers, n, limit, self, self._version)
+
+    def _request_totals(self, inputs) -> tuple[np.ndarray, int]:
+        """Per request, the answers' multiplicity summed over the outputs, from the views at
+        the inputs' boundary (the outputs are summed out inside the views: nothing is
+        enumerated)."""
+        requests, n = self._requests(inputs)
+        result = None
+        for comp in self.components:
+            front = requests.marginalize((REQ, *comp.inputs))
+            for rel in self._boundary(comp, set(comp.inputs)):
+                front = front.join(rel)
+            front = front.marginalize((REQ,))
+            result = front if result is None else result.join(front)
+        totals = np.zeros(n, np.int64)
+        totals[result.keys[:, 0]] = result.mult
+        return totals, n
+
+    def exists(self, inputs=None) -> pa.Table:
+        """Per request, whether it has an answer: an Arrow table ``request, exists``
+        (from the same views as :meth:`count`; the multiplicities are positive, so an answer
+        exists exactly when its total is not zero)."""
+        totals, n = self._request_totals(inputs)
+        return pa.table({"request": np.arange(n, dtype=np.int64), "exists": totals != 0})
 
     def view(self, var: str, component: int = 0, marginal: bool = False) -> dict[tuple, int]:
         """The view ``V_var`` (or ``V'_var`` with ``marginal``) of a fracture component, as
