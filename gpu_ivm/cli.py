@@ -25,11 +25,9 @@ failed ``--check``), 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
-import secrets
 import sys
 import time
 from pathlib import Path
@@ -44,6 +42,7 @@ from .cli_snapshots import (
     snapshot_series_check,
 )
 from .errors import GpuIvmError, InputError
+from .parquet_out import write_parquet as _write_parquet
 from .progress import announce_if_slow
 
 DESCRIPTION = ("Exact incremental triangle counts (IVM^eps): count an edge list, or replay "
@@ -244,49 +243,6 @@ def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
         parser.error("--emit-changes needs --emit and --out")
     if args.relations and (args.directed or args.on_conflict is not None):
         parser.error("--directed and --on-conflict belong to the graph form, not --relations")
-
-
-def _fsync_dir(d: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_parquet(path: Path, batches, schema=None) -> int:
-    """Stream Arrow record batches into ``path`` through a temporary file in the same folder
-    and rename it into place, so ``path`` is either absent, the old file or the complete new
-    one. Returns the rows written."""
-    import pyarrow.parquet as pq
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    rows = 0
-    try:
-        with open(tmp, "xb") as f:
-            writer = pq.ParquetWriter(f, schema) if schema is not None else None
-            try:
-                for b in batches:
-                    if writer is None:
-                        writer = pq.ParquetWriter(f, b.schema)
-                    writer.write_batch(b)
-                    rows += b.num_rows
-            finally:
-                if writer is not None:
-                    writer.close()
-            if writer is None:
-                raise RuntimeError(f"no record batches (and no schema) for {path}")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return rows
 
 
 def _prepare_out(out: Path, names: list[str], changes: bool, start: int,

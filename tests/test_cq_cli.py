@@ -73,3 +73,64 @@ def test_query_cli_refusals(tmp_path, capsys, case):
     assert err.startswith("gpu-ivm: error:")
     if case == "syntax":
         assert "^" in err
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_query_cli_answers_requests_after_every_batch(tmp_path, capsys, fmt):
+    """--requests/--out: answers-<NNNNNN>.parquet after the load and each batch, equal to the
+    oracle's answers of each request; --epsilon 1 accepted."""
+    from gpu_ivm.cq import access
+
+    rng = random.Random(9)
+    db = {r: {(rng.randint(0, 3), rng.randint(0, 3)): rng.randint(1, 2) for _ in range(8)}
+          for r in "RS"}
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    for r in "RS":
+        write(rel / f"{r}.parquet", db[r], ["x", "y"])
+    reqs = [0, 1, 2, 3, 7]
+    req_file = tmp_path / f"req.{fmt}"
+    if fmt == "csv":
+        req_file.write_text("A\n" + "".join(f"{a}\n" for a in reqs))
+    else:
+        pq.write_table(pa.table({"A": reqs}), req_file)
+    states = [{r: dict(d) for r, d in db.items()}]
+    batches = tmp_path / "batches"
+    for k in (1, 2):
+        d = batches / f"b{k}"
+        d.mkdir(parents=True)
+        present = [t for t, m in db["S"].items() if m > 0]
+        delta = {(rng.randint(0, 3), rng.randint(0, 3)): 2, rng.choice(present): -1}
+        write(d / "S.parquet", delta, ["x", "y"])
+        for t, m in delta.items():
+            db["S"][t] = db["S"].get(t, 0) + m
+        states.append({r: dict(x) for r, x in db.items()})
+    out = tmp_path / "out"
+    assert main(["query", QUERY, "--relations", str(rel), "--batches", str(batches),
+                 "--requests", str(req_file), "--out", str(out), "--epsilon", "1",
+                 "--json"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    for k, state in enumerate(states):
+        got = pq.read_table(out / f"answers-{k:06d}.parquet").to_pydict()
+        assert lines[k]["answers"] == len(got["request"])
+        want = {(i, c): m for i, a in enumerate(reqs)
+                for (c,), m in access(QUERY, state, (a,)).items()}
+        assert dict(zip(zip(got["request"], got["C"]), got["mult"])) == want
+
+
+def test_query_cli_request_option_refusals(tmp_path, capsys):
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    write(rel / "R.parquet", {(1, 2): 1}, ["x", "y"])
+    write(rel / "S.parquet", {(2, 3): 1}, ["x", "y"])
+    req = tmp_path / "req.parquet"
+    pq.write_table(pa.table({"B": [1]}), req)
+    base = ["query", QUERY, "--relations", str(rel)]
+    for extra, msg in ((["--requests", str(req)], "go together"),
+                       (["--requests", str(req), "--out", str(tmp_path / "o")],
+                        "missing input column 'A'"),
+                       (["--epsilon", "1/2"], "epsilon 1 only"),
+                       (["--epsilon", "x"], "--epsilon")):
+        assert main(base + extra) == 2
+        assert msg in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

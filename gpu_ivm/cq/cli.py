@@ -1,6 +1,7 @@
 """``gpu-ivm query``: maintain a CQAP over Parquet relations and a folder of batch folders.
 
-``gpu-ivm query 'Q(B,C | A) = R(A,B), S(A,C)' --relations DIR --batches DIR [--json]``
+``gpu-ivm query 'Q(B,C | A) = R(A,B), S(A,C)' --relations DIR --batches DIR
+[--requests FILE --out DIR] [--epsilon E] [--json]``
 
 - ``--relations DIR`` holds ``<NAME>.parquet`` for every relation of the query (value columns
   in atom-argument order, optional ``mult``).
@@ -9,6 +10,13 @@
 - One line after the load and after each batch; with ``--json`` a JSON object with ``kind``
   (``load`` / ``batch``), ``batch`` (0 for the load, then 1, 2, ...), ``name``, ``count``
   and ``seconds``.
+
+- ``--requests FILE`` (Parquet or CSV, one column per input variable) is answered after the
+  load and after every batch; ``--out DIR`` receives ``answers-<NNNNNN>.parquet`` (NNNNNN =
+  0 for the load, then the batch number) with columns ``request, outputs..., mult``, each
+  written atomically. The JSON line then also has ``answers`` (rows written).
+- ``--epsilon E``: the engine runs at ε = 1 (the heavy/light engine for ε < 1 is not built
+  yet); ``--epsilon 1`` is accepted, any other value is refused.
 
 A missing relation file, an unknown file in a batch folder, or any bad value stops the run
 with exit code 2 before that batch changes anything.
@@ -70,10 +78,48 @@ def _batch_tables(folder: Path, relations: dict[str, int]) -> dict[str, Any]:
     return tables
 
 
+def _requests(path: str):
+    """The request table of ``--requests``: Parquet, or CSV (``.csv``)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{path} is not a file", option="--requests")
+    if p.suffix.lower() == ".csv":
+        import pyarrow.csv as pacsv
+
+        try:
+            return pacsv.read_csv(p)
+        except Exception as e:  # pyarrow raises several types for bad CSV
+            raise InputError(f"cannot read {p}: {e}", option="--requests") from e
+    return _read_parquet(p)
+
+
+def _check_epsilon(value: str | None) -> None:
+    from ..rational import parse_epsilon
+
+    if value is None:
+        return
+    try:
+        e = parse_epsilon(value)
+    except InputError as err:
+        raise InputError(str(err), option="--epsilon") from None
+    if e != 1:
+        raise InputError(f"epsilon {value}: gpu-ivm query runs at epsilon 1 only (the heavy/"
+                         "light engine for epsilon < 1 is not built yet)", option="--epsilon")
+
+
 def cmd_query(args) -> int:
+    from ..parquet_out import write_parquet
     from .engine import Engine
 
+    if (args.requests is None) != (args.out is None):
+        raise InputError("--requests FILE and --out DIR go together",
+                         option="--requests" if args.requests is None else "--out")
+    _check_epsilon(args.epsilon)
     eng = Engine(args.query)
+    requests = _requests(args.requests) if args.requests is not None else None
+    out = Path(args.out) if args.out is not None else None
+    if requests is not None:
+        eng.count(requests)  # the request table is checked before anything runs
     rel_dir = _folder(args.relations, "--relations")
     batch_dirs: list[Path] = []
     if args.batches is not None:
@@ -90,11 +136,17 @@ def cmd_query(args) -> int:
 
     def report(kind: str, k: int, name: str, seconds: float) -> None:
         count = eng.count()
+        extra = {}
+        if requests is not None:
+            answers = eng.request(requests)
+            extra["answers"] = write_parquet(out / f"answers-{k:06d}.parquet",
+                                             answers.to_batches(), answers.schema)
         if args.json:
             print(json.dumps({"kind": kind, "batch": k, "name": name, "count": count,
-                              "seconds": round(seconds, 6)}), flush=True)
+                              "seconds": round(seconds, 6), **extra}), flush=True)
         else:
-            print(f"{kind} {k} {name}: count {count} ({seconds:.3f} s)", flush=True)
+            more = f", {extra['answers']} answers" if extra else ""
+            print(f"{kind} {k} {name}: count {count}{more} ({seconds:.3f} s)", flush=True)
 
     t = time.perf_counter()
     eng.load(**tables)
@@ -120,6 +172,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     q.add_argument("--batches", default=None, metavar="DIR",
                    help="folder of batch sub-folders, each with <NAME>.parquet files that have "
                         "a mult column (+k inserts, -k deletes)")
+    q.add_argument("--requests", default=None, metavar="FILE",
+                   help="access requests (Parquet or CSV, one column per input variable), "
+                        "answered after the load and every batch")
+    q.add_argument("--out", default=None, metavar="DIR",
+                   help="folder for answers-<NNNNNN>.parquet (with --requests)")
+    q.add_argument("--epsilon", default=None, metavar="E",
+                   help="the engine's epsilon; only 1 is implemented")
     q.add_argument("--json", action="store_true", help="one JSON object per line")
     q.set_defaults(fn=cmd_query)
     return q
