@@ -79,10 +79,11 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     modes = [r for r in results if r["scenario"] == "modes"]
     if DATA.is_dir():
         assert sorted((r["dataset"], r["record"]) for r in modes) == [
-            ("CollegeMsg", "growing"), ("CollegeMsg", "window")]
+            ("CollegeMsg", "growing"), ("CollegeMsg", "relations"), ("CollegeMsg", "window")]
         assert all(r["ok"] and r["status"] == "ok" for r in modes), modes
-        grow = next(r for r in modes if r["record"] == "growing")
-        assert grow["checked_batches"] and grow["checked_batches"][-1] == grow["batches"] - 1
+        for kind in ("growing", "relations"):
+            grow = next(r for r in modes if r["record"] == kind)
+            assert grow["checked_batches"] and grow["checked_batches"][-1] == grow["batches"] - 1
     static = [r for r in systems if r["scenario"] == "snap_static"]
     assert all(r["final_count"] == r["published"] == 48_260 for r in static
                if r["status"] == "ok")

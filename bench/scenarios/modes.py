@@ -7,11 +7,14 @@ alone as ``python -m bench.modes``):
   ``GraphEngine(mode="insert_only")`` and into the general ``GraphEngine()``;
 - **sliding window** (30 days, 1-day step by default): ``SlidingWindow`` fed each step's
   arrivals, the general engine fed each step's births and expiries as one batch, a static
-  recount of each step's window, and the offline evaluator of the whole log.
+  recount of each step's window, and the offline evaluator of the whole log;
+- **three relations**: every arrival a tuple of R, S or T in turn, one batch per day, into
+  ``RelationEngine(mode="insert_only")`` and into the general ``RelationEngine()``.
 
 The systems alternate within each repeat; the records hold the medians and every repeat.
 Counts: every run's per-batch (per-step) counts equal the others', and the growing graph's
-count after a few batches equals a static count of that prefix (else the record says why).
+count after a few batches equals a static count of that prefix, as does the three-relation
+Q (else the record says why).
 """
 
 from __future__ import annotations
@@ -38,11 +41,13 @@ def run(ctx: RunContext) -> None:
             ctx.log(f"[modes] {path} not found; skipped")
             continue
         s, d, t = bm.load(name, data_dir())
-        for what in ("growing", "window"):
+        for what in ("growing", "relations", "window"):
             la0 = os.getloadavg()
             try:
                 if what == "growing":
                     rec = bm.measure_growing(s, d, t, cfg.repeats)
+                elif what == "relations":
+                    rec = bm.measure_relations(s, d, t, cfg.repeats)
                 else:
                     rec = bm.measure_window(s, d, t, cfg.window_days * DAY,
                                                cfg.step_days * DAY, cfg.repeats)
@@ -58,7 +63,7 @@ def run(ctx: RunContext) -> None:
 def _line(r: dict) -> str:
     if not r.get("ok"):
         return r.get("detail", "failed")
-    if r["record"] == "growing":
+    if r["record"] in ("growing", "relations"):
         return (f"{r['batches']} batches, insert-only {r['insert_only_s']:.3f} s, general "
                 f"{r['general_s']:.3f} s ({r['general_s'] / r['insert_only_s']:.1f}x)")
     k = r["steps"]
