@@ -48,7 +48,6 @@ import numpy as np
 import pyarrow as pa
 
 from . import io, snapshot
-from ._version import __version__
 from .encoding import pack, transpose, unpack
 from .engine import BatchReport
 from .errors import InputError, IntegerOverflowError, InvariantError
@@ -437,9 +436,6 @@ def _chunks(cols: dict, chunk_size: int):
 def write_snapshot(engine: InsertOnlyGraphEngine, folder, metadata: dict | None) -> dict:
     """The snapshot folder of an engine in its insert-only state (see :mod:`gpu_ivm.snapshot`):
     ``encoder.arrow`` and ``edges.arrow`` (packed keys u < v, ``stamp``) plus the manifest."""
-    import json
-    import time as _time
-
     import pyarrow as pa
 
     from . import snapshot as sn
@@ -450,24 +446,15 @@ def write_snapshot(engine: InsertOnlyGraphEngine, folder, metadata: dict | None)
     if engine._log is not None:  # track_changes: the triangles with their births (ids)
         a, b, c, birth = engine._log.arrays()
         tables.append(("triangles.arrow", pa.table({"a": a, "b": b, "c": c, "birth": birth})))
-    files = {name: {"rows": t.num_rows, **sn._write_bytes(folder / name, sn._table_bytes(t))}
-             for name, t in tables}
-    man = {
-        "format": sn.FORMAT, "format_version": sn.FORMAT_VERSION,
-        "library_version": __version__, "created_unix": _time.time(),
+    fields = {
         **sn._config(engine), "mode": engine.mode, "insert_only_active": True,
         "key_kind": engine.encoder.kind, "num_keys": len(engine.encoder),
         "N": int(engine.N), "Q": int(engine.Q), "count": int(engine.count()),
         "size": int(engine.size), "stamps": int(engine._seq),
         "last_batch_id": engine.last_batch_id, "batches_applied": int(engine.batches_applied),
         "edges_sha256": sn._digest_arrays(keys, stamps), "relations": [],
-        "files": files, "metadata": metadata or {},
     }
-    man["manifest_sha256"] = sn._manifest_digest(man)
-    sn._write_bytes(folder / sn.MANIFEST,
-                    (json.dumps(man, indent=1, sort_keys=True) + "\n").encode())
-    sn._fsync_dir(folder)
-    return man
+    return sn.write_tables(folder, dict(tables), fields, metadata)
 
 
 def load_snapshot(eng: InsertOnlyGraphEngine, man: dict, folder, table, keys_arr):

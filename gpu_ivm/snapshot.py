@@ -383,6 +383,19 @@ def save(engine, path: str | os.PathLike[str], *, metadata: dict | None = None) 
     (2, {'R': '0/1', 'S': '1/2', 'T': '1/1'}, ['R.h.arrow', 'R.heavy.arrow'])
     """
     target = Path(path)
+    if not target.parent.is_dir():
+        raise SnapshotError("the parent folder does not exist", file=target.parent)
+    _config(engine)  # refuse unknown engine types before touching the disk
+    engine._freshen()
+    return write_atomically(target, lambda tmp: _write_folder(engine, tmp, metadata), metadata)
+
+
+def write_atomically(target: Path, write, metadata: dict | None = None) -> dict:
+    """Write a snapshot folder with ``write(tmp) -> manifest`` into ``<target>.tmp-XXXX``, then
+    swap it into place (an existing ``target`` renamed away first and deleted last), so
+    ``target`` is always absent, the old snapshot or the complete new one. ``metadata`` must
+    be JSON-serialisable. Shared by the triangle engines, the sliding window and the query
+    engine."""
     parent = target.parent
     if not parent.is_dir():
         raise SnapshotError("the parent folder does not exist", file=parent)
@@ -392,13 +405,11 @@ def save(engine, path: str | os.PathLike[str], *, metadata: dict | None = None) 
         except (TypeError, ValueError) as e:
             raise InputError(f"snapshot metadata is not JSON-serialisable: {e}",
                              column="metadata") from None
-    _config(engine)  # refuse unknown engine types before touching the disk
-    engine._freshen()
     token = secrets.token_hex(4)
     tmp = parent / f"{target.name}.tmp-{token}"
     tmp.mkdir()
     try:
-        man = _write_folder(engine, tmp, metadata)
+        man = write(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -410,6 +421,21 @@ def save(engine, path: str | os.PathLike[str], *, metadata: dict | None = None) 
     _fsync_dir(parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+    return man
+
+
+def write_tables(folder: Path, tables: dict[str, pa.Table], fields: dict,
+                 metadata: dict | None) -> dict:
+    """Write ``tables`` (file name -> Arrow table) into ``folder`` and the manifest: format,
+    versions, creation time, ``fields``, each file's rows, bytes and sha256, ``metadata`` and
+    the manifest's own checksum. Returns the manifest."""
+    files = {name: {"rows": t.num_rows, **_write_bytes(folder / name, _table_bytes(t))}
+             for name, t in tables.items()}
+    man = {"format": FORMAT, "format_version": FORMAT_VERSION, "library_version": __version__,
+           "created_unix": time.time(), **fields, "files": files, "metadata": metadata or {}}
+    man["manifest_sha256"] = _manifest_digest(man)
+    _write_bytes(folder / MANIFEST, (json.dumps(man, indent=1, sort_keys=True) + "\n").encode())
+    _fsync_dir(folder)
     return man
 
 
@@ -766,7 +792,7 @@ def find_latest(folder: str | os.PathLike[str]) -> Path | None:
 
 
 def save_numbered(engine, folder: str | os.PathLike[str], n: int, *,
-                  metadata: dict | None = None, keep: int = 2) -> Path:
+                  metadata: dict | None = None, keep: int = 2, writer=None) -> Path:
     """Save ``engine`` as ``folder/snapshot-<n>`` (zero-padded) and keep only the newest
     ``keep`` numbered snapshots; leftover temporary folders are removed.
 
@@ -782,6 +808,9 @@ def save_numbered(engine, folder: str | os.PathLike[str], n: int, *,
         Stored in the manifest.
     keep : int
         How many numbered snapshots to keep (at least 1).
+    writer : callable, optional
+        ``writer(engine, target, metadata=...)`` writing one snapshot (default: this module's
+        :func:`save`; the sliding window and the query engine pass their own).
 
     Returns
     -------
@@ -807,7 +836,7 @@ def save_numbered(engine, folder: str | os.PathLike[str], n: int, *,
         if p.name.startswith("snapshot-") and any(m in p.name for m in _TEMP_MARKERS):
             shutil.rmtree(p, ignore_errors=True)
     target = d / f"snapshot-{int(n):06d}"
-    save(engine, target, metadata=metadata)
+    (save if writer is None else writer)(engine, target, metadata=metadata)
     snaps = list_snapshots(d)
     for _, p in snaps[: max(len(snaps) - max(int(keep), 1), 0)]:
         # rename first, so a crash mid-delete never leaves a half-deleted numbered folder

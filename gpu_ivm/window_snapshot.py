@@ -23,17 +23,10 @@ True
 
 from __future__ import annotations
 
-import json
-import os
-import secrets
-import shutil
-import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
-from ._version import __version__
 
 FORM = "sliding_window"
 
@@ -74,56 +67,23 @@ def save(sw, path, *, metadata: dict | None = None) -> dict:
                                    "dst": _key_array(np.asarray(pdst)),
                                    "time": pa.array(np.asarray(pt, np.int64))}),
     }
-    tmp = target.parent / f"{target.name}.tmp-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    try:
-        files = {name: {"rows": t.num_rows, **sn._write_bytes(tmp / name, sn._table_bytes(t))}
-                 for name, t in tables.items()}
-        man = {"format": sn.FORMAT, "format_version": sn.FORMAT_VERSION,
-               "library_version": __version__, "created_unix": time.time(),
-               "form": FORM, "window": sw.window, "step": sw.step_len, "t0": sw.t0,
-               "steps_closed": sw.k, "count": sw.count_, "edges": sw.num_edges,
-               "stamps": sw._seq, "t_max": sw._t_max, "key_kind": sw.encoder.kind,
-               "track_changes": sw.track_changes,
-               "num_keys": n, "files": files, "metadata": metadata or {}}
-        man["manifest_sha256"] = sn._manifest_digest(man)
-        sn._write_bytes(tmp / sn.MANIFEST,
-                        (json.dumps(man, indent=1, sort_keys=True) + "\n").encode())
-        sn._fsync_dir(tmp)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = None
-    if target.exists():
-        old = target.parent / f"{target.name}.old-{secrets.token_hex(4)}"
-        os.replace(target, old)
-    os.replace(tmp, target)
-    sn._fsync_dir(target.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    return man
+
+    def write(folder: Path) -> dict:
+        fields = {"form": FORM, "window": sw.window, "step": sw.step_len, "t0": sw.t0,
+                  "steps_closed": sw.k, "count": sw.count_, "edges": sw.num_edges,
+                  "stamps": sw._seq, "t_max": sw._t_max, "key_kind": sw.encoder.kind,
+                  "track_changes": sw.track_changes, "num_keys": n}
+        return sn.write_tables(folder, tables, fields, metadata)
+
+    return sn.write_atomically(target, write, metadata)
 
 
 def save_numbered(sw, folder, n: int, *, metadata: dict | None = None, keep: int = 2) -> Path:
-    """Save ``sw`` as ``folder/snapshot-<n>`` (zero-padded, as :func:`gpu_ivm.snapshot.
-    save_numbered`) and keep the newest ``keep`` numbered snapshots; leftover temporary
-    folders are removed. Returns the snapshot folder."""
+    """Save ``sw`` as ``folder/snapshot-<n>`` (zero-padded) and keep the newest ``keep``
+    numbered snapshots (:func:`gpu_ivm.snapshot.save_numbered` with this module's writer)."""
     from . import snapshot as sn
 
-    d = Path(folder)
-    d.mkdir(parents=True, exist_ok=True)
-    for p in d.iterdir():
-        if p.name.startswith("snapshot-") and any(m in p.name for m in sn._TEMP_MARKERS):
-            shutil.rmtree(p, ignore_errors=True)
-    target = d / f"snapshot-{int(n):06d}"
-    save(sw, target, metadata=metadata)
-    snaps = sn.list_snapshots(d)
-    for _, p in snaps[: max(len(snaps) - max(int(keep), 1), 0)]:
-        trash = d / f"{p.name}.old-{secrets.token_hex(4)}"
-        os.replace(p, trash)  # rename first: a crash never leaves a half-deleted snapshot
-        shutil.rmtree(trash, ignore_errors=True)
-    sn._fsync_dir(d)
-    return target
+    return sn.save_numbered(sw, folder, n, metadata=metadata, keep=keep, writer=save)
 
 
 def load(path, cls: type):

@@ -134,3 +134,42 @@ def test_query_cli_request_option_refusals(tmp_path, capsys):
         assert main(base + extra) == 2
         assert msg in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_query_cli_snapshots_and_resume(tmp_path, capsys):
+    """--snapshot-dir after the load and each batch; --resume continues after the newest
+    snapshot with the lines an uninterrupted run prints; another query or other relations
+    are refused."""
+    import shutil
+
+    rng = random.Random(21)
+    db = {r: {(rng.randint(0, 3), rng.randint(0, 3)): rng.randint(1, 2) for _ in range(8)}
+          for r in "RS"}
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    for r in "RS":
+        write(rel / f"{r}.parquet", db[r], ["x", "y"])
+    batches = tmp_path / "batches"
+    for k in range(1, 5):
+        d = batches / f"b{k}"
+        d.mkdir(parents=True)
+        write(d / "R.parquet", {(rng.randint(0, 3), rng.randint(0, 3)): 1}, ["x", "y"])
+    snaps = tmp_path / "snaps"
+    argv = ["query", QUERY, "--relations", str(rel), "--batches", str(batches), "--json",
+            "--snapshot-dir", str(snaps)]
+    assert main(argv) == 0
+    full = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert sorted(p.name for p in snaps.iterdir()) == ["snapshot-000003", "snapshot-000004"]
+    shutil.rmtree(snaps / "snapshot-000004")
+    assert main(argv + ["--resume", str(snaps)]) == 0
+    got = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert got[0]["kind"] == "resume" and got[0]["batch"] == 3
+    assert got[0]["count"] == full[3]["count"]
+    strip = [{k: v for k, v in x.items() if k != "seconds"} for x in got[1:]]
+    assert strip == [{k: v for k, v in x.items() if k != "seconds"} for x in full[4:]]
+    other = ["query", "Q(A | C) = R(A,B), S(B,C)"] + argv[2:] + ["--resume", str(snaps)]
+    assert main(other) == 2
+    assert "snapshot of the query" in capsys.readouterr().err
+    write(rel / "R.parquet", {(9, 9): 1}, ["x", "y"])
+    assert main(argv + ["--resume", str(snaps)]) == 2
+    assert "other relations" in capsys.readouterr().err

@@ -15,6 +15,9 @@
   load and after every batch; ``--out DIR`` receives ``answers-<NNNNNN>.parquet`` (NNNNNN =
   0 for the load, then the batch number) with columns ``request, outputs..., mult``, each
   written atomically. The JSON line then also has ``answers`` (rows written).
+- ``--snapshot-dir DIR [--snapshot-every K]`` and ``--resume DIR`` as for ``gpu-ivm replay``
+  (:mod:`gpu_ivm.cq.cli_snapshots`); a resumed run prints a ``resume`` line and then the lines
+  of the batches after the snapshot's.
 - ``--epsilon E``: the engine runs at ε = 1 (the heavy/light engine for ε < 1 is not built
   yet); ``--epsilon 1`` is accepted, any other value is refused.
 
@@ -108,7 +111,9 @@ def _check_epsilon(value: str | None) -> None:
 
 
 def cmd_query(args) -> int:
+    from ..fingerprint import fingerprint
     from ..parquet_out import write_parquet
+    from . import cli_snapshots as snaps
     from .engine import Engine
 
     if (args.requests is None) != (args.out is None):
@@ -116,6 +121,7 @@ def cmd_query(args) -> int:
                          option="--requests" if args.requests is None else "--out")
     _check_epsilon(args.epsilon)
     eng = Engine(args.query)
+    query = str(eng.query)
     requests = _requests(args.requests) if args.requests is not None else None
     out = Path(args.out) if args.out is not None else None
     if requests is not None:
@@ -126,13 +132,11 @@ def cmd_query(args) -> int:
         bdir = _folder(args.batches, "--batches")
         batch_dirs = sorted((d for d in bdir.iterdir() if d.is_dir()),
                             key=lambda d: natural_key(d.name))
+    names = [d.name for d in batch_dirs]
     relations = eng.query.schemas
-    tables = {}
-    for name in relations:
-        path = rel_dir / f"{name}.parquet"
-        if not path.is_file():
-            raise InputError(f"relation {name}: no file {path}", option="--relations")
-        tables[name] = _read_parquet(path)
+    keep_snaps = args.snapshot_dir is not None or args.resume is not None
+    newer = snaps.check_options(args) if keep_snaps else []
+    rel_fp = fingerprint(rel_dir) if keep_snaps else None
 
     def report(kind: str, k: int, name: str, seconds: float) -> None:
         count = eng.count()
@@ -148,14 +152,44 @@ def cmd_query(args) -> int:
             more = f", {extra['answers']} answers" if extra else ""
             print(f"{kind} {k} {name}: count {count}{more} ({seconds:.3f} s)", flush=True)
 
-    t = time.perf_counter()
-    eng.load(**tables)
-    report("load", 0, rel_dir.name, time.perf_counter() - t)
-    for k, d in enumerate(batch_dirs, 1):
+    def snapshot(last: bool) -> None:
+        n = eng.batches_applied
+        if args.snapshot_dir is not None and (last or n % args.snapshot_every == 0):
+            snaps.save(args, eng, snaps.run_meta(args, query, rel_fp, names[:n]))
+
+    start, resumed = 0, False
+    if args.resume is not None:
+        t = time.perf_counter()
+        restored, latest = snaps.resume(args, query, rel_fp, names)
+        if restored is not None:
+            from ..cli_snapshots import drop_newer
+
+            drop_newer(newer, latest)
+            eng, start, resumed = restored, restored.batches_applied, True
+            if args.json:
+                print(json.dumps({"kind": "resume", "batch": start, "name": latest.name,
+                                  "count": eng.count(), "file": str(latest),
+                                  "seconds": round(time.perf_counter() - t, 6)}), flush=True)
+            else:
+                print(f"resumed from {latest}: {start} of {len(names)} batch folders already "
+                      f"applied, count {eng.count()}", flush=True)
+    if not resumed:
+        tables = {}
+        for name in relations:
+            path = rel_dir / f"{name}.parquet"
+            if not path.is_file():
+                raise InputError(f"relation {name}: no file {path}", option="--relations")
+            tables[name] = _read_parquet(path)
+        t = time.perf_counter()
+        eng.load(**tables)
+        report("load", 0, rel_dir.name, time.perf_counter() - t)
+        snapshot(not batch_dirs)
+    for k, d in enumerate(batch_dirs[start:], start + 1):
         batch = _batch_tables(d, relations)
         t = time.perf_counter()
         eng.apply(batch)
         report("batch", k, d.name, time.perf_counter() - t)
+        snapshot(k == len(batch_dirs))
     return 0
 
 
@@ -179,6 +213,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="folder for answers-<NNNNNN>.parquet (with --requests)")
     q.add_argument("--epsilon", default=None, metavar="E",
                    help="the engine's epsilon; only 1 is implemented")
+    q.add_argument("--snapshot-dir", default=None, metavar="DIR",
+                   help="write snapshots DIR/snapshot-<n> (n = batch folders applied) after "
+                        "the load, every --snapshot-every batches and after the last")
+    q.add_argument("--snapshot-every", type=int, default=1, metavar="K")
+    q.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue from the newest snapshot in DIR (or the snapshot folder DIR)")
     q.add_argument("--json", action="store_true", help="one JSON object per line")
+    q.set_defaults(backend=None)
     q.set_defaults(fn=cmd_query)
     return q

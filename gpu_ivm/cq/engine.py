@@ -134,6 +134,7 @@ class Engine:
             r: empty(tuple(f"c{k}" for k in range(a))) for r, a in self.schemas.items()}
         self.views: dict[tuple, ZRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
+        self.batches_applied = 0
         self._rebuild()
 
     # ----------------------------------------------------------------------------- reading
@@ -247,6 +248,7 @@ class Engine:
             self.base = old
             raise
         self._version += 1
+        self.batches_applied = 0
 
     def apply(self, batch: Mapping[str, object]) -> None:
         """Apply ``{relation: table with a mult column}``: +k inserts, -k deletes.
@@ -269,6 +271,7 @@ class Engine:
                     self._propagate(views, i, self._atom_rel(i, d))
         self.base, self.views = new_base, views
         self._version += 1
+        self.batches_applied += 1
 
     def _boundary(self, comp: _Component, top: set[str]) -> list[ZRel]:
         """The views whose product gives Q over the top-closed variable set ``top``."""
@@ -398,6 +401,22 @@ class Engine:
         if node is None:
             raise InputError(f"component {component} has no variable {var}")
         return self.views[("C" if marginal else "V", id(node))].to_dict()
+
+    # ----------------------------------------------------------------------------- persistence
+    def snapshot(self, path, *, metadata: dict | None = None) -> dict:
+        """Write the query and the base relations to folder ``path`` atomically (see
+        :mod:`gpu_ivm.cq.snapshot`); returns the manifest."""
+        from .snapshot import save
+
+        return save(self, path, metadata=metadata)
+
+    @classmethod
+    def restore(cls, path) -> Engine:
+        """An engine restored from a snapshot folder: the views rebuilt from the relations,
+        checked against the manifest's checksums and count."""
+        from .snapshot import load
+
+        return load(path, cls)
 
     def explain(self) -> str:
         """The plan: fracture, class, widths, variable orders, view trees."""

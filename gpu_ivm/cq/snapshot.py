@@ -1,0 +1,105 @@
+"""Snapshots of a :class:`gpu_ivm.cq.engine.Engine`: the base relations and the query.
+
+A snapshot folder (written atomically, as :mod:`gpu_ivm.snapshot` writes the triangle
+engines') holds ``manifest.json`` (the query text, the column names read per relation, the
+batches applied, the count, a sha256 per relation) and one Arrow IPC file per relation,
+``rel-<NAME>.arrow``, with its key columns ``c0, c1, ...`` and ``mult``. The views are
+derived state: restoring rebuilds them from the relations (the engine's preprocessing,
+O(N) for a CQAP_0 query) and checks the count against the manifest.
+
+>>> import tempfile, pathlib
+>>> from gpu_ivm.cq import Engine
+>>> eng = Engine("Q(C | A) = R(A,B), S(B,C)")
+>>> eng.load(R={"a": [1, 1], "b": [2, 3]}, S={"b": [2, 3], "c": [7, 7]})
+>>> d = pathlib.Path(tempfile.mkdtemp()) / "snap"
+>>> _ = eng.snapshot(d)
+>>> back = Engine.restore(d)
+>>> back.count(), back.request({"A": [1]}).to_pydict()["mult"]
+(2, [2])
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+FORM = "cq"
+
+
+def _table(rel) -> pa.Table:
+    cols = {f"c{j}": pa.array(np.ascontiguousarray(rel.keys[:, j]))
+            for j in range(rel.keys.shape[1])}
+    return pa.table({**cols, "mult": pa.array(rel.mult)})
+
+
+def save(eng, path: str | os.PathLike[str], *, metadata: dict | None = None) -> dict:
+    """Write ``eng`` to the folder ``path`` atomically; returns the manifest."""
+    from .. import snapshot as sn
+
+    def write(folder: Path) -> dict:
+        tables = {f"rel-{name}.arrow": _table(rel) for name, rel in eng.base.items()}
+        digests = {name: sn._digest_arrays(rel.keys.ravel(), rel.mult)
+                   for name, rel in eng.base.items()}
+        fields = {"form": FORM, "query": str(eng.query), "columns": eng.columns,
+                  "batches_applied": eng.batches_applied, "count": int(eng.count()),
+                  "relations_sha256": digests}
+        return sn.write_tables(folder, tables, fields, metadata)
+
+    return sn.write_atomically(Path(path), write, metadata)
+
+
+def save_numbered(eng, folder, n: int, *, metadata: dict | None = None, keep: int = 2) -> Path:
+    """Save ``eng`` as ``folder/snapshot-<n>``, keeping the newest ``keep`` snapshots (as
+    :func:`gpu_ivm.snapshot.save_numbered`)."""
+    from .. import snapshot as sn
+
+    return sn.save_numbered(eng, folder, n, metadata=metadata, keep=keep, writer=save)
+
+
+def load(path: str | os.PathLike[str], cls: type):
+    """An engine of class ``cls`` restored from ``path``, verified (checksums, shapes,
+    non-negative multiplicities, the count)."""
+    from .. import snapshot as sn
+    from .zrel import consolidate
+
+    folder = Path(path)
+    man = sn.read_manifest(folder)
+    mpath = folder / sn.MANIFEST
+    if man.get("form") != FORM:
+        raise sn.SnapshotError(f"holds a {man.get('form')!r} snapshot, not a query engine's",
+                               file=mpath)
+    try:
+        eng = cls(man["query"], relations={k: v for k, v in man["columns"].items() if v})
+        applied, count = int(man["batches_applied"]), int(man["count"])
+        digests = dict(man["relations_sha256"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise sn.SnapshotError(f"manifest lacks or garbles a field: {e}", file=mpath) from None
+    files = man.get("files", {})
+    base = {}
+    for name, arity in eng.schemas.items():
+        fname = f"rel-{name}.arrow"
+        if fname not in files:
+            raise sn.SnapshotError(f"manifest does not list {fname}", file=mpath)
+        cols = {f"c{j}": "int" for j in range(arity)}
+        t = sn._read_table(folder, fname, files[fname], {**cols, "mult": "int"})
+        keys = np.stack([sn._int_col(t, c) for c in cols], axis=1) if arity else \
+            np.zeros((t.num_rows, 0), np.int64)
+        mult = sn._int_col(t, "mult")
+        rel = consolidate(eng.base[name].vars, keys, mult)
+        if len(rel) != t.num_rows or not np.array_equal(rel.keys, keys) or (mult <= 0).any():
+            raise sn.SnapshotError("tuples not sorted, not unique or not positive",
+                                   file=folder / fname)
+        if sn._digest_arrays(rel.keys.ravel(), rel.mult) != digests.get(name):
+            raise sn.SnapshotError("tuples differ from the manifest checksum",
+                                   file=folder / fname)
+        base[name] = rel
+    eng.base = base
+    eng._rebuild()
+    eng.batches_applied = applied
+    if eng.count() != count:
+        raise sn.SnapshotError(f"the restored relations give count {eng.count()}, the "
+                               f"manifest says {count}", file=mpath)
+    return eng
