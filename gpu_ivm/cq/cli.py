@@ -216,7 +216,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     q.add_argument("--snapshot-dir", default=None, metavar="DIR",
                    help="write snapshots DIR/snapshot-<n> (n = batch folders applied) after "
                         "the load, every --snapshot-every batches and after the last")
-    q.add_argument("--snapshot-every", type=int, default=1, metavar="K")
+    q.add_argument("--snapshot-every", type=int, default=1, metavar="K",
+                   help="with --snapshot-dir: a snapshot every K batch folders (default 1)")
     q.add_argument("--resume", default=None, metavar="DIR",
                    help="continue from the newest snapshot in DIR (or the snapshot folder DIR)")
     q.add_argument("--json", action="store_true", help="one JSON object per line")
