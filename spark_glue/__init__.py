@@ -6,6 +6,9 @@
   driver-resident engine (:class:`DriverEngine`) or the HyperCube shards;
 * :mod:`.hypercube` — HyperCube (shares) scale-out of the count over k³ shard engines
   (:class:`SparkHyperCube`, and :class:`LocalHyperCube` without Spark);
+* :mod:`.query` — :class:`SparkQuery`, a conjunctive query with access patterns
+  (:mod:`gpu_ivm.cq`) over DataFrames: relations, update batches, ``foreachBatch`` streams
+  and request batches;
 * :mod:`.cli` — the ``gpu-ivm spark-replay`` subcommand; :mod:`.session` — a local session.
 
 Importing this package does not import pyspark (the Spark-facing functions import it when
@@ -21,6 +24,7 @@ from __future__ import annotations
 from ._state import EngineLog, load_engine, save_engine, snapshot_format
 from .hypercube import LocalHyperCube, SparkHyperCube, clear_registry, route_updates, vertex_hash
 from .ingest import arrow_update_fn, collect_arrow, ingest, split_bad_rows, validate_batch
+from .query import SparkQuery
 from .session import local_session
 from .sink import DriverEngine, ParquetResults, TriangleSink, read_results
 
@@ -30,6 +34,7 @@ __all__ = [
     "LocalHyperCube",
     "ParquetResults",
     "SparkHyperCube",
+    "SparkQuery",
     "TriangleSink",
     "arrow_update_fn",
     "clear_registry",
