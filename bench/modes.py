@@ -69,15 +69,35 @@ def growing_batches(s, d, t, size: int = 0):
             for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-def run_growing(mode: str, batches) -> tuple[float, list[int]]:
-    g = GraphEngine(mode=mode)
+def run_batches(engine, batches) -> tuple[float, list[int]]:
+    """(the summed ``apply`` wall time, the count after each batch) of ``engine``."""
     total, counts = 0.0, []
     for b in batches:
         t0 = time.perf_counter()
-        g.apply(b)
+        engine.apply(b)
         total += time.perf_counter() - t0
-        counts.append(g.count())
+        counts.append(engine.count())
     return total, counts
+
+
+def run_growing(mode: str, batches) -> tuple[float, list[int]]:
+    return run_batches(GraphEngine(mode=mode), batches)
+
+
+def alternated(run, batches, repeats: int) -> tuple[dict[str, list[float]], list[int]]:
+    """``run(mode, batches)`` for "insert_only" and "general", alternated ``repeats`` times
+    (the order flipped every repeat): the seconds per mode, and the per-batch counts, which
+    every run must repeat (else AssertionError)."""
+    res: dict[str, list[float]] = {"insert_only": [], "general": []}
+    ref = None
+    for r in range(repeats):
+        order = ["insert_only", "general"] if r % 2 == 0 else ["general", "insert_only"]
+        for mode in order:
+            sec, counts = run(mode, batches)
+            ref = counts if ref is None else ref
+            assert counts == ref, mode
+            res[mode].append(sec)
+    return res, ref
 
 
 def relation_batches(s, d, t):
@@ -92,13 +112,7 @@ def relation_batches(s, d, t):
 def run_relations(mode: str, batches) -> tuple[float, list[int]]:
     e = RelationEngine(mode=mode)
     e.load()
-    total, counts = 0.0, []
-    for b in batches:
-        t0 = time.perf_counter()
-        e.apply(b)
-        total += time.perf_counter() - t0
-        counts.append(e.count())
-    return total, counts
+    return run_batches(e, batches)
 
 
 def measure_relations(s, d, t, repeats: int = 3) -> dict:
@@ -106,15 +120,7 @@ def measure_relations(s, d, t, repeats: int = 3) -> dict:
     as in :func:`measure_growing`; counts compared run by run and, after a few batches, with
     the static ``relation_triangle_sum`` of the prefix (else AssertionError)."""
     batches = relation_batches(s, d, t)
-    res: dict[str, list[float]] = {"insert_only": [], "general": []}
-    ref = None
-    for r in range(repeats):
-        order = ["insert_only", "general"] if r % 2 == 0 else ["general", "insert_only"]
-        for mode in order:
-            sec, counts = run_relations(mode, batches)
-            ref = counts if ref is None else ref
-            assert counts == ref, mode
-            res[mode].append(sec)
+    res, ref = alternated(run_relations, batches, repeats)
     ends = np.cumsum([b["src"].shape[0] for b in batches])
     _, ids = np.unique(np.concatenate([s, d]), return_inverse=True)
     a, b = ids[:s.shape[0]], ids[s.shape[0]:]
@@ -219,15 +225,7 @@ def measure_growing(s, d, t, repeats: int = 3, size: int = 0) -> dict:
     the static counter's on the prefix of edges (else AssertionError)."""
     batches = growing_batches(s, d, t, size)
     n_up = sum(b["src"].shape[0] for b in batches)
-    res: dict[str, list[float]] = {"insert_only": [], "general": []}
-    ref = None
-    for r in range(repeats):
-        order = ["insert_only", "general"] if r % 2 == 0 else ["general", "insert_only"]
-        for mode in order:
-            sec, counts = run_growing(mode, batches)
-            ref = counts if ref is None else ref
-            assert counts == ref, mode
-            res[mode].append(sec)
+    res, ref = alternated(run_growing, batches, repeats)
     ends = np.cumsum([b["src"].shape[0] for b in batches])
     src = np.concatenate([b["src"] for b in batches])
     dst = np.concatenate([b["dst"] for b in batches])

@@ -379,6 +379,21 @@ def _windows_section(src: Source, images: dict, md_dir: Path) -> list[str]:
     return out
 
 
+def _insert_only_table(title: str, recs: list[dict], what: str, final: str, final_name: str,
+                       general: str) -> list[str]:
+    """The modes section's table of insert-only against general runs (none: no lines)."""
+    if not recs:
+        return []
+    out = [title, "", f"| stream | batches | {what} | {final_name} | insert-only | general "
+           f"({general}) | speed-up | load avg |", "|:---|---:|---:|---:|---:|---:|---:|:---:|"]
+    for r in recs:
+        n, io, ge = r["inserts"], r["insert_only_s"], r["general_s"]
+        out.append(f"| {r['dataset']} | {r['batches']:,} | {n:,} | {r[final]:,} | "
+                   f"{io:.3f} s ({n / io:,.0f} ins/s) | {ge:.3f} s ({n / ge:,.0f} ins/s) | "
+                   f"{ge / io:.1f}× | {_la(r)} |")
+    return out + [""]
+
+
 def _modes_section(src: Source, images: dict, md_dir: Path) -> list[str]:
     out = ["## Insert-only and sliding-window modes", ""] + _source_note(src, md_dir)
     grow = [r for r in src.records if r.get("record") == "growing"]
@@ -390,28 +405,11 @@ def _modes_section(src: Source, images: dict, md_dir: Path) -> list[str]:
         out += [f"**{r['dataset']} ({r['record']}): {r.get('detail', 'failed')}**", ""]
     grow = [r for r in grow if r.get("ok")]
     win = [r for r in win if r.get("ok")]
-    if grow:
-        out += ["**Growing graph** (daily batches):", "",
-                "| stream | batches | edge inserts | final triangles | insert-only | general "
-                "(ε=½, adaptive) | speed-up | load avg |",
-                "|:---|---:|---:|---:|---:|---:|---:|:---:|"]
-        for r in grow:
-            n, io, ge = r["inserts"], r["insert_only_s"], r["general_s"]
-            out.append(f"| {r['dataset']} | {r['batches']:,} | {n:,} | "
-                       f"{r['final_triangles']:,} | {io:.3f} s ({n / io:,.0f} ins/s) | "
-                       f"{ge:.3f} s ({n / ge:,.0f} ins/s) | {ge / io:.1f}× | {_la(r)} |")
-        out.append("")
-    if rels:
-        out += ["**Three relations** (arrival i into R, S or T by i mod 3, daily batches):", "",
-                "| stream | batches | tuple inserts | final Q | insert-only | general "
-                "(ε auto, adaptive) | speed-up | load avg |",
-                "|:---|---:|---:|---:|---:|---:|---:|:---:|"]
-        for r in rels:
-            n, io, ge = r["inserts"], r["insert_only_s"], r["general_s"]
-            out.append(f"| {r['dataset']} | {r['batches']:,} | {n:,} | {r['final_q']:,} | "
-                       f"{io:.3f} s ({n / io:,.0f} ins/s) | {ge:.3f} s ({n / ge:,.0f} ins/s) | "
-                       f"{ge / io:.1f}× | {_la(r)} |")
-        out.append("")
+    out += _insert_only_table("**Growing graph** (daily batches):", grow, "edge inserts",
+                              "final_triangles", "final triangles", "ε=½, adaptive")
+    out += _insert_only_table("**Three relations** (arrival i into R, S or T by i mod 3, "
+                              "daily batches):", rels, "tuple inserts", "final_q", "final Q",
+                              "ε auto, adaptive")
     if win:
         w0 = win[0]
         out += [f"**Sliding window** ({w0['window'] // 86_400} days, step "

@@ -64,6 +64,25 @@ def locate_snapshot(args: Any, loader: Callable[[Path], Any] | None = None) -> L
         raise damaged_snapshot_error(e, args, series, snaps[-1][0], loader) from None
 
 
+def locate_run(args: Any, load: Callable[[Path], Any], form: str,
+               command: str) -> tuple[Located, dict] | None:
+    """The snapshot ``--resume`` resumes from (:func:`locate_snapshot`) and the run record its
+    writer left in ``metadata["cli"]``; None when the series holds none. A snapshot of
+    another form, or without a run record, is refused naming ``command``, the one that
+    writes this kind."""
+    from .snapshot import MANIFEST, SnapshotError
+
+    loc = locate_snapshot(args, load)
+    if loc is None:
+        return None
+    man = loc.manifest
+    meta = man.get("metadata", {}).get("cli") if isinstance(man.get("metadata"), dict) else None
+    if man.get("form") != form or not isinstance(meta, dict):
+        raise SnapshotError(f"not written by `{command}` (a {man.get('form')!r} snapshot)",
+                            file=loc.latest / MANIFEST)
+    return loc, meta
+
+
 def restore_located(loc: Located, args: Any, restore: Callable[[Path], Any],
                     loader: Callable[[Path], Any] | None = None) -> Any:
     """``restore(loc.latest)``; a damaged snapshot that was found by searching the series

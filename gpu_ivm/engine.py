@@ -21,8 +21,10 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
+from typing import Any
 
 import numba
 import numpy as np
@@ -93,6 +95,24 @@ class TriangleEngineBase:
     names: tuple[str, ...] = ()
     symmetric = False
     unit_multiplicities = False  # the graph form: every stored multiplicity is 1
+    mode = "general"
+
+    def __new__(cls, *args: Any, mode: str = "general", **kwargs: Any):
+        # GraphEngine(mode="insert_only" / "auto") and RelationEngine(mode=...) make the
+        # subclass their insert-only module registered on them (register_mode_engine), so
+        # the form's own module never imports its subclass
+        modes = cls.__dict__.get("_mode_engine")
+        if modes and str(mode).replace("-", "_") != "general":
+            modes["check"](mode)
+            return super().__new__(modes["class"])
+        return super().__new__(cls)
+
+    @classmethod
+    def register_mode_engine(cls, engine_cls: type, check_mode: Callable[[str], str]) -> None:
+        """Record on this form (GraphEngine, RelationEngine) the engine class of its
+        non-general modes and the function that checks a mode name (the insert-only modules
+        call this when imported)."""
+        cls._mode_engine = {"class": engine_cls, "check": check_mode}
 
     def __init__(self, epsilons: list[Fraction | None], backend: str | Backend | None = None):
         self.backend = get_backend(backend)

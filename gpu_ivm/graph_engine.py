@@ -36,18 +36,6 @@ from .warmup import warm_up
 # (GraphEngine._symmetric_first); below it, pairs are intersected one by one
 GROUPED_MIN = 256
 
-# GraphEngine(mode="insert_only" / "auto") makes the subclass of gpu_ivm.insert_only, which
-# imports this module: that module registers the class and its mode check here when imported
-# (the package gpu_ivm imports it), so this module does not import its own subclass.
-_mode_engine: dict[str, Any] = {}
-
-
-def register_mode_engine(cls: type, check_mode) -> None:
-    """Record the engine class of the non-general modes and the function that checks a mode
-    name (:mod:`gpu_ivm.insert_only` calls this when imported)."""
-    _mode_engine.update({"class": cls, "check": check_mode})
-
-
 class GraphEngine(FreeQueryResults, TriangleEngineBase):
     """Maintain the triangle count of a graph under batches of edge inserts and deletes.
 
@@ -94,15 +82,6 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
 
     names = ("E",)
     unit_multiplicities = True
-    mode = "general"
-
-    def __new__(cls, *args: Any, mode: str = "general", **kwargs: Any) -> GraphEngine:
-        # mode="insert_only" / "auto" make the insert-only engine (gpu_ivm.insert_only)
-        if cls is GraphEngine and str(mode).replace("-", "_") != "general":
-            InsertOnlyGraphEngine, check_mode = _mode_engine["class"], _mode_engine["check"]
-            check_mode(mode)
-            return super().__new__(InsertOnlyGraphEngine)
-        return super().__new__(cls)
 
     def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "auto",
                  backend: str | Backend | None = None, on_conflict: str = "error",

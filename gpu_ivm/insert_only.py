@@ -51,7 +51,7 @@ from . import io, snapshot
 from .encoding import pack, transpose, unpack
 from .engine import BatchReport
 from .errors import InputError, IntegerOverflowError, InvariantError
-from .graph_engine import GraphEngine, register_mode_engine
+from .graph_engine import GraphEngine
 from .kernels import batch_prep
 from .kernels import stamp_kernels as sk
 from .overflow import isqrt_ceil, refuses
@@ -530,5 +530,5 @@ def _restore_log(eng, table, keys, stamps, n_ids, folder) -> None:
 
 
 # GraphEngine(mode=...) builds this class; the snapshot module writes and reads its state here
-register_mode_engine(InsertOnlyGraphEngine, check_mode)
+GraphEngine.register_mode_engine(InsertOnlyGraphEngine, check_mode)
 snapshot.register_insert_only_format(write_snapshot, load_snapshot)

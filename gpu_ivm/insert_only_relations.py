@@ -60,23 +60,15 @@ from . import io
 from .encoding import transpose, unpack
 from .engine import BatchReport
 from .errors import InputError
+from .insert_only import check_mode
 from .kernels import delta_kernels as dk
 from .partition import sort_pairs
 from .rational import Thresholds
-from .relation_engine import REL_NAMES, RelationEngine, _epsilons, register_mode_engine
+from .relation_engine import REL_NAMES, RelationEngine, _epsilons
 
-MODES = ("general", "insert_only", "auto")
 # a batch whose intersections (Σ over its tuples of the shorter row) exceed this many times
 # the stored tuples is counted by a static recount instead (same result)
 RECOUNT_RATIO = 2
-
-
-def check_mode(mode: str) -> str:
-    """``mode`` normalised (``insert-only`` is accepted for ``insert_only``) or InputError."""
-    m = str(mode).replace("-", "_")
-    if m not in MODES:
-        raise InputError(f"mode must be one of {', '.join(MODES)}, got {mode!r}", column="mode")
-    return m
 
 
 class InsertOnlyRelationEngine(RelationEngine):
@@ -121,26 +113,22 @@ class InsertOnlyRelationEngine(RelationEngine):
         return [None if K.auto else K.eps for K in self.rels]
 
     # ------------------------------------------------------------------ loading
-    def load(self, R: Any = None, S: Any = None, T: Any = None,
-             **read_options: Any) -> BatchReport:
-        """Load the initial relations (see :meth:`RelationEngine.load`). In insert-only mode
-        a negative multiplicity is refused; auto mode then starts with the general
-        structures."""
-        if self.insert_only_active:
-            for name, src in zip(REL_NAMES, (R, S, T)):
-                if src is None:
-                    continue
-                mult = io.read_relation(src, **read_options)[2]
-                neg = np.flatnonzero(mult < 0)
-                if neg.shape[0]:
-                    if self.mode == "insert_only":
-                        raise InputError(f"relation {name}: this row has multiplicity "
-                                         f"{int(mult[neg[0]])}, but the engine runs in "
-                                         "insert_only mode, which accepts inserts only; "
-                                         "nothing was loaded", column="mult", row=int(neg[0]))
-                    self._become_general()
-                    break
-        return super().load(R, S, T, **read_options)
+    def _check_load(self, parts: list) -> None:
+        """A negative multiplicity at load: refused in insert-only mode (nothing is loaded);
+        auto mode starts with the general structures."""
+        if not self.insert_only_active:
+            return
+        for name, (_, _, mult) in zip(REL_NAMES, parts):
+            neg = np.flatnonzero(mult < 0)
+            if neg.shape[0] == 0:
+                continue
+            if self.mode == "insert_only":
+                raise InputError(f"relation {name}: this row has multiplicity "
+                                 f"{int(mult[neg[0]])}, but the engine runs in insert_only "
+                                 "mode, which accepts inserts only; nothing was loaded",
+                                 column="mult", row=int(neg[0]))
+            self._become_general()
+            return
 
     # ------------------------------------------------------------------ batches
     def apply(self, updates: Any, *, batch_id: int | None = None,
@@ -277,4 +265,4 @@ class InsertOnlyRelationEngine(RelationEngine):
 
 
 # RelationEngine(mode=...) builds this class
-register_mode_engine(InsertOnlyRelationEngine, check_mode)
+RelationEngine.register_mode_engine(InsertOnlyRelationEngine, check_mode)

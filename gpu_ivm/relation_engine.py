@@ -28,16 +28,6 @@ from .recompute import AdaptivePolicy
 from .warmup import warm_up
 
 REL_NAMES = ("R", "S", "T")
-# RelationEngine(mode="insert_only" / "auto") makes the subclass of
-# gpu_ivm.insert_only_relations, which imports this module: that module registers the class and
-# its mode check here when imported (the package gpu_ivm imports it).
-_mode_engine: dict[str, Any] = {}
-
-
-def register_mode_engine(cls: type, check_mode) -> None:
-    """Record the engine class of the non-general modes and the function that checks a mode
-    name (:mod:`gpu_ivm.insert_only_relations` calls this when imported)."""
-    _mode_engine.update({"class": cls, "check": check_mode})
 
 
 def _epsilons(epsilon) -> list:
@@ -90,16 +80,6 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
     """
 
     names = REL_NAMES
-    mode = "general"
-
-    def __new__(cls, *args: Any, mode: str = "general", **kwargs: Any) -> RelationEngine:
-        # mode="insert_only" / "auto" make the insert-only engine
-        # (gpu_ivm.insert_only_relations)
-        if cls is RelationEngine and str(mode).replace("-", "_") != "general":
-            engine_cls, check_mode = _mode_engine["class"], _mode_engine["check"]
-            check_mode(mode)
-            return super().__new__(engine_cls)
-        return super().__new__(cls)
 
     def __init__(self, *, epsilon: EpsilonLike | Mapping[str, EpsilonLike] = "auto",
                  backend: str | Backend | None = None, adaptive: bool = True,
@@ -176,6 +156,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
                 parts.append((np.zeros(0, np.int64),) * 3)
             else:
                 parts.append(io.read_relation(src, **read_options))
+        self._check_load(parts)
         allkeys = [p[0] for p in parts] + [p[1] for p in parts]
         kinds = {("str" if a.dtype == object else "int") for a in allkeys if a.shape[0]}
         if len(kinds) > 1:
@@ -201,6 +182,10 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         self._queries_build([(k >> 32, k & 0xFFFFFFFF, v) for k, v in consolidated])
         return self._report(t0, batch=-1, rows=rows, updates=self.size, triangles=self.Q,
                             delta=self.Q, path="load")
+
+    def _check_load(self, parts: list) -> None:
+        """The relations a load read, (first, second, mult) each, before anything changes:
+        the insert-only mode refuses a negative multiplicity here."""
 
     @staticmethod
     def _consolidate(keys: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -391,13 +391,14 @@ class SlidingWindow:
             if births:
                 self._seq += births
                 self.num_edges += births
-                closed = int(wk.births(self._aoff, self._aln, self._anbr, self._aval,
-                                       self._due_head, self._next, born[:births], k,
-                                       self._cend, self._stamp, self._eu, self._ev,
-                                       self._cal, self._marks))
+                if track is None:
+                    closed = int(wk.births(self._aoff, self._aln, self._anbr, self._aval,
+                                           self._due_head, self._next, born[:births], k,
+                                           self._cend, self._stamp, self._eu, self._ev,
+                                           self._cal, self._marks))
+                else:  # the same, from an intersection that also lists the triangles
+                    closed, entered = track.births(self, born[:births], k)
                 self.count_ += closed
-                if track is not None:
-                    entered = track.born(self, born[:births], k, closed)
         if track is not None:
             track.record(self, k, left, entered)
         self.k = k

@@ -424,6 +424,25 @@ def write_atomically(target: Path, write, metadata: dict | None = None) -> dict:
     return man
 
 
+def open_folder(path: str | os.PathLike[str], form: str, what: str):
+    """(folder, manifest, manifest path, ``table(name, columns)``) of a snapshot of ``form``
+    (a verified manifest; another form is refused as "not ``what``"). ``table`` reads a file
+    the manifest lists, checked as :func:`load` checks its own."""
+    folder = Path(path)
+    man = read_manifest(folder)
+    mpath = folder / MANIFEST
+    if man.get("form") != form:
+        raise SnapshotError(f"holds a {man.get('form')!r} snapshot, not {what}", file=mpath)
+    files = man.get("files", {})
+
+    def table(name: str, columns: dict[str, str]) -> pa.Table:
+        if name not in files:
+            raise SnapshotError(f"manifest does not list {name}", file=mpath)
+        return _read_table(folder, name, files[name], columns)
+
+    return folder, man, mpath, table
+
+
 def write_tables(folder: Path, tables: dict[str, pa.Table], fields: dict,
                  metadata: dict | None) -> dict:
     """Write ``tables`` (file name -> Arrow table) into ``folder`` and the manifest: format,

@@ -49,7 +49,8 @@ def by_key(decode: Decode, *ids: np.ndarray) -> list[np.ndarray]:
     return list(st)
 
 
-def _grow(arr: np.ndarray, n: int) -> np.ndarray:
+def grown(arr: np.ndarray, n: int) -> np.ndarray:
+    """``arr`` with room for ``n`` int64 counts (doubled at least, new slots zero)."""
     if n <= arr.shape[0]:
         return arr
     out = np.zeros(max(n, 2 * arr.shape[0], 16), np.int64)
@@ -75,8 +76,8 @@ class TriangleLog:
         if not keys.shape[0]:
             return
         top = int(stamps.max()) + 1
-        self.key_of = _grow(self.key_of, top)
-        self.ecount = _grow(self.ecount, top)
+        self.key_of = grown(self.key_of, top)
+        self.ecount = grown(self.ecount, top)
         self.key_of[stamps] = keys
 
     def add(self, u, v, w, s_uv, s_uw, s_vw, *, birth, n_ids: int) -> None:
@@ -88,7 +89,7 @@ class TriangleLog:
         mid = u + v + w - lo - hi
         births = np.broadcast_to(np.asarray(birth, np.int64), lo.shape).copy()
         self.parts.append((lo, mid, hi, births))
-        self.vcount = _grow(self.vcount, n_ids)
+        self.vcount = grown(self.vcount, n_ids)
         vid, dv = np.unique(np.concatenate([u, v, w]), return_counts=True)
         vold = self.vcount[vid].copy()
         self.vcount[vid] += dv

@@ -10,7 +10,8 @@ triangles that appear and disappear are listed, which costs about what a birth c
   through :func:`gpu_ivm.kernels.window_adj.common_pairs`; a triangle with several such
   edges is listed by the one of smallest id.
 - **Born at step k**: the triangles the births close, by the same rule as their count (each
-  by its youngest edge).
+  by its youngest edge); with tracking on, the births' one intersection both counts and
+  lists them.
 - A triangle removed and born again in the same step (an edge expired and arrived again)
   did not change; it is left out.
 
@@ -26,22 +27,19 @@ import pyarrow as pa
 
 from .errors import InvariantError
 from .kernels import window_adj as wa
-from .triangle_log import by_key
+from .kernels.stamp_kernels import due_push
+from .kernels.window_step import birth_triangles
+from .triangle_log import by_key, grown
 
 
-def _grow(arr: np.ndarray, n: int) -> np.ndarray:
-    if n <= arr.shape[0]:
-        return arr
-    out = np.zeros(max(n, 2 * arr.shape[0], 1024), np.int64)
-    out[: arr.shape[0]] = arr
-    return out
+def _common_pairs(sw, eids: np.ndarray):
+    return wa.common_pairs(sw._aoff, sw._aln, sw._anbr, sw._aval, sw._eu[eids], sw._ev[eids],
+                           sw._marks)
 
 
-def triangles_through(sw, eids: np.ndarray):
-    """(x, y, z): for every triangle through an edge x of ``eids`` in the stored adjacency
-    (expired edges included), x and the ids of its two other edges."""
-    o, c, y, z = wa.common_pairs(sw._aoff, sw._aln, sw._anbr, sw._aval, sw._eu[eids],
-                                 sw._ev[eids], sw._marks)
+def _flat(eids: np.ndarray, o, c, y, z):
+    """``common_pairs``' output as (x, y, z): each triangle's edge x of ``eids`` and the ids
+    of its two other edges."""
     total = int(c.sum())
     idx = np.repeat(o - (np.cumsum(c) - c), c) + np.arange(total, dtype=np.int64)
     return np.repeat(eids, c), y[idx] - 1, z[idx] - 1
@@ -62,22 +60,27 @@ class WindowChanges:
     def removed(self, sw, expired: np.ndarray, k: int):
         """The triangles alive at k − 1 that step k removes (``expired``: the edges whose
         true end is k − 1), each once."""
-        x, y, z = triangles_through(sw, expired)
+        x, y, z = _flat(expired, *_common_pairs(sw, expired))
         end = sw._end
         keep = (end[y] >= k - 1) & (end[z] >= k - 1)
         keep &= ((end[y] != k - 1) | (y > x)) & ((end[z] != k - 1) | (z > x))
         return x[keep], y[keep], z[keep]
 
-    def born(self, sw, born: np.ndarray, k: int, count: int):
-        """The triangles alive at k that the edges ``born`` close (each by its youngest
-        edge); ``count`` is the births kernel's number of them, checked."""
-        x, y, z = triangles_through(sw, born)
+    def births(self, sw, born: np.ndarray, k: int):
+        """What the window's ``births`` kernel does for the edges ``born`` at step k (file
+        them under their expiry check, count the triangles they close and schedule their
+        removal), from one intersection that also lists those triangles (each by its youngest
+        edge, by the same rule, checked against the count). Returns (count, (x, y, z))."""
         cend, stamp = sw._cend, sw._stamp
+        due_push(sw._due_head, sw._next, cend, born)
+        pairs = _common_pairs(sw, born)
+        count = int(birth_triangles(*pairs, born, k, cend, stamp, sw._cal))
+        x, y, z = _flat(born, *pairs)
         keep = (cend[y] >= k) & (cend[z] >= k) & (stamp[y] < stamp[x]) & (stamp[z] < stamp[x])
         if int(keep.sum()) != count:
             raise InvariantError(f"step {k}: {int(keep.sum())} triangles listed for the "
                                  f"births, the count kernel found {count}")
-        return x[keep], y[keep], z[keep]
+        return count, (x[keep], y[keep], z[keep])
 
     def record(self, sw, k: int, gone, new) -> None:
         """Net the step's removed and born triangles, update the counts, keep the rows."""
@@ -96,8 +99,8 @@ class WindowChanges:
             drop = same | np.r_[same[1:], False]
             keep = ~drop
             tri, sign, x, y, z = tri[:, keep], sign[keep], x[keep], y[keep], z[keep]
-        self.vcount = _grow(self.vcount, sw._aoff.shape[0])
-        self.ecount = _grow(self.ecount, sw._cap)
+        self.vcount = grown(self.vcount, sw._aoff.shape[0])
+        self.ecount = grown(self.ecount, sw._cap)
         verts = self._update(self.vcount, tri.ravel(), np.tile(sign, 3))
         eids, old, new = self._update(self.ecount, np.concatenate([x, y, z]), np.tile(sign, 3))
         # edges by their endpoints: a compaction at the end of the step renumbers the ids

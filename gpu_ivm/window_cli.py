@@ -250,14 +250,11 @@ def _resume(args, head: dict):
     from .window_snapshot import FORM
 
     load = SlidingWindow.restore
-    loc = cs.locate_snapshot(args, load)
-    if loc is None:
+    found = cs.locate_run(args, load, FORM, "gpu-ivm replay --events")
+    if found is None:
         return None, None
-    latest, man = loc.latest, loc.manifest
-    meta = man.get("metadata", {}).get("cli") if isinstance(man.get("metadata"), dict) else None
-    if man.get("form") != FORM or not isinstance(meta, dict):
-        raise SnapshotError("not written by `gpu-ivm replay --events` (a "
-                            f"{man.get('form')!r} snapshot)", file=latest / MANIFEST)
+    loc, meta = found
+    latest = loc.latest
     now = _cli_meta(args, head)
     if meta.get("config") != now["config"]:
         raise InputError(f"{latest} was taken with other options ("

@@ -94,19 +94,7 @@ def load(path, cls: type):
     from .encoding import unpack
     from .static import count_triangles_dense
 
-    folder = Path(path)
-    man = sn.read_manifest(folder)
-    mpath = folder / sn.MANIFEST
-    if man.get("form") != FORM:
-        raise sn.SnapshotError(f"holds a {man.get('form')!r} snapshot, not a sliding window",
-                               file=mpath)
-    files = man.get("files", {})
-
-    def table(name, cols):
-        if name not in files:
-            raise sn.SnapshotError(f"manifest does not list {name}", file=mpath)
-        return sn._read_table(folder, name, files[name], cols)
-
+    folder, man, mpath, table = sn.open_folder(path, FORM, "a sliding window")
     kind = man.get("key_kind")
     kcol = "str" if kind == "str" else "int"
     enc = table("encoder.arrow", {"key": kcol})

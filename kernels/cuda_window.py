@@ -34,17 +34,19 @@ from .window_step import birth_slot, extend_move
 
 
 @cuda.jit(cache=True)
-def _birth_kernel(adj, table, edge, born, k, cal, total, n):
-    """One thread per born edge, grid-stride; the arrays travel in tuples."""
+def _triangle_kernel(adj, table, edge, eids, k, seq_base, cal, total, n, extend):
+    """One thread per edge of ``eids`` (births, or with ``extend`` the revisited extended
+    edges), grid-stride; the arrays travel in tuples. ``edge`` is (eu, ev, end, stamp or
+    previous end, ext_seq; unused for births)."""
     off, ln, nbr, val = adj
     tkeys, tvals = table
-    eu, ev, end, stamp = edge
+    eu, ev, end, aux, ext_seq = edge
     mask = tkeys.shape[0] - 1
     r = cal.shape[0]
     j = cuda.grid(1)
     stride = cuda.gridsize(1)
     while j < n:
-        x = born[j]
+        x = eids[j]
         s = eu[x]
         o = ev[x]
         if ln[o] < ln[s]:
@@ -56,40 +58,16 @@ def _birth_kernel(adj, table, edge, born, k, cal, total, n):
             z = probe(tkeys, tvals, (min(o, w) << 32) | max(o, w), mask)
             if z < 0:
                 continue
-            q = birth_slot(x, val[p] - 1, z, k, end, stamp, r)
-            if q >= 0:
-                cuda.atomic.add(cal, q, -1)
-                cuda.atomic.add(total, 0, 1)
-        j += stride
-
-
-@cuda.jit(cache=True)
-def _extend_kernel(adj, table, edge, xs, k, seq_base, cal, n):
-    """One thread per extended edge, grid-stride; the arrays travel in tuples."""
-    off, ln, nbr, val = adj
-    tkeys, tvals = table
-    eu, ev, end, prev_end, ext_seq = edge
-    mask = tkeys.shape[0] - 1
-    r = cal.shape[0]
-    j = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    while j < n:
-        x = xs[j]
-        s = eu[x]
-        o = ev[x]
-        if ln[o] < ln[s]:
-            s, o = o, s
-        for p in range(off[s], off[s] + ln[s]):
-            w = nbr[p]
-            if w == o:
-                continue
-            z = probe(tkeys, tvals, (min(o, w) << 32) | max(o, w), mask)
-            if z < 0:
-                continue
-            old, new = extend_move(x, val[p] - 1, z, k, end, prev_end, ext_seq, seq_base)
-            if old != new:
-                cuda.atomic.add(cal, (old + 1) % r, 1)
-                cuda.atomic.add(cal, (new + 1) % r, -1)
+            if extend:
+                old, new = extend_move(x, val[p] - 1, z, k, end, aux, ext_seq, seq_base)
+                if old != new:
+                    cuda.atomic.add(cal, (old + 1) % r, 1)
+                    cuda.atomic.add(cal, (new + 1) % r, -1)
+            else:
+                q = birth_slot(x, val[p] - 1, z, k, end, aux, r)
+                if q >= 0:
+                    cuda.atomic.add(cal, q, -1)
+                    cuda.atomic.add(total, 0, 1)
         j += stride
 
 
@@ -110,8 +88,8 @@ def birth_triangles(adj, table, eu, ev, born, k: int, end, stamp, cal) -> int:
         return 0
     total = zeros(1)
     blocks, tpb = grid(n)
-    launch(_birth_kernel, blocks, tpb, adj, table, (eu, ev, end, stamp), born,
-           np.int64(k), cal, total, n)
+    launch(_triangle_kernel, blocks, tpb, adj, table, (eu, ev, end, stamp, stamp), born,
+           np.int64(k), np.int64(0), cal, total, n, False)
     return int(scalar(total, 0))
 
 
@@ -127,5 +105,5 @@ def extend_triangles(adj, table, eu, ev, xs, k: int, end, prev_end, ext_seq, seq
     if n == 0:
         return
     blocks, tpb = grid(n)
-    launch(_extend_kernel, blocks, tpb, adj, table, (eu, ev, end, prev_end, ext_seq), xs,
-           np.int64(k), np.int64(seq_base), cal, n)
+    launch(_triangle_kernel, blocks, tpb, adj, table, (eu, ev, end, prev_end, ext_seq), xs,
+           np.int64(k), np.int64(seq_base), cal, zeros(1), n, True)

@@ -20,14 +20,20 @@ def write(path, rows: dict[tuple, int], names):
                              "mult": list(rows.values())}), path)
 
 
-def test_query_cli_matches_oracle(tmp_path, capsys):
-    rng = random.Random(5)
+def random_relations(rng, tmp_path):
+    """A random database of R and S over values 0..3 and its folder of Parquet files."""
     db = {r: {(rng.randint(0, 3), rng.randint(0, 3)): rng.randint(1, 2) for _ in range(8)}
           for r in "RS"}
     rel = tmp_path / "rel"
     rel.mkdir()
     for r in "RS":
         write(rel / f"{r}.parquet", db[r], ["x", "y"])
+    return db, rel
+
+
+def test_query_cli_matches_oracle(tmp_path, capsys):
+    rng = random.Random(5)
+    db, rel = random_relations(rng, tmp_path)
     expect = [total(QUERY, db)]
     batches = tmp_path / "batches"
     for k in (1, 2, 10):                 # natural order: b2 before b10
@@ -82,12 +88,7 @@ def test_query_cli_answers_requests_after_every_batch(tmp_path, capsys, fmt):
     from gpu_ivm.cq import access
 
     rng = random.Random(9)
-    db = {r: {(rng.randint(0, 3), rng.randint(0, 3)): rng.randint(1, 2) for _ in range(8)}
-          for r in "RS"}
-    rel = tmp_path / "rel"
-    rel.mkdir()
-    for r in "RS":
-        write(rel / f"{r}.parquet", db[r], ["x", "y"])
+    db, rel = random_relations(rng, tmp_path)
     reqs = [0, 1, 2, 3, 7]
     req_file = tmp_path / f"req.{fmt}"
     if fmt == "csv":
@@ -143,12 +144,7 @@ def test_query_cli_snapshots_and_resume(tmp_path, capsys):
     import shutil
 
     rng = random.Random(21)
-    db = {r: {(rng.randint(0, 3), rng.randint(0, 3)): rng.randint(1, 2) for _ in range(8)}
-          for r in "RS"}
-    rel = tmp_path / "rel"
-    rel.mkdir()
-    for r in "RS":
-        write(rel / f"{r}.parquet", db[r], ["x", "y"])
+    db, rel = random_relations(rng, tmp_path)
     batches = tmp_path / "batches"
     for k in range(1, 5):
         d = batches / f"b{k}"

@@ -61,8 +61,8 @@ def check_request_options(eng: Engine, q, reqs: list[tuple], expect) -> None:
     cols = {v: [r[j] for r in reqs] for j, v in enumerate(q.inputs)} if q.inputs else None
     n = len(reqs) if q.inputs else 1
     keys = reqs if q.inputs else [()]
-    counts = eng.count(cols if q.inputs else {}).to_pydict() if q.inputs else None
-    if counts is not None:
+    if q.inputs:
+        counts = eng.count(cols).to_pydict()
         assert counts["request"] == list(range(n))
         assert counts["count"] == [sum(expect.get(r, {}).values()) for r in keys]
     ex = eng.exists(cols).to_pydict()

@@ -45,14 +45,11 @@ def resume(args, query: str, relations_fp: dict, batch_names: list[str]):
     from .snapshot import FORM
 
     load = Engine.restore
-    loc = cs.locate_snapshot(args, load)
-    if loc is None:
+    found = cs.locate_run(args, load, FORM, "gpu-ivm query")
+    if found is None:
         return None, None
-    latest, man = loc.latest, loc.manifest
-    meta = man.get("metadata", {}).get("cli") if isinstance(man.get("metadata"), dict) else None
-    if man.get("form") != FORM or not isinstance(meta, dict):
-        raise SnapshotError(f"not written by `gpu-ivm query` (a {man.get('form')!r} snapshot)",
-                            file=latest / MANIFEST)
+    loc, meta = found
+    latest = loc.latest
     if meta.get("query") != query:
         raise InputError(f"{latest} is a snapshot of the query {meta.get('query')!r}, not "
                          f"{query!r}", option="--resume")

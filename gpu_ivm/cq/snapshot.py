@@ -65,26 +65,18 @@ def load(path: str | os.PathLike[str], cls: type):
     from .. import snapshot as sn
     from .zrel import consolidate
 
-    folder = Path(path)
-    man = sn.read_manifest(folder)
-    mpath = folder / sn.MANIFEST
-    if man.get("form") != FORM:
-        raise sn.SnapshotError(f"holds a {man.get('form')!r} snapshot, not a query engine's",
-                               file=mpath)
+    folder, man, mpath, table = sn.open_folder(path, FORM, "a query engine's")
     try:
         eng = cls(man["query"], relations={k: v for k, v in man["columns"].items() if v})
         applied, count = int(man["batches_applied"]), int(man["count"])
         digests = dict(man["relations_sha256"])
     except (KeyError, TypeError, ValueError) as e:
         raise sn.SnapshotError(f"manifest lacks or garbles a field: {e}", file=mpath) from None
-    files = man.get("files", {})
     base = {}
     for name, arity in eng.schemas.items():
         fname = f"rel-{name}.arrow"
-        if fname not in files:
-            raise sn.SnapshotError(f"manifest does not list {fname}", file=mpath)
         cols = {f"c{j}": "int" for j in range(arity)}
-        t = sn._read_table(folder, fname, files[fname], {**cols, "mult": "int"})
+        t = table(fname, {**cols, "mult": "int"})
         keys = np.stack([sn._int_col(t, c) for c in cols], axis=1) if arity else \
             np.zeros((t.num_rows, 0), np.int64)
         mult = sn._int_col(t, "mult")
