@@ -34,6 +34,7 @@ def cases(repo: str) -> dict:
     from kernels import cuda_delta as d
     from kernels import cuda_hash as h
     from kernels import cuda_launch as launch
+    from kernels import cuda_lex as lex
     from kernels import cuda_offline as off
     from kernels import cuda_query as q
     from kernels import cuda_stamp as stamp
@@ -51,6 +52,7 @@ def cases(repo: str) -> dict:
     n = np.int64(4)
     out = {
         s._apply_kernel: (st, (i, i, i, b, i, i), n, i),
+        lex._ranges_kernel: ((m, m), (i, i), n),
         s._probe_kernel: (st, (i, i), n),
         s._run_bits_kernel: ((i, i), n, n, n),
         s._merge_rank_kernel: ((i,) * 7, n, n, n, n),

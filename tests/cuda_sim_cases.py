@@ -1278,3 +1278,26 @@ def test_graph_engine_cuda_static_count_path(monkeypatch):
     dcpu.apply(batch)
     assert dgpu.count() == dcpu.count()
     assert [c for c in calls if c[0] == "cuda"] == [("cuda", True)] * 2
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 33, 200])
+def test_prefix_ranges_twin(n: int, small_launch) -> None:
+    """The query engine's run lookup on the device equals the CPU's and a brute-force scan,
+    for every prefix width, probes present and absent, passed as CUDA array interfaces."""
+    from gpu_ivm.kernels import cuda_lex
+    from gpu_ivm.kernels import lex_search as cpu_lex
+
+    rng = np.random.default_rng(n)
+    keys = rng.integers(-3, 4, (n, 3))
+    keys = keys[np.lexsort(keys.T[::-1])]
+    for p in range(4):
+        probes = np.ascontiguousarray(rng.integers(-4, 5, (n + 7, p)))
+        lo, hi = cuda_lex.prefix_ranges(InterfaceOnly(keys), InterfaceOnly(probes))
+        lo, hi = np.asarray(lo), np.asarray(hi)
+        clo, chi = cpu_lex.prefix_ranges(keys, probes)
+        assert lo.tolist() == clo.tolist() and hi.tolist() == chi.tolist()
+        for q in range(probes.shape[0]):
+            match = np.flatnonzero((keys[:, :p] == probes[q]).all(axis=1))
+            assert hi[q] - lo[q] == match.shape[0]
+            if match.shape[0]:
+                assert (lo[q], hi[q] - 1) == (match[0], match[-1])

@@ -288,7 +288,7 @@ def test_request_table_types():
 @pytest.mark.parametrize("query", ["Q(B,C | A) = R(A,B), S(A,C)", "Q(C | A) = R(A,B), S(B,C)",
                                    "Q(A | ) = R(A,B), S(B)"])
 def test_larger_relations_small_batches(query):
-    """Batches much smaller than the views take the packed searchsorted/insert merge path."""
+    """Batches much smaller than the views: small runs next to a large one, lookups in both."""
     rng = random.Random(11)
     q = parse_query(query)
     domain = list(range(25))

@@ -39,11 +39,12 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
+from .lsm import LsmRel
 from .planner import VONode, dep_sets, plan
 from .requests import RequestCursor, check_limit
 from .syntax import Query
 from .tables import int_columns
-from .zrel import ZRel, checked_total, consolidate, empty
+from .zrel import ZRel, checked_add, checked_total, consolidate, empty, scalar
 
 __all__ = ["Engine", "UnsupportedQueryError"]
 
@@ -130,12 +131,11 @@ class Engine:
             nullary = [i for i in comp.atom_ids if not self.query.atoms[i].variables]
             self.components.append(_Component(roots, list(comp.atom_ids), nullary,
                                               comp.inputs, comp.outputs, home))
-        self.base: dict[str, ZRel] = {
-            r: empty(tuple(f"c{k}" for k in range(a))) for r, a in self.schemas.items()}
-        self.views: dict[tuple, ZRel] = {}
+        self.base: dict[str, LsmRel] = {}
+        self.views: dict[tuple, LsmRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
         self.batches_applied = 0
-        self._rebuild()
+        self._rebuild(self._empty_base())
 
     # ----------------------------------------------------------------------------- reading
     def _read(self, name: str, table, need_mult: bool) -> ZRel:
@@ -174,32 +174,35 @@ class Engine:
         return consolidate(tuple(first), rel.keys[keep][:, list(first.values())],
                            rel.mult[keep], unique=True)
 
+    def _empty_base(self) -> dict[str, ZRel]:
+        return {r: empty(tuple(f"c{k}" for k in range(a))) for r, a in self.schemas.items()}
+
     @staticmethod
-    def _refuse_negative(name: str, rel: ZRel) -> None:
-        neg = np.flatnonzero(rel.mult < 0)
+    def _refuse_negative(name: str, keys: np.ndarray, mult: np.ndarray) -> None:
+        """Refuse the batch if a tuple's multiplicity (``mult``, after the batch) is < 0."""
+        neg = np.flatnonzero(mult < 0)
         if len(neg):
-            t = tuple(int(x) for x in rel.keys[neg[0]])
+            t = tuple(int(x) for x in keys[neg[0]])
             raise InputError(f"relation {name}: tuple {t} would have multiplicity "
-                             f"{int(rel.mult[neg[0]])}; multiplicities must stay >= 0 "
+                             f"{int(mult[neg[0]])}; multiplicities must stay >= 0 "
                              "(a delete of an absent tuple?)")
 
     # ----------------------------------------------------------------------------- views
-    def _contribution(self, views, node: _Node) -> ZRel:
-        return views[("C", id(node))]
-
-    def _children_rels(self, views, node: _Node) -> list[tuple[object, ZRel]]:
-        out: list[tuple[object, ZRel]] = [(("L", i), views[("L", i)]) for i in node.atoms]
+    def _children_rels(self, views, node: _Node) -> list[tuple[object, object]]:
+        out: list[tuple[object, object]] = [(("L", i), views[("L", i)]) for i in node.atoms]
         out += [(("C", id(c)), views[("C", id(c))]) for c in node.children]
         return out
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, base: dict[str, ZRel]) -> None:
+        """Base relations ``base`` and every view built from them (static evaluation)."""
         views: dict[tuple, ZRel] = {}
         for i, atom in enumerate(self.query.atoms):
-            views[("L", i)] = self._atom_rel(i, self.base[atom.relation])
+            views[("L", i)] = self._atom_rel(i, base[atom.relation])
         for comp in self.components:
             for r in comp.roots:
                 self._build(views, r)
-        self.views = views
+        self.base = {name: LsmRel(rel) for name, rel in base.items()}
+        self.views = {key: LsmRel(rel) for key, rel in views.items()}
 
     def _build(self, views, node: _Node) -> None:
         for c in node.children:
@@ -211,21 +214,24 @@ class Engine:
         views[("V", id(node))] = v.marginalize(node.bag)
         views[("C", id(node))] = views[("V", id(node))].marginalize(node.dep)
 
-    def _propagate(self, views, i: int, delta: ZRel) -> None:
-        """Apply a delta of atom ``i``'s leaf up its view tree (APPLY, Fig. 4.11)."""
+    def _propagate(self, i: int, delta: ZRel) -> None:
+        """Apply a delta of atom ``i``'s leaf up its view tree (APPLY, Fig. 4.11): at each
+        node the delta is looked up in the node's other children (lookup- or expand-joins on
+        the variables they share), marginalized and merged into the node's views, in place."""
+        views = self.views
         key: object = ("L", i)
-        views[key] = views[key].merge(delta)
+        views[key].merge(delta)
         node = next((c.home[i] for c in self.components if i in c.home), None)
         while node is not None and len(delta):
             dv = delta
             for k, rel in self._children_rels(views, node):
                 if k != key:
-                    dv = dv.join(rel)
+                    dv = rel.join_from(dv)
             dv = dv.marginalize(node.bag)
-            views[("V", id(node))] = views[("V", id(node))].merge(dv)
+            views[("V", id(node))].merge(dv)
             delta = dv.marginalize(node.dep)
             key = ("C", id(node))
-            views[key] = views[key].merge(delta)
+            views[key].merge(delta)
             node = node.parent
 
     # ----------------------------------------------------------------------------- public API
@@ -235,18 +241,12 @@ class Engine:
         Relations not given are empty. Raises InputError (state untouched) on bad input or
         a negative multiplicity.
         """
-        base = {r: empty(rel.vars) for r, rel in self.base.items()}
+        base = self._empty_base()
         for name, table in tables.items():
             rel = self._read(name, table, need_mult=False)
-            self._refuse_negative(name, rel)
+            self._refuse_negative(name, rel.keys, rel.mult)
             base[name] = rel
-        old = self.base
-        self.base = base
-        try:
-            self._rebuild()
-        except BaseException:
-            self.base = old
-            raise
+        self._rebuild(base)  # builds the new state, then replaces the old one
         self._version += 1
         self.batches_applied = 0
 
@@ -258,22 +258,27 @@ class Engine:
         if not isinstance(batch, Mapping):
             raise InputError("a batch is a mapping {relation name: table}")
         deltas = {name: self._read(name, table, need_mult=True) for name, table in batch.items()}
-        new_base = dict(self.base)
         for name, d in deltas.items():
-            new_base[name] = self.base[name].merge(d)
-            self._refuse_negative(name, new_base[name])
-        views = dict(self.views)
-        for name, d in deltas.items():
-            if not len(d):
-                continue
-            for i, atom in enumerate(self.query.atoms):
-                if atom.relation == name:
-                    self._propagate(views, i, self._atom_rel(i, d))
-        self.base, self.views = new_base, views
+            if len(d):
+                after = checked_add(self.base[name].get(d), d.mult)
+                self._refuse_negative(name, d.keys, after)
+        saved = [(rel, rel.state()) for rel in (*self.base.values(), *self.views.values())]
+        try:
+            for name, d in deltas.items():
+                if not len(d):
+                    continue
+                self.base[name].merge(d)
+                for i, atom in enumerate(self.query.atoms):
+                    if atom.relation == name:
+                        self._propagate(i, self._atom_rel(i, d))
+        except BaseException:  # e.g. an int64 overflow half-way: the batch leaves no trace
+            for rel, state in saved:
+                rel.restore(state)
+            raise
         self._version += 1
         self.batches_applied += 1
 
-    def _boundary(self, comp: _Component, top: set[str]) -> list[ZRel]:
+    def _boundary(self, comp: _Component, top: set[str]) -> list[LsmRel]:
         """The views whose product gives Q over the top-closed variable set ``top``."""
         rels = [self.views[("L", i)] for i in comp.nullary]
         stack = list(comp.roots)
@@ -300,10 +305,19 @@ class Engine:
         if inputs is not None:
             totals, n = self._request_totals(inputs)
             return pa.table({"request": np.arange(n, dtype=np.int64), "count": totals})
-        result = None
+        # Components that share no input variable (the fracture copies an input variable
+        # into every component it occurs in) multiply: each gives the product of its roots'
+        # marginals and nullary atoms, relations of at most one row. Shared inputs are
+        # joined on, from the views at the inputs' boundary (O(their size)).
+        seen: set[str] = set()
+        shared = False
         for comp in self.components:
-            for rel in self._boundary(comp, set(comp.inputs)):
-                result = rel if result is None else result.join(rel)
+            shared |= bool(seen & set(comp.inputs))
+            seen |= set(comp.inputs)
+        result = scalar(1)
+        for comp in self.components:
+            for rel in self._boundary(comp, set(comp.inputs) if shared else set()):
+                result = rel.join_from(result)
         return checked_total(result.mult)
 
     def _requests(self, inputs) -> tuple[ZRel, int]:
@@ -335,10 +349,10 @@ class Engine:
             stack = [r for r in comp.roots if r.var in free]
             while stack:
                 node = stack.pop()
-                front = front.join(self.views[("V", id(node))].support())
+                front = self.views[("V", id(node))].join_from(front, support=True)
                 stack += [c for c in node.children if c.var in free]
             for rel in self._boundary(comp, free):
-                front = front.join(rel)
+                front = rel.join_from(front)
             result = front if result is None else result.join(front)
         out = result.marginalize((REQ, *q.outputs))
         data = {"request": out.keys[:, 0]}
@@ -379,7 +393,7 @@ class Engine:
         for comp in self.components:
             front = requests.marginalize((REQ, *comp.inputs))
             for rel in self._boundary(comp, set(comp.inputs)):
-                front = front.join(rel)
+                front = rel.join_from(front)
             front = front.marginalize((REQ,))
             result = front if result is None else result.join(front)
         totals = np.zeros(n, np.int64)
@@ -400,7 +414,7 @@ class Engine:
         node = next((n for r in comp.roots for n in r.walk() if n.var == var), None)
         if node is None:
             raise InputError(f"component {component} has no variable {var}")
-        return self.views[("C" if marginal else "V", id(node))].to_dict()
+        return self.views[("C" if marginal else "V", id(node))].zrel().to_dict()
 
     # ----------------------------------------------------------------------------- persistence
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:

@@ -40,9 +40,10 @@ def save(eng, path: str | os.PathLike[str], *, metadata: dict | None = None) -> 
     from .. import snapshot as sn
 
     def write(folder: Path) -> dict:
-        tables = {f"rel-{name}.arrow": _table(rel) for name, rel in eng.base.items()}
+        base = {name: rel.zrel() for name, rel in eng.base.items()}
+        tables = {f"rel-{name}.arrow": _table(rel) for name, rel in base.items()}
         digests = {name: sn._digest_arrays(rel.keys.ravel(), rel.mult)
-                   for name, rel in eng.base.items()}
+                   for name, rel in base.items()}
         fields = {"form": FORM, "query": str(eng.query), "columns": eng.columns,
                   "batches_applied": eng.batches_applied, "count": int(eng.count()),
                   "relations_sha256": digests}
@@ -88,8 +89,7 @@ def load(path: str | os.PathLike[str], cls: type):
             raise sn.SnapshotError("tuples differ from the manifest checksum",
                                    file=folder / fname)
         base[name] = rel
-    eng.base = base
-    eng._rebuild()
+    eng._rebuild(base)
     eng.batches_applied = applied
     if eng.count() != count:
         raise sn.SnapshotError(f"the restored relations give count {eng.count()}, the "

@@ -1,0 +1,179 @@
+"""Z-relations kept as sorted runs, indexed by the variable orders their lookups need.
+
+The query engine's base relations and views change by small deltas and are read by lookups:
+a delta tuple joins a view on the variables they share, a request joins the views on its
+inputs. Packing a whole view per batch (what :meth:`ZRel.merge` does) costs O(|view|) per
+batch; here a relation is a log-structured set of sorted runs instead:
+
+- :meth:`LsmRel.merge` appends the delta as a run (sorted, consolidated) and merges the newest
+  runs while the older is at most ``MERGE_RATIO`` times the newer, so there are O(log N) runs
+  and each tuple is re-sorted O(log N) times over its life: O(|δ| log² N) amortized per batch,
+  independent of the relation's size;
+- :meth:`LsmRel.join_from` answers ``left ⋈ self`` by looking each left row up in an index of
+  ``self`` sorted by the shared variables first (:mod:`gpu_ivm.kernels.lex_search`, two binary
+  searches per run): O(|left| · #runs · log N + |output|);
+- an index per needed order (shared variables first) is built from the relation the first
+  time a lookup asks for it and is maintained with every merge after that.
+
+A key may sit in several runs (an insert in one, its delete in a newer one); lookups sum the
+runs and drop keys whose total is zero, so a lookup sees exactly the consolidated relation.
+
+>>> from gpu_ivm.cq.zrel import consolidate
+>>> v = LsmRel(consolidate(("A", "B"), [[1, 10], [2, 20], [2, 21]], [1, 1, 3]))
+>>> v.merge(consolidate(("A", "B"), [[2, 20], [3, 30]], [-1, 5]))
+>>> left = consolidate(("B", "C"), [[20, 7], [21, 8], [30, 9]], [1, 1, 2])
+>>> j = v.join_from(left)
+>>> j.vars, j.keys.tolist(), j.mult.tolist()
+(('B', 'C', 'A'), [[21, 8, 2], [30, 9, 3]], [3, 10])
+>>> v.zrel().to_dict()
+{(1, 10): 1, (2, 21): 3, (3, 30): 5}
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..kernels.lex_search import prefix_ranges
+from .zrel import ZRel, checked_mul, consolidate
+
+__all__ = ["LsmRel", "MERGE_RATIO"]
+
+MERGE_RATIO = 2  # a run merges into the one before it while that one is at most this much larger
+
+Run = tuple[np.ndarray, np.ndarray]  # (keys sorted lexicographically, unique; non-zero mults)
+
+
+def _ranges_rows(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(probe of each match, row of each match) for the ranges [lo[q], hi[q])."""
+    cnt = hi - lo
+    total = int(cnt.sum())
+    pidx = np.repeat(np.arange(lo.shape[0], dtype=np.int64), cnt)
+    starts = np.cumsum(cnt) - cnt
+    rows = lo[pidx] + (np.arange(total, dtype=np.int64) - starts[pidx])
+    return pidx, rows
+
+
+class _Index:
+    """One sort order of a relation as a list of runs, oldest (largest) first."""
+
+    __slots__ = ("order", "runs")
+
+    def __init__(self, order: tuple[str, ...], runs: list[Run]) -> None:
+        self.order = order
+        self.runs = runs
+
+    def add(self, delta: ZRel) -> None:
+        d = delta.reorder(self.order)
+        if not len(d):
+            return
+        runs = self.runs
+        runs.append((d.keys, d.mult))
+        while len(runs) > 1 and runs[-2][1].shape[0] <= MERGE_RATIO * runs[-1][1].shape[0]:
+            (k1, m1), (k2, m2) = runs[-2], runs[-1]
+            merged = consolidate(self.order, np.concatenate([k1, k2]), np.concatenate([m1, m2]))
+            runs[-2:] = [(merged.keys, merged.mult)] if len(merged) else []
+
+    def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(probe, keys, mult)`` of the consolidated rows whose first columns equal a probe
+        row, sorted by probe, then key."""
+        m, p = probes.shape
+        parts = []
+        for keys, mult in self.runs:
+            lo, hi = prefix_ranges(keys, probes)
+            pidx, rows = _ranges_rows(lo, hi)
+            parts.append((pidx, keys[rows], mult[rows]))
+        if not parts:
+            k = len(self.order)
+            return (np.zeros(0, np.int64), np.zeros((0, k), np.int64), np.zeros(0, np.int64))
+        if len(parts) == 1:  # one run: unique non-zero keys, in probe order already
+            return parts[0]
+        pidx = np.concatenate([a for a, _, _ in parts])
+        keys = np.concatenate([b for _, b, _ in parts])
+        mult = np.concatenate([c for _, _, c in parts])
+        z = consolidate(("#probe", *self.order), np.column_stack([pidx, keys]), mult)
+        return z.keys[:, 0].copy(), np.ascontiguousarray(z.keys[:, 1:]), z.mult
+
+    def consolidated(self) -> ZRel:
+        """The relation in this order as one run (the runs are replaced by it)."""
+        if len(self.runs) > 1:
+            z = consolidate(self.order, np.concatenate([k for k, _ in self.runs]),
+                            np.concatenate([m for _, m in self.runs]))
+            self.runs = [(z.keys, z.mult)] if len(z) else []
+        if not self.runs:
+            k = len(self.order)
+            return ZRel(self.order, np.zeros((0, k), np.int64), np.zeros(0, np.int64))
+        keys, mult = self.runs[0]
+        return ZRel(self.order, keys, mult)
+
+
+class LsmRel:
+    """A Z-relation over ``rel.vars`` kept as sorted runs (see the module docstring); it is
+    changed in place by :meth:`merge` and read by :meth:`join_from`, :meth:`get` and
+    :meth:`zrel`."""
+
+    def __init__(self, rel: ZRel) -> None:
+        self.vars = rel.vars
+        runs = [(rel.keys, rel.mult)] if len(rel) else []
+        self._indexes: dict[tuple[str, ...], _Index] = {rel.vars: _Index(rel.vars, runs)}
+
+    def _index(self, first: tuple[str, ...]) -> _Index:
+        """The index sorted by ``first``, then the other variables in ``vars`` order (built
+        from the relation when first asked for)."""
+        order = first + tuple(v for v in self.vars if v not in first)
+        idx = self._indexes.get(order)
+        if idx is None:
+            z = self.zrel().reorder(order)
+            idx = _Index(order, [(z.keys, z.mult)] if len(z) else [])
+            self._indexes[order] = idx
+        return idx
+
+    def merge(self, delta: ZRel) -> None:
+        """``self += delta`` (same variables, any column order), in every index."""
+        if sorted(delta.vars) != sorted(self.vars):
+            raise ValueError(f"cannot merge {delta.vars} into {self.vars}")
+        for idx in self._indexes.values():
+            idx.add(delta)
+
+    def zrel(self) -> ZRel:
+        """The consolidated relation as a :class:`ZRel` (columns in ``vars`` order)."""
+        return self._indexes[self.vars].consolidated()
+
+    def __len__(self) -> int:
+        return len(self.zrel())
+
+    def join_from(self, left: ZRel, *, support: bool = False) -> ZRel:
+        """``left ⋈ self`` (``left ⋈ supp(self)`` with ``support``): the variables of ``left``,
+        then those of ``self`` it lacks; each left row is looked up on the variables both
+        have."""
+        shared = tuple(v for v in self.vars if v in left.vars)
+        idx = self._index(shared)
+        probes = np.ascontiguousarray(left.keys[:, [left.vars.index(v) for v in shared]])
+        pidx, keys, mult = idx.lookup(probes)
+        extra = idx.order[len(shared):]
+        out_keys = np.concatenate([left.keys[pidx], keys[:, len(shared):]], axis=1)
+        mult = left.mult[pidx] if support else checked_mul(left.mult[pidx], mult)
+        # left's rows are unique and so are a probe's matches: the joined rows are unique
+        return consolidate(left.vars + extra, out_keys, mult, unique=True)
+
+    def get(self, rel: ZRel) -> np.ndarray:
+        """The current multiplicity of each of ``rel``'s keys (0 where absent)."""
+        r = rel.reorder(self.vars)
+        pidx, _, mult = self._indexes[self.vars].lookup(np.ascontiguousarray(r.keys))
+        out = np.zeros(len(r), np.int64)
+        out[pidx] = mult
+        return out if r is rel else out[_positions(rel, r)]
+
+    def state(self) -> dict:
+        """What :meth:`restore` needs to undo the merges made after this call (the runs are
+        never changed in place, so this is a shallow copy)."""
+        return {order: list(idx.runs) for order, idx in self._indexes.items()}
+
+    def restore(self, state: dict) -> None:
+        self._indexes = {order: _Index(order, list(runs)) for order, runs in state.items()}
+
+
+def _positions(rel: ZRel, reordered: ZRel) -> np.ndarray:
+    """For each row of ``rel``, its row in ``reordered`` (the same tuples, columns permuted)."""
+    cols = [rel.vars.index(v) for v in reordered.vars]
+    lo, _ = prefix_ranges(reordered.keys, np.ascontiguousarray(rel.keys[:, cols]))
+    return lo
