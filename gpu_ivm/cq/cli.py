@@ -120,7 +120,7 @@ def cmd_query(args) -> int:
         raise InputError("--requests FILE and --out DIR go together",
                          option="--requests" if args.requests is None else "--out")
     _check_epsilon(args.epsilon)
-    eng = Engine(args.query)
+    eng = Engine(args.query, mode=args.mode)
     query = str(eng.query)
     requests = _requests(args.requests) if args.requests is not None else None
     out = Path(args.out) if args.out is not None else None
@@ -140,7 +140,9 @@ def cmd_query(args) -> int:
 
     def report(kind: str, k: int, name: str, seconds: float) -> None:
         count = eng.count()
-        extra = {}
+        extra: dict = {}
+        if eng.switched_at is not None and eng.switched_at == k and kind == "batch":
+            extra["switched"] = "first delete: insert-only mode ended (same state)"
         if requests is not None:
             answers = eng.request(requests)
             extra["answers"] = write_parquet(out / f"answers-{k:06d}.parquet",
@@ -149,7 +151,8 @@ def cmd_query(args) -> int:
             print(json.dumps({"kind": kind, "batch": k, "name": name, "count": count,
                               "seconds": round(seconds, 6), **extra}), flush=True)
         else:
-            more = f", {extra['answers']} answers" if extra else ""
+            more = f", {extra['answers']} answers" if "answers" in extra else ""
+            more += f"; {extra['switched']}" if "switched" in extra else ""
             print(f"{kind} {k} {name}: count {count}{more} ({seconds:.3f} s)", flush=True)
 
     def snapshot(last: bool) -> None:
@@ -165,6 +168,9 @@ def cmd_query(args) -> int:
             from ..cli_snapshots import drop_newer
 
             drop_newer(newer, latest)
+            if restored.mode != eng.mode:
+                raise InputError(f"{latest} is a snapshot of a run in mode {restored.mode}, "
+                                 f"not {eng.mode}", option="--resume")
             eng, start, resumed = restored, restored.batches_applied, True
             if args.json:
                 print(json.dumps({"kind": "resume", "batch": start, "name": latest.name,
@@ -220,6 +226,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="with --snapshot-dir: a snapshot every K batch folders (default 1)")
     q.add_argument("--resume", default=None, metavar="DIR",
                    help="continue from the newest snapshot in DIR (or the snapshot folder DIR)")
+    q.add_argument("--mode", default="general", choices=["general", "insert-only", "auto"],
+                   help="insert-only: refuse any row with a negative mult (exit 2, nothing "
+                        "applied); auto: insert-only until the first delete (default general)")
     q.add_argument("--json", action="store_true", help="one JSON object per line")
     q.set_defaults(backend=None)
     q.set_defaults(fn=cmd_query)

@@ -19,6 +19,16 @@ product.
 Base multiplicities must stay non-negative (digest §0 item 10: with mixed signs a view entry
 can cancel to 0 and hide answers); a batch that would make one negative is refused whole.
 
+Modes (``mode=``, as for the triangle engines; digest ``paper-insert-only-vs-insert-delete.md``
+§8a): ``"general"`` takes inserts and deletes. ``"insert_only"`` refuses a row with a negative
+multiplicity (an :class:`~gpu_ivm.errors.InputError` naming the relation, the row and the tuple;
+nothing changes) and, since no multiplicity can then fall below zero, skips the lookup of every
+delta tuple in its base relation that the general mode makes to check that; the views are the
+same (at ε = 1 there is no heavy/light partition to drop, and the runs of an insert-only stream
+never hold a cancelling tuple). ``"auto"`` runs insert-only until the first negative row, then
+goes on as ``"general"`` with the same state (nothing to rebuild); :attr:`Engine.switched_at`
+says at which batch.
+
 >>> eng = Engine("Q(B,C | A) = R(A,B), S(B,C)")
 >>> eng.load(R={"a": [1, 1, 2], "b": [10, 11, 10]}, S={"b": [10, 10, 11], "c": [5, 6, 5]})
 >>> eng.count()
@@ -104,9 +114,25 @@ class Engine:
     relations : mapping, optional
         Relation name -> column names to read from its tables, in atom-argument order. Without
         it a table's columns other than ``mult`` are taken in their order.
+    mode : {"general", "insert_only", "auto"}, default "general"
+        See the module docstring; ``"insert-only"`` is accepted too.
+
+    Examples
+    --------
+    >>> eng = Engine("Q(B | A) = R(A,B)", mode="insert_only")
+    >>> eng.load(R={"a": [1], "b": [2]})
+    >>> eng.apply({"R": {"a": [1], "b": [3], "mult": [1]}})
+    >>> eng.count(), eng.insert_only_active
+    (2, True)
     """
 
-    def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None):
+    def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None,
+                 *, mode: str = "general"):
+        from ..insert_only import check_mode
+
+        self.mode = check_mode(mode)
+        self.insert_only_active = self.mode != "general"
+        self.switched_at: int | None = None  # auto mode: the batch of the first delete
         self.plan = plan(query)
         self.query: Query = self.plan.query
         if any(part.access is None for part in self.plan.parts):
@@ -138,7 +164,9 @@ class Engine:
         self._rebuild(self._empty_base())
 
     # ----------------------------------------------------------------------------- reading
-    def _read(self, name: str, table, need_mult: bool) -> ZRel:
+    def _read(self, name: str, table, need_mult: bool, deletes: list | None = None) -> ZRel:
+        """The table as a consolidated relation; ``deletes`` (insert-only modes) collects
+        ``(name, row, tuple, mult)`` of its first row with a negative multiplicity."""
         if name not in self.schemas:
             raise InputError(f"relation {name} does not occur in the query "
                              f"(relations: {', '.join(self.schemas)})")
@@ -159,6 +187,11 @@ class Engine:
         n = len(next(iter(cols.values()))) if cols else 0
         keys = np.stack([cols[c] for c in names], axis=1) if names else np.zeros((n, 0))
         mult = cols.get("mult", np.ones(n, dtype=np.int64))
+        if deletes is not None:
+            neg = np.flatnonzero(mult < 0)
+            if len(neg):
+                r = int(neg[0])
+                deletes.append((name, r, tuple(int(x) for x in keys[r]), int(mult[r])))
         return consolidate(tuple(f"c{k}" for k in range(len(names))), keys, mult)
 
     def _atom_rel(self, i: int, rel: ZRel) -> ZRel:
@@ -242,13 +275,24 @@ class Engine:
         a negative multiplicity.
         """
         base = self._empty_base()
+        deletes: list | None = [] if self.mode == "insert_only" else None
         for name, table in tables.items():
-            rel = self._read(name, table, need_mult=False)
+            rel = self._read(name, table, need_mult=False, deletes=deletes)
+            if deletes:
+                self._refuse_delete(*deletes[0], what="nothing was loaded")
             self._refuse_negative(name, rel.keys, rel.mult)
             base[name] = rel
         self._rebuild(base)  # builds the new state, then replaces the old one
         self._version += 1
         self.batches_applied = 0
+        self.insert_only_active, self.switched_at = self.mode != "general", None
+
+    @staticmethod
+    def _refuse_delete(name: str, row: int, tup: tuple, mult: int, what: str) -> None:
+        raise InputError(f"relation {name}: this row gives the tuple {tup} multiplicity {mult}, "
+                         "a delete, but the engine runs in insert_only mode, which accepts "
+                         "inserts only (use mode='auto' or 'general' for streams with "
+                         f"deletes); {what}", column="mult", row=row)
 
     def apply(self, batch: Mapping[str, object]) -> None:
         """Apply ``{relation: table with a mult column}``: +k inserts, -k deletes.
@@ -257,9 +301,14 @@ class Engine:
         """
         if not isinstance(batch, Mapping):
             raise InputError("a batch is a mapping {relation name: table}")
-        deltas = {name: self._read(name, table, need_mult=True) for name, table in batch.items()}
+        deletes: list | None = [] if self.insert_only_active else None
+        deltas = {name: self._read(name, table, need_mult=True, deletes=deletes)
+                  for name, table in batch.items()}
+        if deletes and self.mode == "insert_only":
+            self._refuse_delete(*deletes[0], what="nothing was applied")
         for name, d in deltas.items():
-            if len(d):
+            if len(d) and not (self.insert_only_active and not deletes):
+                # (an insert-only batch cannot make a multiplicity negative: not looked up)
                 after = checked_add(self.base[name].get(d), d.mult)
                 self._refuse_negative(name, d.keys, after)
         saved = [(rel, rel.state()) for rel in (*self.base.values(), *self.views.values())]
@@ -275,6 +324,8 @@ class Engine:
             for rel, state in saved:
                 rel.restore(state)
             raise
+        if deletes:  # auto mode's first delete: the same state serves the general mode
+            self.insert_only_active, self.switched_at = False, self.batches_applied + 1
         self._version += 1
         self.batches_applied += 1
 

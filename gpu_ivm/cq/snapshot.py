@@ -46,6 +46,8 @@ def save(eng, path: str | os.PathLike[str], *, metadata: dict | None = None) -> 
                    for name, rel in base.items()}
         fields = {"form": FORM, "query": str(eng.query), "columns": eng.columns,
                   "batches_applied": eng.batches_applied, "count": int(eng.count()),
+                  "mode": eng.mode, "insert_only_active": eng.insert_only_active,
+                  "switched_at": eng.switched_at,
                   "relations_sha256": digests}
         return sn.write_tables(folder, tables, fields, metadata)
 
@@ -68,10 +70,14 @@ def load(path: str | os.PathLike[str], cls: type):
 
     folder, man, mpath, table = sn.open_folder(path, FORM, "a query engine's")
     try:
-        eng = cls(man["query"], relations={k: v for k, v in man["columns"].items() if v})
+        eng = cls(man["query"], relations={k: v for k, v in man["columns"].items() if v},
+                  mode=man.get("mode", "general"))
         applied, count = int(man["batches_applied"]), int(man["count"])
+        active = bool(man.get("insert_only_active", eng.mode != "general"))
+        switched = man.get("switched_at")
+        switched = None if switched is None else int(switched)
         digests = dict(man["relations_sha256"])
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError) as e:  # InputError (a bad mode) included
         raise sn.SnapshotError(f"manifest lacks or garbles a field: {e}", file=mpath) from None
     base = {}
     for name, arity in eng.schemas.items():
@@ -91,6 +97,7 @@ def load(path: str | os.PathLike[str], cls: type):
         base[name] = rel
     eng._rebuild(base)
     eng.batches_applied = applied
+    eng.insert_only_active, eng.switched_at = active, switched
     if eng.count() != count:
         raise sn.SnapshotError(f"the restored relations give count {eng.count()}, the "
                                f"manifest says {count}", file=mpath)
