@@ -153,6 +153,18 @@ class ModesConfig:
 
 
 @dataclass(frozen=True)
+class CqConfig:
+    """The query engine: flatness of a CQAP_0 query as N grows, and three queries against
+    DuckDB's delta SQL (``bench.cq_bench``)."""
+
+    sizes: tuple[int, ...] = (100_000, 1_600_000)
+    peer_size: int = 100_000
+    peer_queries: tuple[str, ...] = ("2-path", "star", "4-cycle")
+    batch_size: int = 1000
+    n_batches: int = 10
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     replay: ReplayConfig
@@ -164,6 +176,7 @@ class Profile:
     queries: QueriesConfig = field(default_factory=QueriesConfig)
     celebrity: CelebrityConfig = field(default_factory=CelebrityConfig)
     modes: ModesConfig = field(default_factory=ModesConfig)
+    cq: CqConfig = field(default_factory=CqConfig)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -197,6 +210,7 @@ QUICK = Profile(
     celebrity=CelebrityConfig(scale=16, n_batches=10, recount_timed=2, cap_s=60.0,
                               systems=tuple(x for x in ALL if x != "pathway")),
     modes=ModesConfig(datasets=("CollegeMsg",), repeats=1),
+    cq=CqConfig(sizes=(20_000, 320_000), peer_size=20_000, n_batches=5),
 )
 
 TINY = Profile(
@@ -222,6 +236,7 @@ TINY = Profile(
                                                  "recount_networkit", "duckdb_recount",
                                                  "duckdb_delta")),
     modes=ModesConfig(datasets=("CollegeMsg",), repeats=1),
+    cq=CqConfig(sizes=(2_000, 32_000), peer_size=2_000, batch_size=100, n_batches=2),
 )
 
 KERNEL_SYSTEMS = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta", "recount",

@@ -84,6 +84,14 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
         for kind in ("growing", "relations"):
             grow = next(r for r in modes if r["record"] == kind)
             assert grow["checked_batches"] and grow["checked_batches"][-1] == grow["batches"] - 1
+    # the cq scenario: the query engine's counts equal DuckDB's (flat: the final relations
+    # counted by DuckDB; peer: DuckDB's delta SQL after every batch)
+    cq = [r for r in results if r["scenario"] == "cq"]
+    if importlib.util.find_spec("duckdb") is not None:
+        assert sorted(r["record"] for r in cq) == ["flat", "flat", "peer", "peer", "peer"]
+        assert all(r["ok"] and r["count_ok"] for r in cq), cq
+        assert {r["query_name"] for r in cq if r["record"] == "peer"} == {
+            "2-path", "star", "4-cycle"}
     static = [r for r in systems if r["scenario"] == "snap_static"]
     assert all(r["final_count"] == r["published"] == 48_260 for r in static
                if r["status"] == "ok")
@@ -92,7 +100,8 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     assert "python -m bench --profile tiny" in md
     for heading in ("## What is measured", "## Replay", "## Celebrity churn", "## Scaling",
                     "## Sliding windows", "## Insert-only and sliding-window modes",
-                    "## Static SNAP", "## Per-vertex counts", "## Spark", "## Storage", "## Goals",
+                    "## Static SNAP", "## Per-vertex counts", "## Conjunctive queries",
+                    "## Spark", "## Storage", "## Goals",
                     "## Where the time goes"):
         assert heading in md
     assert "(written by hand; see below)" in md

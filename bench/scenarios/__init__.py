@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bench.scenarios import (
     celebrity,
+    cq,
     modes,
     queries,
     replay,
@@ -17,6 +18,6 @@ from bench.scenarios import (
 )
 
 SCENARIOS = {m.NAME: m for m in (replay, celebrity, scaling, windows, modes, snap_static,
-                                 queries, spark, storage)}
+                                 queries, cq, spark, storage)}
 
 __all__ = ["SCENARIOS"]

@@ -1,0 +1,229 @@
+"""The query engine (``gpu_ivm.cq``) under insert/delete batches: flatness and DuckDB.
+
+    python -m bench.cq_bench [--sizes 100000 1600000] [--peer-size 100000]
+                             [--batch-size 1000] [--batches 10]
+
+- **flatness**: the CQAP_0 query ``Q(B,C | A) = R(A,B), S(A,C)`` over random relations of N
+  tuples each (values in [0, N/10)), at every N of ``--sizes``: mean seconds per batch of
+  ``--batch-size`` rows (half deletes of held tuples, half inserts) and the request latency
+  per answer (1,000 random A values per request batch). The thesis bound is O(1) per update
+  and per answer, so the per-batch time should not grow with N.
+- **vs DuckDB**: the 2-path ``Q(A,C | ) = R(A,B), S(B,C)``, a star
+  ``Q(A | ) = R(A,B), S(A,C), T(A,D)`` and the 4-cycle
+  ``Q( | ) = R(A,B), S(B,C), T(C,D), U(D,A)`` at ``--peer-size`` tuples per relation
+  (values in [0, N/10)): the engine against DuckDB keeping the same count by delta SQL (per
+  relation of the batch, ``SUM(Δ.m · Π other.m)`` over the join of the delta with the other
+  relations' tables, then the delta appended to its table), the count compared after every
+  batch (two independent computations).
+
+Prints one line per measurement; :func:`measure_flat` and :func:`measure_peer` return the
+records ``python -m bench``'s ``cq`` scenario writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+FLAT_QUERY = "Q(B,C | A) = R(A,B), S(A,C)"
+PEER_QUERIES = {
+    "2-path": "Q(A,C | ) = R(A,B), S(B,C)",
+    "star": "Q(A | ) = R(A,B), S(A,C), T(A,D)",
+    "4-cycle": "Q( | ) = R(A,B), S(B,C), T(C,D), U(D,A)",
+}
+
+
+class Stream:
+    """Random binary relations and batches of deletes (of held tuples) and inserts."""
+
+    def __init__(self, names, n: int, domain: int, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.domain = domain
+        self.held = {r: self.rng.integers(0, domain, (n, 2)) for r in names}
+
+    def tables(self) -> dict:
+        return {r: {"x": a[:, 0], "y": a[:, 1]} for r, a in self.held.items()}
+
+    def batch(self, size: int) -> dict:
+        """``{relation: (rows (k, 2), mult)}``: size // 2 deletes and the rest inserts, spread
+        over the relations; the held tuples change accordingly."""
+        names = list(self.held)
+        out = {}
+        for j, r in enumerate(names):
+            k = size // len(names) + (1 if j < size % len(names) else 0)
+            held = self.held[r]
+            gone = self.rng.choice(held.shape[0], k // 2, replace=False)
+            new = self.rng.integers(0, self.domain, (k - k // 2, 2))
+            keep = np.ones(held.shape[0], bool)
+            keep[gone] = False
+            rows = np.concatenate([held[gone], new])
+            mult = np.concatenate([-np.ones(k // 2, np.int64), np.ones(k - k // 2, np.int64)])
+            self.held[r] = np.concatenate([held[keep], new])
+            out[r] = (rows, mult)
+        return out
+
+
+def _as_tables(batch: dict) -> dict:
+    return {r: {"x": rows[:, 0], "y": rows[:, 1], "mult": m} for r, (rows, m) in batch.items()}
+
+
+def measure_flat(sizes, batch_size: int, n_batches: int, seed: int = 0) -> list[dict]:
+    """One record per N: mean and median seconds per batch, request seconds per answer."""
+    from gpu_ivm.cq import Engine
+
+    recs = []
+    for n in sizes:
+        st = Stream("RS", n, max(n // 10, 1), seed)
+        eng = Engine(FLAT_QUERY)
+        t = time.perf_counter()
+        eng.load(**st.tables())
+        load_s = time.perf_counter() - t
+        eng.apply(_as_tables(st.batch(batch_size)))  # untimed: kernels compiled, indexes built
+        secs = []
+        for _ in range(n_batches):
+            b = _as_tables(st.batch(batch_size))
+            t = time.perf_counter()
+            eng.apply(b)
+            secs.append(time.perf_counter() - t)
+        req = {"A": st.rng.integers(0, st.domain, 1000)}
+        eng.request(req)
+        t = time.perf_counter()
+        answers = eng.request(req).num_rows
+        req_s = time.perf_counter() - t
+        want = _duckdb_count(FLAT_QUERY, st.held)
+        recs.append({"n": n, "batch_size": batch_size, "batches": n_batches, "load_s": load_s,
+                     "mean_s": float(np.mean(secs)), "median_s": float(np.median(secs)),
+                     "batch_s": secs, "request_s": req_s, "answers": answers,
+                     "count": eng.count(), "count_ok": eng.count() == want})
+    return recs
+
+
+# ----------------------------------------------------------------------------- DuckDB peer
+def _sql_join(query, skip: int | None, delta: str | None) -> tuple[str, str]:
+    """FROM and WHERE of the query's join, atom ``skip`` read from table ``delta``."""
+    from gpu_ivm.cq import parse_query
+
+    q = parse_query(query)
+    tables, where, first = [], [], {}
+    for i, atom in enumerate(q.atoms):
+        alias = f"a{i}"
+        tables.append(f"{delta if i == skip else atom.relation.lower()} AS {alias}")
+        for c, v in zip(("x", "y"), atom.variables):
+            if v in first:
+                where.append(f"{alias}.{c} = {first[v]}")
+            else:
+                first[v] = f"{alias}.{c}"
+    return ", ".join(tables), " AND ".join(where) or "TRUE"
+
+
+def _product(query) -> str:
+    from gpu_ivm.cq import parse_query
+
+    return " * ".join(f"a{i}.m" for i in range(len(parse_query(query).atoms)))
+
+
+def _duckdb_count(query: str, held: dict) -> int:
+    """The query's total multiplicity, by DuckDB over the held tuples (multiplicity 1 each)."""
+    import duckdb
+
+    con = duckdb.connect()
+    for r, a in held.items():
+        con.register(f"{r.lower()}_df", {"x": a[:, 0], "y": a[:, 1]})
+        con.execute(f"CREATE TABLE {r.lower()} AS SELECT x, y, 1::BIGINT AS m "
+                    f"FROM {r.lower()}_df").fetchall()
+    frm, where = _sql_join(query, None, None)
+    return int(con.execute(f"SELECT COALESCE(SUM({_product(query)}), 0)::HUGEINT FROM {frm} "
+                           f"WHERE {where}").fetchall()[0][0])
+
+
+class DuckDeltaCount:
+    """DuckDB keeping the query's count by delta SQL (relations without self-joins)."""
+
+    def __init__(self, query: str, held: dict) -> None:
+        import duckdb
+
+        self.query = query
+        self.con = duckdb.connect()
+        self.con.execute("SET threads TO 2").fetchall()
+        for r, a in held.items():
+            self.con.register("load_df", {"x": a[:, 0], "y": a[:, 1]})
+            self.con.execute(f"CREATE TABLE {r.lower()} AS SELECT x, y, 1::BIGINT AS m "
+                             "FROM load_df").fetchall()
+            self.con.unregister("load_df")
+        frm, where = _sql_join(query, None, None)
+        self.count = int(self.con.execute(f"SELECT COALESCE(SUM({_product(query)}), 0)"
+                                          f"::HUGEINT FROM {frm} WHERE {where}").fetchall()[0][0])
+
+    def apply(self, batch: dict) -> None:
+        from gpu_ivm.cq import parse_query
+
+        atoms = parse_query(self.query).atoms
+        for r, (rows, mult) in batch.items():
+            self.con.register("delta", {"x": rows[:, 0], "y": rows[:, 1], "m": mult})
+            for i, atom in enumerate(atoms):
+                if atom.relation == r:
+                    frm, where = _sql_join(self.query, i, "delta")
+                    got = self.con.execute(f"SELECT COALESCE(SUM({_product(self.query)}), 0)"
+                                           f"::HUGEINT FROM {frm} WHERE {where}").fetchall()[0][0]
+                    self.count += int(got)
+            self.con.execute(f"INSERT INTO {r.lower()} SELECT x, y, m FROM delta").fetchall()
+            self.con.unregister("delta")
+
+
+def measure_peer(name: str, n: int, batch_size: int, n_batches: int, seed: int = 0) -> dict:
+    """gpu_ivm.cq against DuckDB's delta SQL on one query: seconds per batch, counts checked
+    after every batch."""
+    from gpu_ivm.cq import Engine, parse_query
+
+    query = PEER_QUERIES[name]
+    st = Stream(sorted(parse_query(query).schemas), n, max(n // 10, 1), seed)
+    eng = Engine(query)
+    t = time.perf_counter()
+    eng.load(**st.tables())
+    load_s = time.perf_counter() - t
+    duck = DuckDeltaCount(query, st.held)
+    ok = eng.count() == duck.count
+    ours, theirs = [], []
+    for _ in range(n_batches):
+        b = st.batch(batch_size)
+        t = time.perf_counter()
+        eng.apply(_as_tables(b))
+        ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        duck.apply(b)
+        theirs.append(time.perf_counter() - t)
+        ok &= eng.count() == duck.count
+    return {"query_name": name, "query": query, "n": n, "batch_size": batch_size,
+            "batches": n_batches, "load_s": load_s, "gpu_ivm_s": ours, "duckdb_s": theirs,
+            "gpu_ivm_mean_s": float(np.mean(ours)), "duckdb_mean_s": float(np.mean(theirs)),
+            "count": eng.count(), "count_ok": bool(ok)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.cq_bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_600_000])
+    p.add_argument("--peer-size", type=int, default=100_000)
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--batches", type=int, default=10)
+    args = p.parse_args(argv)
+    for r in measure_flat(args.sizes, args.batch_size, args.batches):
+        per_answer = r["request_s"] / max(r["answers"], 1) * 1e6
+        print(f"{FLAT_QUERY}: N = {r['n']:,}: {r['mean_s'] * 1e3:.2f} ms per batch (median "
+              f"{r['median_s'] * 1e3:.2f}), request {per_answer:.2f} us per answer "
+              f"({r['answers']:,} answers), count {r['count']:,} "
+              f"{'= DuckDB' if r['count_ok'] else '!= DuckDB'}", flush=True)
+    for name in PEER_QUERIES:
+        r = measure_peer(name, args.peer_size, args.batch_size, args.batches)
+        print(f"{name} {r['query']}: N = {r['n']:,}: gpu_ivm {r['gpu_ivm_mean_s'] * 1e3:.2f} ms,"
+              " "
+              f"DuckDB delta SQL {r['duckdb_mean_s'] * 1e3:.2f} ms per batch "
+              f"({r['duckdb_mean_s'] / r['gpu_ivm_mean_s']:.1f}x), count {r['count']:,} "
+              f"{'checked' if r['count_ok'] else 'DIFFERS'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
