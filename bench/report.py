@@ -614,7 +614,8 @@ def _cq_section(src: Source, images: dict, md_dir: Path) -> list[str]:
                 "batch (ms) | DuckDB / gpu_ivm | final count | count | load avg |",
                 "|:---|---:|---:|---:|---:|---:|---:|:---|:---:|"]
         for r in peer:
-            out.append(f"| {r['query_name']}: `{r['query']}` | {r['n']:,} | {r['load_s']:.2f} "
+            query = r["query"].replace("|", "\\|")  # a pipe in a cell ends the cell
+            out.append(f"| {r['query_name']}: `{query}` | {r['n']:,} | {r['load_s']:.2f} "
                        f"| {r['gpu_ivm_mean_s'] * 1e3:.2f} | {r['duckdb_mean_s'] * 1e3:.2f} | "
                        f"{r['duckdb_mean_s'] / r['gpu_ivm_mean_s']:.2f}× | {r['count']:,} | "
                        f"{'ok' if r['count_ok'] else 'MISMATCH'} | {_la(r)} |")
