@@ -289,14 +289,18 @@ def test_request_table_types():
                                    "Q(A | ) = R(A,B), S(B)"])
 def test_larger_relations_small_batches(query):
     """Batches much smaller than the views: small runs next to a large one, lookups in both."""
-    rng = random.Random(11)
+    run_checked(random.Random(11), query, list(range(25)), 300, 5)
+
+
+def run_checked(rng, query: str, domain: list, size: int, batches: int) -> None:
+    """Load ``size`` random tuples per relation, then apply random insert/delete batches,
+    comparing with the oracle after the load and after every batch."""
     q = parse_query(query)
-    domain = list(range(25))
-    db = random_db(rng, q.schemas, domain, 300)
+    db = random_db(rng, q.schemas, domain, size)
     eng = Engine(query)
     eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})
     check(eng, query, db, domain)
-    for _ in range(5):
+    for _ in range(batches):
         batch = random_batch(rng, db, q.schemas, domain)
         eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
         for r, d in batch.items():

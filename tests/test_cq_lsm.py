@@ -8,9 +8,8 @@ import random
 
 import numpy as np
 import pytest
-from test_cq_engine import FIXED, check, random_batch, random_db, random_query, table
+from test_cq_engine import FIXED, random_query, run_checked
 
-from gpu_ivm.cq import parse_query
 from gpu_ivm.cq.engine import Engine
 from gpu_ivm.cq.lsm import MERGE_RATIO, LsmRel
 from gpu_ivm.cq.zrel import consolidate
@@ -94,18 +93,7 @@ def test_long_streams_against_the_oracle(kind: str) -> None:
     rng = random.Random(hash(kind) % 1000)
     for k in range(3):
         query = FIXED[k] if kind == "cqap0" and k == 0 else random_query(rng, kind)
-        q = parse_query(query)
-        domain = list(range(6))
-        db = random_db(rng, q.schemas, domain, 20)
-        eng = Engine(query)
-        eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})
-        for _ in range(40):
-            batch = random_batch(rng, db, q.schemas, domain)
-            eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
-            for r, d in batch.items():
-                for t, m in d.items():
-                    db[r][t] = db[r].get(t, 0) + m
-            check(eng, query, db, domain)
+        run_checked(rng, query, list(range(6)), 20, 40)
 
 
 def test_overflow_half_way_leaves_every_view_as_it_was() -> None:
