@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-__all__ = ["prefix_bounds", "prefix_ranges"]
+__all__ = ["prefix_bounds", "prefix_ranges", "merge_sorted"]
 
 
 @nb.njit(cache=True, inline="always")
@@ -73,3 +73,79 @@ def prefix_ranges(keys: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.
         _ranges(np.ascontiguousarray(keys, dtype=np.int64),
                 np.ascontiguousarray(probes, dtype=np.int64), lo, hi)
     return lo, hi
+
+
+@nb.njit(cache=True, inline="always")
+def _compare_rows(a, i, b, j):
+    """-1, 0 or 1 as row i of ``a`` is below, equal to or above row j of ``b``."""
+    for c in range(a.shape[1]):
+        x = a[i, c]
+        y = b[j, c]
+        if x < y:
+            return -1
+        if x > y:
+            return 1
+    return 0
+
+
+@nb.njit(cache=True)
+def _merge(k1, m1, k2, m2, keys, mult, overflow):
+    i = 0
+    j = 0
+    n = 0
+    while i < k1.shape[0] or j < k2.shape[0]:
+        if j == k2.shape[0]:
+            c = -1
+        elif i == k1.shape[0]:
+            c = 1
+        else:
+            c = _compare_rows(k1, i, k2, j)
+        if c < 0:
+            src, r, v = 0, i, m1[i]
+            i += 1
+        elif c > 0:
+            src, r, v = 1, j, m2[j]
+            j += 1
+        else:
+            a = m1[i]
+            b = m2[j]
+            v = a + b
+            if (a >= 0) == (b >= 0) and (v >= 0) != (a >= 0):  # wrapped around
+                overflow[0] = i
+            src, r = 0, i
+            i += 1
+            j += 1
+        if v == 0:
+            continue
+        for col in range(keys.shape[1]):
+            keys[n, col] = k1[r, col] if src == 0 else k2[r, col]
+        mult[n] = v
+        n += 1
+    return n
+
+
+def merge_sorted(k1: np.ndarray, m1: np.ndarray, k2: np.ndarray,
+                 m2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two runs of unique, lexicographically sorted key rows with multiplicities, merged into
+    one: equal keys summed, zero sums dropped; one linear pass. A sum outside int64 raises
+    :class:`~gpu_ivm.errors.IntegerOverflowError`.
+
+    >>> k, m = merge_sorted(np.array([[1, 2], [3, 4]]), np.array([1, 2]),
+    ...                     np.array([[1, 2], [2, 0]]), np.array([-1, 5]))
+    >>> k.tolist(), m.tolist()
+    ([[2, 0], [3, 4]], [5, 2])
+    """
+    cols = k1.shape[1]
+    keys = np.empty((k1.shape[0] + k2.shape[0], cols), np.int64)
+    mult = np.empty(k1.shape[0] + k2.shape[0], np.int64)
+    overflow = np.full(1, -1, np.int64)
+    n = _merge(np.ascontiguousarray(k1, dtype=np.int64), np.ascontiguousarray(m1, np.int64),
+               np.ascontiguousarray(k2, dtype=np.int64), np.ascontiguousarray(m2, np.int64),
+               keys, mult, overflow)
+    if overflow[0] >= 0:
+        from gpu_ivm.errors import IntegerOverflowError
+
+        i = int(overflow[0])
+        raise IntegerOverflowError(f"a multiplicity would leave the int64 range (key "
+                                   f"{k1[i].tolist()})")
+    return keys[:n], mult[:n]

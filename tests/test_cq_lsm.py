@@ -115,3 +115,26 @@ def test_overflow_half_way_leaves_every_view_as_it_was() -> None:
     assert eng.request().to_pydict() == {"request": [0, 0, 0], "B": [5, 6, 7],
                                          "mult": [big, 1, 1]}
     assert eng.count() == big + 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_merge_sorted_equals_consolidate(seed: int) -> None:
+    """The runs' one-pass merge against sorting the union (kernels/lex_search.py): keys in
+    one run only, in both, sums to zero, an empty run."""
+    from gpu_ivm.kernels.lex_search import merge_sorted
+
+    rng = np.random.default_rng(seed)
+    for cols in (1, 2, 3):
+        names = ("x", "y", "z")[:cols]
+        a = consolidate(names, rng.integers(0, 4, (30, cols)), rng.integers(-2, 3, 30))
+        n = int(rng.integers(0, 2)) * 25  # 0: the second run is empty
+        b = consolidate(names, rng.integers(0, 4, (n, cols)), rng.integers(-2, 3, n))
+        for x, y in ((a, b), (b, a)):
+            keys, mult = merge_sorted(x.keys, x.mult, y.keys, y.mult)
+            want = consolidate(names, np.concatenate([x.keys, y.keys]),
+                               np.concatenate([x.mult, y.mult]))
+            assert keys.tolist() == want.keys.tolist()
+            assert mult.tolist() == want.mult.tolist()
+    big = np.array([2 ** 62], np.int64)
+    with pytest.raises(IntegerOverflowError):
+        merge_sorted(np.array([[1]]), big, np.array([[1]]), big)

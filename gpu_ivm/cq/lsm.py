@@ -6,9 +6,10 @@ inputs. Packing a whole view per batch (what :meth:`ZRel.merge` does) costs O(|v
 batch; here a relation is a log-structured set of sorted runs instead:
 
 - :meth:`LsmRel.merge` appends the delta as a run (sorted, consolidated) and merges the newest
-  runs while the older is at most ``MERGE_RATIO`` times the newer, so there are O(log N) runs
-  and each tuple is re-sorted O(log N) times over its life: O(|δ| log² N) amortized per batch,
-  independent of the relation's size;
+  runs while the older is at most ``MERGE_RATIO`` times the newer (one linear pass,
+  :func:`~gpu_ivm.kernels.lex_search.merge_sorted`), so there are O(log N) runs and each
+  tuple is merged O(log N) times over its life: O(|δ| log N) amortized per batch, plus the
+  sort of the delta, independent of the relation's size;
 - :meth:`LsmRel.join_from` answers ``left ⋈ self`` by looking each left row up in an index of
   ``self`` sorted by the shared variables first (:mod:`gpu_ivm.kernels.lex_search`, two binary
   searches per run): O(|left| · #runs · log N + |output|);
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.lex_search import prefix_ranges
+from ..kernels.lex_search import merge_sorted, prefix_ranges
 from .zrel import ZRel, checked_mul, consolidate
 
 __all__ = ["LsmRel", "MERGE_RATIO"]
@@ -70,8 +71,8 @@ class _Index:
         runs.append((d.keys, d.mult))
         while len(runs) > 1 and runs[-2][1].shape[0] <= MERGE_RATIO * runs[-1][1].shape[0]:
             (k1, m1), (k2, m2) = runs[-2], runs[-1]
-            merged = consolidate(self.order, np.concatenate([k1, k2]), np.concatenate([m1, m2]))
-            runs[-2:] = [(merged.keys, merged.mult)] if len(merged) else []
+            keys, mult = merge_sorted(k1, m1, k2, m2)  # one linear pass
+            runs[-2:] = [(keys, mult)] if mult.shape[0] else []
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(probe, keys, mult)`` of the consolidated rows whose first columns equal a probe
@@ -96,9 +97,10 @@ class _Index:
     def consolidated(self) -> ZRel:
         """The relation in this order as one run (the runs are replaced by it)."""
         if len(self.runs) > 1:
-            z = consolidate(self.order, np.concatenate([k for k, _ in self.runs]),
-                            np.concatenate([m for _, m in self.runs]))
-            self.runs = [(z.keys, z.mult)] if len(z) else []
+            keys, mult = self.runs[-1]
+            for k, m in reversed(self.runs[:-1]):  # the smallest first: O(n log #runs)
+                keys, mult = merge_sorted(k, m, keys, mult)
+            self.runs = [(keys, mult)] if mult.shape[0] else []
         if not self.runs:
             k = len(self.order)
             return ZRel(self.order, np.zeros((0, k), np.int64), np.zeros(0, np.int64))

@@ -78,8 +78,13 @@ def checked_total(mult: np.ndarray) -> int:
 
 
 def _lex_order(keys: np.ndarray) -> np.ndarray:
+    """A stable order that sorts the rows lexicographically."""
     if keys.shape[1] == 0:
         return np.arange(len(keys))
+    if keys.shape[1] > 1 and len(keys) >= 4096:  # one int64 per row sorts about 2x faster
+        packed = pack(keys)
+        if packed is not None:
+            return np.argsort(packed[0], kind="stable")
     return np.lexsort(keys.T[::-1])
 
 
