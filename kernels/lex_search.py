@@ -2,8 +2,9 @@
 
 A run of the query engine (:mod:`gpu_ivm.cq.lsm`) is an ``(n, k)`` int64 array whose rows are
 sorted lexicographically. A lookup asks, for each probe row of ``p <= k`` values, the rows whose
-first ``p`` columns equal it: a range ``[lo, hi)`` found by two binary searches of
-O(p log n) each. :func:`prefix_bounds` is the per-probe body, shared unchanged by the CUDA twin
+first ``p`` columns equal it: a range ``[lo, hi)``, its start found by a binary search of
+O(p log n) and its end by galloping from the start (O(p log |range|)).
+:func:`prefix_bounds` is the per-probe body, shared unchanged by the CUDA twin
 (:mod:`gpu_ivm.kernels.cuda_lex`).
 
 >>> import numpy as np
@@ -46,8 +47,17 @@ def prefix_bounds(keys, probes, q, p):
         else:
             hi = mid
     first = lo
-    hi = keys.shape[0]
-    while lo < hi:  # first row above the probe
+    n = keys.shape[0]
+    hi = n
+    step = 1
+    while lo + step - 1 < n:  # the range is short: gallop to a row above the probe
+        j = lo + step - 1
+        if not _below(keys, j, probes, q, p, False):
+            hi = j
+            break
+        lo = j + 1
+        step <<= 1
+    while lo < hi:  # then the first row above the probe, between the last two steps
         mid = (lo + hi) >> 1
         if _below(keys, mid, probes, q, p, False):
             lo = mid + 1
