@@ -157,6 +157,8 @@ class Engine:
             nullary = [i for i in comp.atom_ids if not self.query.atoms[i].variables]
             self.components.append(_Component(roots, list(comp.atom_ids), nullary,
                                               comp.inputs, comp.outputs, home))
+        self._free_nodes = {id(n) for c in self.components for r in c.roots for n in r.walk()
+                            if n.var in c.inputs or n.var in c.outputs}
         self.base: dict[str, LsmRel] = {}
         self.views: dict[tuple, LsmRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
@@ -235,7 +237,11 @@ class Engine:
             for r in comp.roots:
                 self._build(views, r)
         self.base = {name: LsmRel(rel) for name, rel in base.items()}
-        self.views = {key: LsmRel(rel) for key, rel in views.items()}
+        # a bound variable's bag view V_X is read by no update and no request (updates read
+        # the children's marginals V'_Y, requests the views of the free variables): only its
+        # marginal is kept
+        self.views = {key: LsmRel(rel) for key, rel in views.items()
+                      if key[0] != "V" or key[1] in self._free_nodes}
 
     def _build(self, views, node: _Node) -> None:
         for c in node.children:
@@ -261,7 +267,8 @@ class Engine:
                 if k != key:
                     dv = rel.join_from(dv)
             dv = dv.marginalize(node.bag)
-            views[("V", id(node))].merge(dv)
+            if ("V", id(node)) in views:  # kept for free variables only
+                views[("V", id(node))].merge(dv)
             delta = dv.marginalize(node.dep)
             key = ("C", id(node))
             views[key].merge(delta)
@@ -465,7 +472,15 @@ class Engine:
         node = next((n for r in comp.roots for n in r.walk() if n.var == var), None)
         if node is None:
             raise InputError(f"component {component} has no variable {var}")
-        return self.views[("C" if marginal else "V", id(node))].zrel().to_dict()
+        key = ("C" if marginal else "V", id(node))
+        if key in self.views:
+            return self.views[key].zrel().to_dict()
+        # a bound variable's bag view is not kept: evaluated here from its children
+        rels = [rel.zrel() for _, rel in self._children_rels(self.views, node)]
+        v = rels[0]
+        for rel in rels[1:]:
+            v = v.join(rel)
+        return v.marginalize(node.bag).to_dict()
 
     # ----------------------------------------------------------------------------- persistence
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:
