@@ -242,6 +242,15 @@ class Engine:
         # marginal is kept
         self.views = {key: LsmRel(rel) for key, rel in views.items()
                       if key[0] != "V" or key[1] in self._free_nodes}
+        for comp in self.components:  # V_X = V'_Y when X has one child Y and no atom: shared
+            for node in (n for r in comp.roots for n in r.walk()):
+                if self._aliased(node):
+                    self.views[("V", id(node))] = self.views[("C", id(node.children[0]))]
+
+    def _aliased(self, node: _Node) -> bool:
+        """Whether ``V_node`` is kept as the same relation as its only child's marginal."""
+        return (id(node) in self._free_nodes and not node.atoms and len(node.children) == 1
+                and set(node.children[0].dep) == set(node.bag))
 
     def _build(self, views, node: _Node) -> None:
         for c in node.children:
@@ -267,7 +276,7 @@ class Engine:
                 if k != key:
                     dv = rel.join_from(dv)
             dv = dv.marginalize(node.bag)
-            if ("V", id(node)) in views:  # kept for free variables only
+            if ("V", id(node)) in views and not self._aliased(node):  # free variables only
                 views[("V", id(node))].merge(dv)
             delta = dv.marginalize(node.dep)
             key = ("C", id(node))
@@ -473,8 +482,8 @@ class Engine:
         if node is None:
             raise InputError(f"component {component} has no variable {var}")
         key = ("C" if marginal else "V", id(node))
-        if key in self.views:
-            return self.views[key].zrel().to_dict()
+        if key in self.views:  # (in bag order: an aliased view has its child's order)
+            return self.views[key].zrel().reorder(node.dep if marginal else node.bag).to_dict()
         # a bound variable's bag view is not kept: evaluated here from its children
         rels = [rel.zrel() for _, rel in self._children_rels(self.views, node)]
         v = rels[0]
