@@ -88,11 +88,12 @@ class _Index:
             return (np.zeros(0, np.int64), np.zeros((0, k), np.int64), np.zeros(0, np.int64))
         if len(parts) == 1:  # one run: unique non-zero keys, in probe order already
             return parts[0]
-        pidx = np.concatenate([a for a, _, _ in parts])
-        keys = np.concatenate([b for _, b, _ in parts])
-        mult = np.concatenate([c for _, _, c in parts])
-        z = consolidate(("#probe", *self.order), np.column_stack([pidx, keys]), mult)
-        return z.keys[:, 0].copy(), np.ascontiguousarray(z.keys[:, 1:]), z.mult
+        # each run's matches are sorted by (probe, key): merged run by run in linear passes,
+        # equal keys of different runs summed and zero totals dropped
+        rows, mult = np.column_stack([parts[0][0], parts[0][1]]), parts[0][2]
+        for pidx, keys, m in parts[1:]:
+            rows, mult = merge_sorted(rows, mult, np.column_stack([pidx, keys]), m)
+        return rows[:, 0].copy(), np.ascontiguousarray(rows[:, 1:]), mult
 
     def consolidated(self) -> ZRel:
         """The relation in this order as one run (the runs are replaced by it)."""

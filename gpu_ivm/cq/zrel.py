@@ -174,6 +174,12 @@ class ZRel:
     def marginalize(self, keep: tuple[str, ...]) -> ZRel:
         """Σ over the variables not in ``keep``; the result has columns in ``keep`` order."""
         cols = [self.vars.index(v) for v in keep]
+        if cols == list(range(len(cols))):  # a prefix: the rows are in its order already
+            keys = self.keys[:, :len(cols)]
+            starts = _group_starts(keys)
+            mult = segment_sums(self.mult, starts)
+            nz = mult != 0
+            return ZRel(tuple(keep), np.ascontiguousarray(keys[starts][nz]), mult[nz])
         return consolidate(tuple(keep), self.keys[:, cols], self.mult)
 
     def merge(self, delta: ZRel) -> ZRel:
