@@ -36,8 +36,33 @@ def _below(keys, r, probes, q, p, strict):
 
 
 @nb.njit(cache=True, inline="always")
+def _gallop(keys, probes, q, p, lo, strict):
+    """The first row at or after ``lo`` that is not below probe q (``strict``: not < it, the
+    lower bound; otherwise not <= it, the upper bound), rows before ``lo`` being below it:
+    steps of 1, 2, 4... then a binary search between the last two, O(p log distance)."""
+    n = keys.shape[0]
+    hi = n
+    step = 1
+    while lo + step - 1 < n:
+        j = lo + step - 1
+        if not _below(keys, j, probes, q, p, strict):
+            hi = j
+            break
+        lo = j + 1
+        step <<= 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _below(keys, mid, probes, q, p, strict):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@nb.njit(cache=True, inline="always")
 def prefix_bounds(keys, probes, q, p):
-    """``(lo, hi)``: the rows of ``keys`` whose first ``p`` columns equal probe row ``q``."""
+    """``(lo, hi)``: the rows of ``keys`` whose first ``p`` columns equal probe row ``q``
+    (a binary search for the start, galloping from there to the end)."""
     lo = 0
     hi = keys.shape[0]
     while lo < hi:  # first row not below the probe
@@ -46,31 +71,30 @@ def prefix_bounds(keys, probes, q, p):
             lo = mid + 1
         else:
             hi = mid
-    first = lo
-    n = keys.shape[0]
-    hi = n
-    step = 1
-    while lo + step - 1 < n:  # the range is short: gallop to a row above the probe
-        j = lo + step - 1
-        if not _below(keys, j, probes, q, p, False):
-            hi = j
-            break
-        lo = j + 1
-        step <<= 1
-    while lo < hi:  # then the first row above the probe, between the last two steps
-        mid = (lo + hi) >> 1
-        if _below(keys, mid, probes, q, p, False):
-            lo = mid + 1
-        else:
-            hi = mid
-    return first, lo
+    return lo, _gallop(keys, probes, q, p, lo, False)
+
+
+@nb.njit(cache=True, inline="always")
+def _probe_not_below(probes, q, p):
+    """Whether probe q's first p columns are >= probe q - 1's."""
+    for c in range(p):
+        if probes[q, c] != probes[q - 1, c]:
+            return probes[q, c] > probes[q - 1, c]
+    return True
 
 
 @nb.njit(cache=True)
 def _ranges(keys, probes, lo, hi):
+    """A probe not below the one before it starts its search where that one's range did
+    (sorted probes, as the rows of a sorted delta often are, walk the run once); any other
+    probe searches the whole run."""
     p = probes.shape[1]
     for q in range(probes.shape[0]):
-        lo[q], hi[q] = prefix_bounds(keys, probes, q, p)
+        if q > 0 and _probe_not_below(probes, q, p):
+            first = _gallop(keys, probes, q, p, lo[q - 1], True)
+            lo[q], hi[q] = first, _gallop(keys, probes, q, p, first, False)
+        else:
+            lo[q], hi[q] = prefix_bounds(keys, probes, q, p)
 
 
 def prefix_ranges(keys: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
