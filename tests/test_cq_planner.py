@@ -188,3 +188,21 @@ def test_definitions_agree_on_random_queries():
             if len(c.variables) <= 5:
                 assert min_static_width(c) == part.w, text
     assert n_hier > 200
+
+
+def test_update_width_breaks_ties_of_static_width():
+    """The 4-cycle: every access-top VO has w = 2; a chain A[B[R, C[S, D[T, U]]]] makes an
+    update of T meet the view over (A, B, C) (update width 2), while A[C[B[R, S], D[T, U]]]
+    keeps every delta within one 2-path (width 1); the planner takes a width-1 order."""
+    from gpu_ivm.cq.widths import best_order, update_width
+
+    comp = plan("Q( | ) = R(A,B), S(B,C), T(C,D), U(D,A)").components[0]
+    chain = {"A": None, "B": "A", "C": "B", "D": "C"}
+    split = {"A": None, "C": "A", "B": "C", "D": "C"}
+    assert update_width(chain, comp) == 2
+    assert update_width(split, comp) == 1
+    w, parent = best_order(comp)
+    assert w == 2 and update_width(parent, comp) == 1
+    # a triangle's orders are all chains: width 3/2 static, update width 1 (one edge left)
+    tri = plan("Q( | ) = R(A,B), S(B,C), T(C,A)").components[0]
+    assert update_width(best_order(tri)[1], tri) == 1

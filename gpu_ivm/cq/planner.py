@@ -283,6 +283,7 @@ class ComponentPlan:
     access: list[VONode] | None = None
     canonical_access_top: bool | None = None
     w: int | Fraction | None = None     # for a non-hierarchical component: by VO search
+    update_width: Fraction | None = None  # of that VO (widths.update_width): breaks w's ties
     delta: int | None = None
 
 
@@ -321,8 +322,10 @@ class Plan:
                          f"{{{', '.join(c.outputs)}}}")
             if not p.hierarchical:
                 ws = "more than 6 variables" if p.w is None else f"w = {p.w}"
+                uw = ("" if p.update_width is None else
+                      f"; update width {p.update_width} (ties of w broken by it)")
                 lines.append(f"      not hierarchical; free-connex {p.free_connex}; {ws} (min "
-                             "over access-top VOs); delta not computed (needs indicator "
+                             f"over access-top VOs){uw}; delta not computed (needs indicator "
                              "projections)")
                 if p.access is None:
                     continue
@@ -384,7 +387,10 @@ def plan(query: str | Query) -> Plan:
 
             best = best_order(c)
             if best is not None:
+                from .widths import update_width
+
                 p.w, parent = best
+                p.update_width = update_width(parent, c)
                 p.access = order_to_vo(parent, c)
         else:
             free = set(q.inputs) | set(q.outputs)
