@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-__all__ = ["prefix_bounds", "prefix_ranges", "merge_sorted"]
+__all__ = ["fences", "merge_sorted", "prefix_bounds", "prefix_ranges"]
 
 
 @nb.njit(cache=True, inline="always")
@@ -97,15 +97,66 @@ def _ranges(keys, probes, lo, hi):
             lo[q], hi[q] = prefix_bounds(keys, probes, q, p)
 
 
-def prefix_ranges(keys: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+FENCE_STEP = 64  # a fence row every this many key rows
+FENCE_MIN = 1 << 14  # runs of fewer rows are searched without fences
+
+
+def fences(keys: np.ndarray) -> np.ndarray | None:
+    """Every ``FENCE_STEP``-th row of a large run (None for a small one): a copy small enough
+    for the cache, searched first so that the search in the run itself stays within one
+    block of rows (a binary search over a run of millions of rows misses the cache at almost
+    every step)."""
+    if keys.shape[0] < FENCE_MIN:
+        return None
+    return np.ascontiguousarray(keys[::FENCE_STEP])
+
+
+@nb.njit(cache=True)
+def _ranges_fenced(keys, fence, step, probes, lo, hi):
+    p = probes.shape[1]
+    n = keys.shape[0]
+    for q in range(probes.shape[0]):
+        a = 0
+        b = fence.shape[0]
+        while a < b:  # the first fence row not below the probe
+            mid = (a + b) >> 1
+            if _below(fence, mid, probes, q, p, True):
+                a = mid + 1
+            else:
+                b = mid
+        start = (a - 1) * step + 1 if a > 0 else 0  # the run's first row not below the
+        end = min(a * step, n)  # probe is in [start, end]
+        while start < end:
+            mid = (start + end) >> 1
+            if _below(keys, mid, probes, q, p, True):
+                start = mid + 1
+            else:
+                end = mid
+        lo[q] = start
+        hi[q] = _gallop(keys, probes, q, p, start, False)
+
+
+def prefix_ranges(keys: np.ndarray, probes: np.ndarray,
+                  fence: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(lo, hi)`` per probe row: ``keys[lo[q]:hi[q]]`` are the rows that start with
-    ``probes[q]`` (``keys`` sorted lexicographically; both int64, C-contiguous)."""
+    ``probes[q]`` (``keys`` sorted lexicographically; both int64, C-contiguous). ``fence``:
+    :func:`fences` of ``keys``, if it has them.
+
+    >>> keys = np.arange(40000).reshape(20000, 2)
+    >>> lo, hi = prefix_ranges(keys, np.array([[18], [19], [39998]]), fences(keys))
+    >>> lo.tolist(), hi.tolist()
+    ([9, 10, 19999], [10, 10, 20000])
+    """
     m = probes.shape[0]
     lo = np.empty(m, np.int64)
     hi = np.empty(m, np.int64)
     if m:
-        _ranges(np.ascontiguousarray(keys, dtype=np.int64),
-                np.ascontiguousarray(probes, dtype=np.int64), lo, hi)
+        keys = np.ascontiguousarray(keys, dtype=np.int64)
+        probes = np.ascontiguousarray(probes, dtype=np.int64)
+        if fence is None:
+            _ranges(keys, probes, lo, hi)
+        else:
+            _ranges_fenced(keys, fence, FENCE_STEP, probes, lo, hi)
     return lo, hi
 
 

@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from gpu_ivm.kernels import lex_search
 from test_cq_engine import FIXED, random_query, run_checked
 
 from gpu_ivm.cq.engine import Engine
@@ -86,10 +87,15 @@ def test_lsm_rel_state_restores_every_index() -> None:
     assert rel.join_from(zrel(("B",), {(2,): 1, (5,): 1})).to_dict() == {(2, 1): 1}
 
 
+@pytest.mark.parametrize("fenced", [False, True])
 @pytest.mark.parametrize("kind", ["cqap0", "hierarchical", "cyclic"])
-def test_long_streams_against_the_oracle(kind: str) -> None:
+def test_long_streams_against_the_oracle(kind: str, fenced: bool, monkeypatch) -> None:
     """40 batches per query: the views grow into several runs, deletes cancel tuples held in
-    older runs, and indexes are built part-way; every batch is checked."""
+    older runs, and indexes are built part-way; every batch is checked. ``fenced``: every
+    run of 4 rows or more gets fences every 3 rows (large runs only, by default)."""
+    if fenced:
+        monkeypatch.setattr(lex_search, "FENCE_MIN", 4)
+        monkeypatch.setattr(lex_search, "FENCE_STEP", 3)
     rng = random.Random(hash(kind) % 1000)
     for k in range(3):
         query = FIXED[k] if kind == "cqap0" and k == 0 else random_query(rng, kind)
@@ -138,3 +144,22 @@ def test_merge_sorted_equals_consolidate(seed: int) -> None:
     big = np.array([2 ** 62], np.int64)
     with pytest.raises(IntegerOverflowError):
         merge_sorted(np.array([[1]]), big, np.array([[1]]), big)
+
+
+@pytest.mark.parametrize("step", [1, 2, 64])
+def test_fenced_ranges_equal_plain_ranges(step: int, monkeypatch) -> None:
+    """A large run searched through its fences gives the plain search's ranges, for probes
+    below, inside, between and above the rows, on every prefix width."""
+    monkeypatch.setattr(lex_search, "FENCE_STEP", step)
+    rng = np.random.default_rng(step)
+    keys = rng.integers(0, 3000, (40_000, 3))
+    keys = keys[np.lexsort(keys.T[::-1])]
+    fence = lex_search.fences(keys)
+    assert fence is not None and fence.shape[0] == -(-keys.shape[0] // step)
+    for p in range(4):
+        probes = np.concatenate([rng.integers(-1, 3002, (300, p)), keys[:200, :p],
+                                 keys[-5:, :p]])
+        got = lex_search.prefix_ranges(keys, probes, fence)
+        want = lex_search.prefix_ranges(keys, probes)
+        assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert lex_search.fences(keys[:100]) is None

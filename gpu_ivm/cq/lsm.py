@@ -34,14 +34,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.lex_search import merge_sorted, prefix_ranges
+from ..kernels.lex_search import fences, merge_sorted, prefix_ranges
 from .zrel import ZRel, checked_mul, consolidate
 
 __all__ = ["LsmRel", "MERGE_RATIO"]
 
 MERGE_RATIO = 2  # a run merges into the one before it while that one is at most this much larger
 
-Run = tuple[np.ndarray, np.ndarray]  # (keys sorted lexicographically, unique; non-zero mults)
+# (keys sorted lexicographically, unique; non-zero mults; fences of a large run or None)
+Run = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
+
+
+def _run(keys: np.ndarray, mult: np.ndarray) -> Run:
+    return keys, mult, fences(keys)
 
 
 def _ranges_rows(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,19 +73,19 @@ class _Index:
         if not len(d):
             return
         runs = self.runs
-        runs.append((d.keys, d.mult))
+        runs.append(_run(d.keys, d.mult))
         while len(runs) > 1 and runs[-2][1].shape[0] <= MERGE_RATIO * runs[-1][1].shape[0]:
-            (k1, m1), (k2, m2) = runs[-2], runs[-1]
+            (k1, m1, _), (k2, m2, _) = runs[-2], runs[-1]
             keys, mult = merge_sorted(k1, m1, k2, m2)  # one linear pass
-            runs[-2:] = [(keys, mult)] if mult.shape[0] else []
+            runs[-2:] = [_run(keys, mult)] if mult.shape[0] else []
 
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(probe, keys, mult)`` of the consolidated rows whose first columns equal a probe
         row, sorted by probe, then key."""
         m, p = probes.shape
         parts = []
-        for keys, mult in self.runs:
-            lo, hi = prefix_ranges(keys, probes)
+        for keys, mult, fence in self.runs:
+            lo, hi = prefix_ranges(keys, probes, fence)
             pidx, rows = _ranges_rows(lo, hi)
             parts.append((pidx, keys[rows], mult[rows]))
         if not parts:
@@ -98,14 +103,14 @@ class _Index:
     def consolidated(self) -> ZRel:
         """The relation in this order as one run (the runs are replaced by it)."""
         if len(self.runs) > 1:
-            keys, mult = self.runs[-1]
-            for k, m in reversed(self.runs[:-1]):  # the smallest first: O(n log #runs)
+            keys, mult, _ = self.runs[-1]
+            for k, m, _ in reversed(self.runs[:-1]):  # the smallest first: O(n log #runs)
                 keys, mult = merge_sorted(k, m, keys, mult)
-            self.runs = [(keys, mult)] if mult.shape[0] else []
+            self.runs = [_run(keys, mult)] if mult.shape[0] else []
         if not self.runs:
             k = len(self.order)
             return ZRel(self.order, np.zeros((0, k), np.int64), np.zeros(0, np.int64))
-        keys, mult = self.runs[0]
+        keys, mult, _ = self.runs[0]
         return ZRel(self.order, keys, mult)
 
 
@@ -116,7 +121,7 @@ class LsmRel:
 
     def __init__(self, rel: ZRel) -> None:
         self.vars = rel.vars
-        runs = [(rel.keys, rel.mult)] if len(rel) else []
+        runs = [_run(rel.keys, rel.mult)] if len(rel) else []
         self._indexes: dict[tuple[str, ...], _Index] = {rel.vars: _Index(rel.vars, runs)}
 
     def _index(self, first: tuple[str, ...]) -> _Index:
@@ -126,7 +131,7 @@ class LsmRel:
         idx = self._indexes.get(order)
         if idx is None:
             z = self.zrel().reorder(order)
-            idx = _Index(order, [(z.keys, z.mult)] if len(z) else [])
+            idx = _Index(order, [_run(z.keys, z.mult)] if len(z) else [])
             self._indexes[order] = idx
         return idx
 
