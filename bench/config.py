@@ -161,7 +161,7 @@ class CqConfig:
     peer_size: int = 100_000
     peer_queries: tuple[str, ...] = ("2-path", "star", "4-cycle")
     batch_size: int = 1000
-    n_batches: int = 10
+    n_batches: int = 30
 
 
 @dataclass(frozen=True)

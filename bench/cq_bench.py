@@ -1,7 +1,7 @@
 """The query engine (``gpu_ivm.cq``) under insert/delete batches: flatness and DuckDB.
 
     python -m bench.cq_bench [--sizes 100000 1600000] [--peer-size 100000]
-                             [--batch-size 1000] [--batches 10]
+                             [--batch-size 1000] [--batches 30]
 
 - **flatness**: the CQAP_0 query ``Q(B,C | A) = R(A,B), S(A,C)`` over random relations of N
   tuples each (values in [0, N/10)), at every N of ``--sizes``: mean seconds per batch of
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_600_000])
     p.add_argument("--peer-size", type=int, default=100_000)
     p.add_argument("--batch-size", type=int, default=1000)
-    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--batches", type=int, default=30)
     args = p.parse_args(argv)
     for r in measure_flat(args.sizes, args.batch_size, args.batches):
         per_answer = r["request_s"] / max(r["answers"], 1) * 1e6
