@@ -127,8 +127,9 @@ def on_device(a) -> bool:
     return hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray)
 
 
-def empty(n: int, dtype=np.int64):
-    """An uninitialised temporary: NumPy under the simulator, a device array on hardware."""
+def empty(n: int | tuple[int, ...], dtype=np.int64):
+    """An uninitialised temporary (``n``: a length or a shape): NumPy under the simulator, a
+    device array on hardware."""
     if _XP is not None:
         return _XP.empty(n, dtype)
     if SIMULATOR:

@@ -1,9 +1,16 @@
-"""CUDA twin of :mod:`gpu_ivm.kernels.lex_search`: prefix ranges in sorted key rows.
+"""CUDA twins of :mod:`gpu_ivm.kernels.lex_search`: prefix ranges in sorted key rows and the
+merge of two runs.
 
-One thread per probe (grid-stride); each runs the CPU's per-probe body
-:func:`~gpu_ivm.kernels.lex_search.prefix_bounds` unchanged, so a range is the CPU's bit for
-bit. The key rows and the probes are 2-D int64 arrays travelling in one tuple, the results in
-another (see :mod:`gpu_ivm.kernels.cuda_launch`).
+- :func:`prefix_ranges`: one thread per probe (grid-stride); each runs the CPU's per-probe body
+  :func:`~gpu_ivm.kernels.lex_search.prefix_bounds` unchanged, so a range is the CPU's bit for
+  bit.
+- :func:`merge_sorted`: one thread per row of either run finds its rank in the other run with
+  the same body (merge path by ranks), writing itself (with an equal row's multiplicity added)
+  to its merged position; an exclusive scan of the kept positions compacts them. The result
+  equals the CPU's one-pass merge.
+
+Key rows are 2-D int64 arrays; the arrays travel in tuples (see
+:mod:`gpu_ivm.kernels.cuda_launch`).
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .cuda_launch import empty, grid, launch, result
+from .cuda_launch import empty, exclusive_scan, grid, launch, result, scalar, zeros
 from .lex_search import prefix_bounds
 
 
@@ -41,3 +48,83 @@ def prefix_ranges(keys, probes):
         blocks, tpb = grid(n)
         launch(_ranges_kernel, blocks, tpb, (keys, probes), (lo, hi), n)
     return result(lo, probes), result(hi, probes)
+
+
+@cuda.jit(cache=True)
+def _merge_place_kernel(runs, slots, n1, n2):
+    """Slot t < n1 is row t of run 1, slot n1 + j row j of run 2. Each finds its rank in the
+    other run with the CPU's ``prefix_bounds`` (all columns): a row of run 1 goes to position
+    t + (rows of run 2 below it), with the multiplicity of an equal row of run 2 added; a row
+    of run 2 equal to one of run 1 is left to that row, any other goes to j + (rows of run 1
+    below it). The positions are the merged order with a hole per equal pair."""
+    k1, m1, k2, m2 = runs
+    keep_at, slot_at, val_at, overflow = slots
+    cols = k1.shape[1]
+    t = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while t < n1 + n2:
+        if t < n1:
+            lo, hi = prefix_bounds(k2, k1, t, cols)
+            v = m1[t]
+            if hi > lo:
+                w = m2[lo]
+                s = v + w
+                if (v >= 0) == (w >= 0) and (s >= 0) != (v >= 0):
+                    overflow[0] = 1
+                v = s
+            pos = t + lo
+            keep_at[pos] = 1 if v != 0 else 0
+            slot_at[pos] = t
+            val_at[pos] = v
+        else:
+            j = t - n1
+            lo, hi = prefix_bounds(k1, k2, j, cols)
+            if hi == lo:
+                pos = j + lo
+                keep_at[pos] = 1
+                slot_at[pos] = t
+                val_at[pos] = m2[j]
+        t += stride
+
+
+@cuda.jit(cache=True)
+def _merge_scatter_kernel(runs, slots, offs, out, n1, n):
+    """Position p with a kept row writes it to ``offs[p]`` of the output."""
+    k1, m1, k2, m2 = runs
+    keep_at, slot_at, val_at, overflow = slots
+    keys, mult = out
+    cols = k1.shape[1]
+    p = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while p < n:
+        if keep_at[p] != 0:
+            o = offs[p]
+            t = slot_at[p]
+            for c in range(cols):
+                keys[o, c] = k1[t, c] if t < n1 else k2[t - n1, c]
+            mult[o] = val_at[p]
+        p += stride
+
+
+def merge_sorted(k1, m1, k2, m2):
+    """As :func:`gpu_ivm.kernels.lex_search.merge_sorted`, on the device: two launches and a
+    scan; the output length and the overflow flag are read back (two scalars)."""
+    n1, n2 = k1.shape[0], k2.shape[0]
+    cols = k1.shape[1]
+    n = n1 + n2
+    keep_at = zeros(n)
+    slot_at, val_at, overflow = empty(n), empty(n), zeros(1)
+    slots = (keep_at, slot_at, val_at, overflow)
+    runs = (k1, m1, k2, m2)
+    if n:
+        launch(_merge_place_kernel, *grid(n), runs, slots, n1, n2)
+    offs = exclusive_scan(keep_at)
+    if int(scalar(overflow, 0)):
+        from gpu_ivm.errors import IntegerOverflowError
+
+        raise IntegerOverflowError("a multiplicity would leave the int64 range (merging runs)")
+    m = int(scalar(offs, n))
+    keys, mult = empty((m, cols)), empty(m)
+    if m:
+        launch(_merge_scatter_kernel, *grid(n), runs, slots, offs, (keys, mult), n1, n)
+    return result(keys, m1), result(mult, m1)

@@ -53,6 +53,8 @@ def cases(repo: str) -> dict:
     out = {
         s._apply_kernel: (st, (i, i, i, b, i, i), n, i),
         lex._ranges_kernel: ((m, m), (i, i), n),
+        lex._merge_place_kernel: ((m, i, m, i), (i, i, i, i), n, n),
+        lex._merge_scatter_kernel: ((m, i, m, i), (i, i, i, i), i, (m, i), n, n),
         s._probe_kernel: (st, (i, i), n),
         s._run_bits_kernel: ((i, i), n, n, n),
         s._merge_rank_kernel: ((i,) * 7, n, n, n, n),

@@ -1301,3 +1301,36 @@ def test_prefix_ranges_twin(n: int, small_launch) -> None:
             assert hi[q] - lo[q] == match.shape[0]
             if match.shape[0]:
                 assert (lo[q], hi[q] - 1) == (match[0], match[-1])
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered")  # the simulator's int64 wrap
+@pytest.mark.parametrize("seed", range(4))
+def test_merge_sorted_twin(seed: int, small_launch) -> None:
+    """The runs' merge on the device equals the CPU's one-pass merge: keys in one run only, in
+    both, sums to zero, empty runs, 1 to 3 columns, interface-only arrays; an overflowing sum
+    is refused."""
+    from gpu_ivm.kernels import cuda_lex
+    from gpu_ivm.kernels import lex_search as cpu_lex
+
+    from gpu_ivm.errors import IntegerOverflowError
+
+    rng = np.random.default_rng(seed)
+
+    def run(n, cols):
+        keys = rng.integers(0, 5, (n, cols))
+        keys = np.unique(keys, axis=0) if n else keys
+        mult = rng.integers(1, 3, keys.shape[0]) * rng.choice([-1, 1], keys.shape[0])
+        return np.ascontiguousarray(keys, dtype=np.int64), mult.astype(np.int64)
+
+    for cols in (1, 2, 3):
+        for n1, n2 in ((0, 0), (0, 7), (9, 0), (40, 33), (1, 60)):
+            k1, m1 = run(n1, cols)
+            k2, m2 = run(n2, cols)
+            keys, mult = cuda_lex.merge_sorted(InterfaceOnly(k1), InterfaceOnly(m1),
+                                               InterfaceOnly(k2), InterfaceOnly(m2))
+            want = cpu_lex.merge_sorted(k1, m1, k2, m2)
+            assert np.asarray(keys).tolist() == want[0].tolist()
+            assert np.asarray(mult).tolist() == want[1].tolist()
+    big = np.array([2 ** 62], np.int64)
+    with pytest.raises(IntegerOverflowError):
+        cuda_lex.merge_sorted(np.array([[1]]), big, np.array([[1]]), big)
