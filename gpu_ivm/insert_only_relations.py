@@ -29,7 +29,9 @@ repartition) and goes on as a general engine; that batch's report says so
 A batch whose intersections would read more than ``RECOUNT_RATIO`` times the stored tuples is
 counted by a static recount instead (``path == "insert_only_recount"``; same result).
 
-Count only, cpu backend (other configurations are refused up front).
+Count only (``maintain=`` and ``track_changes=`` are refused up front). On the cuda backend
+the phase weights run on the device (:func:`gpu_ivm.kernels.cuda_delta.first_grouped_weights`,
+one thread per tuple walking its two rows), the rest as for the general engine there.
 
 Examples
 --------
@@ -61,7 +63,6 @@ from .encoding import transpose, unpack
 from .engine import BatchReport
 from .errors import InputError
 from .insert_only import check_mode
-from .kernels import delta_kernels as dk
 from .partition import sort_pairs
 from .rational import Thresholds
 from .relation_engine import REL_NAMES, RelationEngine, _epsilons
@@ -75,8 +76,8 @@ class InsertOnlyRelationEngine(RelationEngine):
     """The three-relation engine in insert-only (or auto) mode; see the module docstring.
 
     Made by ``RelationEngine(mode="insert_only")`` or ``RelationEngine(mode="auto")``; takes
-    the same arguments as :class:`RelationEngine` except that ``maintain``, ``track_changes``
-    and a non-cpu backend are refused. ``epsilon`` is the ε of the general structures that
+    the same arguments as :class:`RelationEngine` except that ``maintain`` and
+    ``track_changes`` are refused. ``epsilon`` is the ε of the general structures that
     auto mode builds at the first delete (the insert-only state itself has no partition).
     """
 
@@ -91,9 +92,6 @@ class InsertOnlyRelationEngine(RelationEngine):
                              "track_changes= or use the general mode", column="maintain")
         self._general_eps = _epsilons(epsilon)  # checked now, used at the switch
         super().__init__(epsilon=Fraction(0), backend=backend, adaptive=adaptive)
-        if self.backend.name != "cpu":
-            raise InputError(f"mode {mode!r} runs on the cpu backend only (asked for "
-                             f"{self.backend.name!r})", column="backend")
         self.mode = mode
         self.insert_only_active = True
 
@@ -178,8 +176,9 @@ class InsertOnlyRelationEngine(RelationEngine):
     def _insert_delta(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> int:
         """Σ_i deltas[i]·Σ_c Next(y_i, c)·Prev(c, x_i) for the phase's keys (x_i, y_i)."""
         stx, sty = self._pairs(k, keys)
-        w, _ = dk.first_grouped_weights(keys, stx.nt(), sty.nt(), self.rels[0].id_capacity)
-        return int(np.dot(deltas, w))
+        w, _ = self.backend.kernels.delta.first_grouped_weights(
+            keys, stx.nt(), sty.nt(), self.rels[0].id_capacity)
+        return int(self.xp.dot(deltas, w))
 
     def _work(self, phases) -> int:
         """Entries the phases' intersections read at most: Σ of the shorter row per tuple."""

@@ -18,7 +18,7 @@ from numba import cuda
 from .cuda_launch import check_1d, empty, exclusive_scan, grid, launch, result, scalar, zeros
 from .delta_kernels import _one_wedge, _one_weight, _rows_len
 from .elements import emit_segment
-from .lsm import LO_MASK, SENTINEL, run_mask, run_range
+from .lsm import LO_MASK, SENTINEL, dot_rows_n, run_mask, run_range
 
 # ----------------------------------------------------------------------------- kernels
 
@@ -374,3 +374,31 @@ def scatter_dense(keys, vals, vrow, vmat):
     if n:
         launch(_scatter_dense_kernel, *grid(n), (keys, vals, keep), (vrow, vmat), n)
     return result(keep, keys)
+
+
+@cuda.jit(cache=True)
+def _pair_dot_kernel(io, stx, sty, n):
+    """out[i], work[i] = Σ_c stx(x_i, c)·sty(y_i, c) and the entries read, for packed keys
+    (x_i, y_i): one thread per pair (grid-stride) running the CPU's ``dot_rows_n`` over the
+    two stores' runs."""
+    keys, out, work = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        k = keys[i]
+        out[i], work[i] = dot_rows_n(stx, k >> 32, sty, k & LO_MASK)
+        i += stride
+
+
+def first_grouped_weights(keys, stx, sty, ids):
+    """As :func:`gpu_ivm.kernels.delta_kernels.first_grouped_weights` (the three-relation
+    insert-only mode's phase weights), on the device: ``(w, work)``. The CPU shares one
+    marking of a first key's row among its pairs through a scratch of ``ids`` slots, which a
+    GPU thread cannot have; here each pair walks its two rows (merged or galloped, as
+    ``dot_rows_n`` does on the CPU). ``ids`` is unused."""
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    out, work = empty(n), empty(n)
+    if n:
+        launch(_pair_dot_kernel, *grid(n), (keys, out, work), stx, sty, n)
+    return result(out, keys), result(work, keys)

@@ -73,6 +73,7 @@ def cases(repo: str) -> dict:
         s._bits_fill_kernel: (st, (i, i, i, bits, i, i), n),
         s._bits_meta_kernel: (i, n, n),
         s._bits_apply_kernel: ((i,) * 5 + (bits,) + (i,) * 4, n, n, n),
+        d._pair_dot_kernel: ((i, i, i), st, st, n),
         d._path_weights_kernel: ((i, i, i, i), st, st, st, st, st, st, (i, m), (b, b), True,
                                  (k,), n),
         d._expand_counts_kernel: (st, (i, i), n),
