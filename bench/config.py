@@ -162,6 +162,8 @@ class CqConfig:
     peer_queries: tuple[str, ...] = ("2-path", "star", "4-cycle")
     batch_size: int = 1000
     n_batches: int = 30
+    epsilons: tuple[str, ...] = ("0", "1/4", "1/2", "3/4", "1")  # the ε table (skewed B)
+    eps_batches: int = 10
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,8 @@ TINY = Profile(
                                                  "recount_networkit", "duckdb_recount",
                                                  "duckdb_delta")),
     modes=ModesConfig(datasets=("CollegeMsg",), repeats=1),
-    cq=CqConfig(sizes=(2_000, 32_000), peer_size=2_000, batch_size=100, n_batches=2),
+    cq=CqConfig(sizes=(2_000, 32_000), peer_size=2_000, batch_size=100, n_batches=2,
+                epsilons=("0", "1/2", "1"), eps_batches=2),
 )
 
 KERNEL_SYSTEMS = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta", "recount",

@@ -16,8 +16,14 @@
   relations' tables, then the delta appended to its table), the count compared after every
   batch (two independent computations); the first batch is applied untimed by both.
 
-Prints one line per measurement; :func:`measure_flat` and :func:`measure_peer` return the
-records ``python -m bench``'s ``cq`` scenario writes.
+- **the ε knob**: ``Q(C | A) = R(A,B), S(B,C)`` (hierarchical, CQAP_1: δ = 1) over relations
+  whose B values are Zipf-distributed (a few B values of degree far above √N), at each ε of
+  ``--epsilons`` (``gpu_ivm.cq.tradeoff`` below 1): mean seconds per batch and seconds per
+  request of 1,000 A values. The thesis predicts update time O(N^{ε}) and delay O(N^{1−ε}):
+  updates slower and requests faster as ε grows.
+
+Prints one line per measurement; :func:`measure_flat`, :func:`measure_peer` and
+:func:`measure_eps` return the records ``python -m bench``'s ``cq`` scenario writes.
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ class Stream:
         self.domain = domain
         self.held = {r: self.rng.integers(0, domain, (n, 2)) for r in names}
 
+    def _new(self, name: str, k: int) -> np.ndarray:
+        """k new random tuples of relation ``name``."""
+        return self.rng.integers(0, self.domain, (k, 2))
+
     def tables(self) -> dict:
         return {r: {"x": a[:, 0], "y": a[:, 1]} for r, a in self.held.items()}
 
@@ -55,7 +65,7 @@ class Stream:
             k = size // len(names) + (1 if j < size % len(names) else 0)
             held = self.held[r]
             gone = self.rng.choice(held.shape[0], k // 2, replace=False)
-            new = self.rng.integers(0, self.domain, (k - k // 2, 2))
+            new = self._new(r, k - k // 2)
             keep = np.ones(held.shape[0], bool)
             keep[gone] = False
             rows = np.concatenate([held[gone], new])
@@ -205,6 +215,77 @@ def measure_peer(name: str, n: int, batch_size: int, n_batches: int, seed: int =
             "count": eng.count(), "count_ok": bool(ok)}
 
 
+EPS_QUERY = "Q(C | A) = R(A,B), S(B,C)"
+
+
+class SkewedStream(Stream):
+    """R(A,B) and S(B,C) whose B is one of ``HUBS`` hub values in ``HUB_SHARE`` of the tuples
+    (degree about n·HUB_SHARE/HUBS, far above √N) and uniform otherwise; inserts follow the
+    same mix."""
+
+    HUBS = 10
+    HUB_SHARE = 0.1
+
+    def __init__(self, n: int, domain: int, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.domain = domain
+        self.held = {"R": self._new("R", n), "S": self._new("S", n)}
+
+    def _new(self, name: str, k: int) -> np.ndarray:
+        b = self.rng.integers(0, self.domain, k)
+        hub = self.rng.random(k) < self.HUB_SHARE
+        b[hub] = self.rng.integers(0, self.HUBS, int(hub.sum()))
+        other = self.rng.integers(0, self.domain, k)
+        return np.stack([other, b] if name == "R" else [b, other], axis=1)
+
+
+def measure_eps(n: int, batch_size: int, n_batches: int, epsilons, seed: int = 0) -> list[dict]:
+    """One record per ε: load seconds, mean seconds per batch, seconds per request batch of
+    1,000 A values and its answers; every ε's answers are compared with ε = 1's."""
+    from gpu_ivm.cq.tradeoff import engine
+
+    recs = []
+    batches = None
+    for eps in epsilons:
+        st = SkewedStream(n, max(n // 10, 1), seed)
+        batches = batches or [st.batch(batch_size) for _ in range(n_batches + 1)]
+        st = SkewedStream(n, max(n // 10, 1), seed)
+        eng = engine(EPS_QUERY, epsilon=eps)
+        t = time.perf_counter()
+        eng.load(**st.tables())
+        load_s = time.perf_counter() - t
+        eng.apply(_as_tables(batches[0]))  # untimed
+        secs = []
+        for b in batches[1:]:
+            t = time.perf_counter()
+            eng.apply(_as_tables(b))
+            secs.append(time.perf_counter() - t)
+        req = {"A": np.random.default_rng(seed + 1).integers(0, st.domain, 1000)}
+        eng.request(req)
+        t = time.perf_counter()
+        ans = eng.request(req)
+        req_s = time.perf_counter() - t
+        heavy = getattr(eng, "heavy_keys", np.zeros(0))
+        recs.append({"epsilon": str(eps), "n": n, "batch_size": batch_size,
+                     "batches": n_batches, "load_s": load_s, "mean_s": float(np.mean(secs)),
+                     "batch_s": secs, "request_s": req_s, "requests": 1000,
+                     "answers": ans.num_rows, "heavy_values": int(heavy.shape[0]),
+                     "count": eng.count(), "answers_sha": _digest(ans)})
+    ref = next((r for r in recs if r["epsilon"] == "1"), recs[-1])
+    for r in recs:
+        r["count_ok"] = r["count"] == ref["count"] and r["answers_sha"] == ref["answers_sha"]
+    return recs
+
+
+def _digest(table) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for col in table.columns:
+        h.update(col.to_numpy().tobytes())
+    return h.hexdigest()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.cq_bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -212,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peer-size", type=int, default=100_000)
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--batches", type=int, default=30)
+    p.add_argument("--epsilons", nargs="+", default=["0", "1/4", "1/2", "3/4", "1"])
     args = p.parse_args(argv)
     for r in measure_flat(args.sizes, args.batch_size, args.batches):
         per_answer = r["request_s"] / max(r["answers"], 1) * 1e6
@@ -219,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['median_s'] * 1e3:.2f}), request {per_answer:.2f} us per answer "
               f"({r['answers']:,} answers), count {r['count']:,} "
               f"{'= DuckDB' if r['count_ok'] else '!= DuckDB'}", flush=True)
+    for r in measure_eps(args.peer_size, args.batch_size, args.batches, args.epsilons):
+        print(f"{EPS_QUERY} at eps = {r['epsilon']}: N = {r['n']:,}: {r['mean_s'] * 1e3:.2f} ms"
+              f" per batch, {r['request_s'] * 1e3:.1f} ms per 1,000 requests ({r['answers']:,}"
+              f" answers), {r['heavy_values']:,} heavy B values, "
+              f"{'same answers as eps = 1' if r['count_ok'] else 'ANSWERS DIFFER'}", flush=True)
     for name in PEER_QUERIES:
         r = measure_peer(name, args.peer_size, args.batch_size, args.batches)
         print(f"{name} {r['query']}: N = {r['n']:,}: gpu_ivm {r['gpu_ivm_mean_s'] * 1e3:.2f} ms,"

@@ -88,7 +88,8 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     # counted by DuckDB; peer: DuckDB's delta SQL after every batch)
     cq = [r for r in results if r["scenario"] == "cq"]
     if importlib.util.find_spec("duckdb") is not None:
-        assert sorted(r["record"] for r in cq) == ["flat", "flat", "peer", "peer", "peer"]
+        assert sorted(r["record"] for r in cq) == ["eps"] * 3 + ["flat"] * 2 + ["peer"] * 3
+        assert [r["epsilon"] for r in cq if r["record"] == "eps"] == ["0", "1/2", "1"]
         assert all(r["ok"] and r["count_ok"] for r in cq), cq
         assert {r["query_name"] for r in cq if r["record"] == "peer"} == {
             "2-path", "star", "4-cycle"}

@@ -4,7 +4,9 @@
 - ``flat`` records: the CQAP_0 query ``Q(B,C | A) = R(A,B), S(A,C)`` at each N of the
   profile: mean seconds per batch and request seconds per answer (flat in N is the goal);
 - ``peer`` records: the 2-path, a star and the 4-cycle against DuckDB's delta SQL keeping the
-  same count, compared after every batch.
+  same count, compared after every batch;
+- ``eps`` records: ``Q(C | A) = R(A,B), S(B,C)`` over relations with hub B values at each ε of
+  the profile (the heavy/light trade-off below 1): batch and request times.
 """
 
 from __future__ import annotations
@@ -40,3 +42,9 @@ def run(ctx: RunContext) -> None:
         ctx.emit(rec)
         ctx.log(f"[cq] {name}: gpu_ivm {rec['gpu_ivm_mean_s'] * 1e3:.2f} ms, DuckDB "
                 f"{rec['duckdb_mean_s'] * 1e3:.2f} ms per batch")
+    for rec in cb.measure_eps(cfg.peer_size, cfg.batch_size, cfg.eps_batches, cfg.epsilons):
+        rec.update(kind="result", scenario=NAME, record="eps", ok=rec["count_ok"],
+                   loadavg_start=la0, loadavg_end=os.getloadavg())
+        ctx.emit(rec)
+        ctx.log(f"[cq] eps = {rec['epsilon']}: {rec['mean_s'] * 1e3:.2f} ms per batch, "
+                f"{rec['request_s'] * 1e3:.1f} ms per request batch")

@@ -409,6 +409,12 @@ class Engine:
     def _answers(self, inputs) -> tuple[pa.Table, int]:
         q = self.query
         requests, n = self._requests(inputs)
+        if len(self.components) > 1:
+            # semijoin first: a request without an answer in one component has none at all,
+            # so it is dropped before another component enumerates its outputs for it
+            alive = self._component_totals(requests)
+            keep = np.isin(requests.keys[:, 0], alive.keys[:, 0])
+            requests = ZRel(requests.vars, requests.keys[keep], requests.mult[keep])
         result = None
         for comp in self.components:
             front = requests.marginalize((REQ, *comp.inputs))
@@ -456,6 +462,14 @@ class Engine:
         the inputs' boundary (the outputs are summed out inside the views: nothing is
         enumerated)."""
         requests, n = self._requests(inputs)
+        result = self._component_totals(requests)
+        totals = np.zeros(n, np.int64)
+        totals[result.keys[:, 0]] = result.mult
+        return totals, n
+
+    def _component_totals(self, requests: ZRel) -> ZRel:
+        """(request, total) for the requests with a non-zero total: per component from the
+        views at the inputs' boundary, multiplied across components."""
         result = None
         for comp in self.components:
             front = requests.marginalize((REQ, *comp.inputs))
@@ -463,9 +477,7 @@ class Engine:
                 front = rel.join_from(front)
             front = front.marginalize((REQ,))
             result = front if result is None else result.join(front)
-        totals = np.zeros(n, np.int64)
-        totals[result.keys[:, 0]] = result.mult
-        return totals, n
+        return result
 
     def exists(self, inputs=None) -> pa.Table:
         """Per request, whether it has an answer: an Arrow table ``request, exists``

@@ -1,0 +1,106 @@
+"""The heavy/light trade-off engine (gpu_ivm.cq.tradeoff) against the brute-force oracle at
+several ε, with thresholds small enough that X values move between the trees (minor
+rebalancing) and N crosses the bounds of M (major rebalancing)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from test_cq_engine import check, random_batch, random_db, table
+
+from gpu_ivm.cq import parse_query
+from gpu_ivm.cq.engine import Engine, UnsupportedQueryError
+from gpu_ivm.cq.tradeoff import TradeoffEngine, engine, find_fork
+from gpu_ivm.errors import InputError, IntegerOverflowError
+
+QUERIES = [
+    "Q(C | A) = R(A,B), S(B,C)",          # fork at bound B, an input below
+    "Q(A,C | ) = R(A,B), S(B,C)",         # fork at bound B, outputs below
+    "Q(B | ) = R(A,B), S(A,C)",           # fork at bound A
+    "Q(A | C) = R(A,B), S(B,C), T(B)",    # fork at B, a unary atom under it
+    "Q(B,C | ) = R(A,B), S(A,C), U(D)",   # a second component that does not fork
+    "Q(A,B | C) = R(A,B), S(A,C)",        # fork at output A with input C below
+]
+
+
+def test_find_fork_follows_omega() -> None:
+    assert find_fork("Q(C | A) = R(A,B), S(B,C)")[0] == "B"
+    assert find_fork("Q(A,B | C) = R(A,B), S(A,C)")[0] == "A"
+    assert find_fork("Q(B,C | A) = R(A,B), S(A,C)") is None   # CQAP_0: never forks
+    with pytest.raises(UnsupportedQueryError, match="non-hierarchical"):
+        find_fork("Q( | ) = R(A,B), S(B,C), T(C,A)")
+    with pytest.raises(UnsupportedQueryError, match="epsilon 1 is optimal"):
+        TradeoffEngine("Q(B | A) = R(A,B)", epsilon="1/2")
+    with pytest.raises(UnsupportedQueryError, match="self-joins"):
+        TradeoffEngine("Q(C | A) = R(A,B), R(B,C)", epsilon="1/2")
+    assert type(engine("Q(C | A) = R(A,B), S(B,C)", epsilon=1)) is Engine
+
+
+@pytest.mark.parametrize("eps", ["0", "1/3", "1/2", "1"])
+@pytest.mark.parametrize("query", QUERIES)
+def test_tradeoff_streams_match_the_oracle(query: str, eps: str) -> None:
+    rng = random.Random(hash((query, eps)) % 10_000)
+    q = parse_query(query)
+    domain = list(range(5))
+    db = random_db(rng, q.schemas, domain, 10)
+    eng = TradeoffEngine(query, epsilon=eps)
+    eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})
+    check(eng, query, db, domain)
+    for _ in range(14):
+        batch = random_batch(rng, db, q.schemas, domain)
+        eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
+        for r, d in batch.items():
+            for t, m in d.items():
+                db[r][t] = db[r].get(t, 0) + m
+        check(eng, query, db, domain)
+    if eps == "0":
+        assert eng.light.count() == 0       # lazy: everything in the heavy tree
+    if eps == "1":
+        assert eng.heavy_keys.shape[0] == 0  # eager: everything in the light tree
+
+
+def test_values_move_between_the_trees() -> None:
+    """A value whose degree grows past ⌈3θ/2⌉ moves to the heavy tree, and back below
+    ⌈θ/2⌉; answers stay exact through the moves and through major rebalancing."""
+    q = "Q(C | A) = R(A,B), S(B,C)"
+    eng = TradeoffEngine(q, epsilon="1/2")
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 40, 400)
+    b = rng.integers(0, 40, 400)
+    eng.load(R={"a": a, "b": b}, S={"b": b[::-1], "c": a})
+    ref = Engine(q)
+    ref.load(R={"a": a, "b": b}, S={"b": b[::-1], "c": a})
+    hub = np.full(60, 7)
+    for _ in range(3):  # B = 7 grows heavy, then shrinks back
+        c = rng.integers(100, 10_000, 60)
+        for e in (eng, ref):
+            e.apply({"S": {"b": hub, "c": c, "mult": np.ones(60, np.int64)}})
+        assert 7 in eng.heavy_keys
+        for e in (eng, ref):
+            e.apply({"S": {"b": hub, "c": c, "mult": -np.ones(60, np.int64)}})
+        reqs = {"A": np.arange(40)}
+        assert eng.request(reqs) == ref.request(reqs)
+        assert eng.count() == ref.count()
+    assert eng.rebalances["minor_moves"] >= 2 and 7 not in eng.heavy_keys
+    big = {"a": rng.integers(0, 40, 3000), "b": rng.integers(0, 40, 3000),
+           "mult": np.ones(3000, np.int64)}
+    before = eng.rebalances["major"]
+    for e in (eng, ref):
+        e.apply({"R": big})
+    assert eng.rebalances["major"] > before
+    assert eng.request({"A": np.arange(40)}) == ref.request({"A": np.arange(40)})
+
+
+def test_refused_batches_leave_both_trees_untouched() -> None:
+    q = "Q(C | A) = R(A,B), S(B,C)"
+    eng = TradeoffEngine(q, epsilon="1/2")
+    eng.load(R={"a": [1, 1], "b": [2, 3]}, S={"b": [2, 3], "c": [5, 2 ** 61]},)
+    eng.apply({"S": {"b": [2], "c": [5], "mult": [2 ** 62 - 1]}})
+    before = eng.request({"A": [1]}).to_pydict(), eng.count()
+    with pytest.raises(InputError):
+        eng.apply({"R": {"a": [1], "b": [9], "mult": [-1]}})
+    with pytest.raises(IntegerOverflowError):
+        eng.apply({"R": {"a": [1], "b": [2], "mult": [1]}})
+    assert (eng.request({"A": [1]}).to_pydict(), eng.count()) == before
