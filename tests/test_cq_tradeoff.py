@@ -104,3 +104,42 @@ def test_refused_batches_leave_both_trees_untouched() -> None:
     with pytest.raises(IntegerOverflowError):
         eng.apply({"R": {"a": [1], "b": [2], "mult": [1]}})
     assert (eng.request({"A": [1]}).to_pydict(), eng.count()) == before
+
+
+def test_query_cli_epsilon(tmp_path, capsys) -> None:
+    """gpu-ivm query --epsilon 1/2 and 0: the same counts and answers as epsilon 1 after the
+    load and every batch; a query the trade-off does not handle is refused (exit 2)."""
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from test_cq_cli import write
+
+    from gpu_ivm.cli import main
+
+    q = "Q(C | A) = R(A,B), S(B,C)"
+    rng = random.Random(4)
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    for r in "RS":
+        write(rel / f"{r}.parquet", {(rng.randint(0, 5), rng.randint(0, 5)): 1
+                                     for _ in range(20)}, ["x", "y"])
+    batches = tmp_path / "b"
+    for k in range(1, 4):
+        (batches / f"b{k}").mkdir(parents=True)
+        write(batches / f"b{k}" / "S.parquet", {(rng.randint(0, 5), 9 + k): 2}, ["x", "y"])
+    pq.write_table(pa.table({"A": list(range(6))}), tmp_path / "req.parquet")
+    runs = {}
+    for eps in ("1", "1/2", "0"):
+        out = tmp_path / f"out{eps.replace('/', '_')}"
+        assert main(["query", q, "--relations", str(rel), "--batches", str(batches), "--json",
+                     "--epsilon", eps, "--requests", str(tmp_path / "req.parquet"),
+                     "--out", str(out)]) == 0
+        lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+        answers = [pq.read_table(out / f"answers-{k:06d}.parquet").to_pydict()
+                   for k in range(4)]
+        runs[eps] = ([x["count"] for x in lines], answers)
+    assert runs["1/2"] == runs["1"] == runs["0"]
+    assert main(["query", "Q( | ) = R(A,B), S(B,C), T(C,A)", "--relations", str(rel),
+                 "--epsilon", "1/2"]) == 2
+    assert "non-hierarchical" in capsys.readouterr().err

@@ -40,6 +40,7 @@ import argparse
 import json
 import re
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -96,18 +97,25 @@ def _requests(path: str):
     return _read_parquet(p)
 
 
-def _check_epsilon(value: str | None) -> None:
+def _check_epsilon(args) -> Fraction:
+    """ε of ``--epsilon`` (default 1); below 1 the snapshot options and the modes, which the
+    heavy/light engine does not have, are refused."""
     from ..rational import parse_epsilon
 
-    if value is None:
-        return
+    if args.epsilon is None:
+        return Fraction(1)
     try:
-        e = parse_epsilon(value)
+        e = parse_epsilon(args.epsilon)
     except InputError as err:
         raise InputError(str(err), option="--epsilon") from None
-    if e != 1:
-        raise InputError(f"epsilon {value}: gpu-ivm query runs at epsilon 1 only (the heavy/"
-                         "light engine for epsilon < 1 is not built yet)", option="--epsilon")
+    if e < 1:
+        for value, option in ((args.snapshot_dir, "--snapshot-dir"), (args.resume, "--resume")):
+            if value is not None:
+                raise InputError(f"{option} is not available with --epsilon below 1 (the "
+                                 "heavy/light engine has no snapshots yet)", option=option)
+        if args.mode != "general":
+            raise InputError("--mode insert-only/auto runs at epsilon 1", option="--mode")
+    return e
 
 
 def cmd_query(args) -> int:
@@ -119,8 +127,17 @@ def cmd_query(args) -> int:
     if (args.requests is None) != (args.out is None):
         raise InputError("--requests FILE and --out DIR go together",
                          option="--requests" if args.requests is None else "--out")
-    _check_epsilon(args.epsilon)
-    eng = Engine(args.query, mode=args.mode)
+    eps = _check_epsilon(args)
+    if eps < 1:
+        from .engine import UnsupportedQueryError
+        from .tradeoff import engine
+
+        try:
+            eng = engine(args.query, epsilon=eps)
+        except UnsupportedQueryError as err:
+            raise InputError(str(err), option="--epsilon") from None
+    else:
+        eng = Engine(args.query, mode=args.mode)
     query = str(eng.query)
     requests = _requests(args.requests) if args.requests is not None else None
     out = Path(args.out) if args.out is not None else None
@@ -141,7 +158,7 @@ def cmd_query(args) -> int:
     def report(kind: str, k: int, name: str, seconds: float) -> None:
         count = eng.count()
         extra: dict = {}
-        if eng.switched_at is not None and eng.switched_at == k and kind == "batch":
+        if getattr(eng, "switched_at", None) == k and kind == "batch":
             extra["switched"] = "first delete: insert-only mode ended (same state)"
         if requests is not None:
             answers = eng.request(requests)
@@ -218,7 +235,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     q.add_argument("--out", default=None, metavar="DIR",
                    help="folder for answers-<NNNNNN>.parquet (with --requests)")
     q.add_argument("--epsilon", default=None, metavar="E",
-                   help="the engine's epsilon; only 1 is implemented")
+                   help="the heavy/light trade-off in [0, 1] (default 1; below 1 for "
+                        "hierarchical queries that fork at one root: docs/queries-cq.md)")
     q.add_argument("--snapshot-dir", default=None, metavar="DIR",
                    help="write snapshots DIR/snapshot-<n> (n = batch folders applied) after "
                         "the load, every --snapshot-every batches and after the last")

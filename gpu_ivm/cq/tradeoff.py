@@ -389,7 +389,10 @@ class TradeoffEngine:
 
 
 def engine(query: str | Query, relations=None, *, epsilon=1):
-    """``Engine`` at ε = 1, :class:`TradeoffEngine` below."""
-    return Engine(query, relations) if parse_epsilon(epsilon) == 1 else \
-        TradeoffEngine(query, relations, epsilon=epsilon)
+    """:class:`TradeoffEngine` for ε < 1 when the query forks; otherwise ``Engine`` (ε = 1, or
+    a query that never forks, such as a CQAP_0 query, for which ε = 1 is the thesis's
+    choice at every ε)."""
+    if parse_epsilon(epsilon) == 1 or find_fork(query) is None:
+        return Engine(query, relations)
+    return TradeoffEngine(query, relations, epsilon=epsilon)
 
