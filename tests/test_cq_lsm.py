@@ -163,3 +163,18 @@ def test_fenced_ranges_equal_plain_ranges(step: int, monkeypatch) -> None:
         want = lex_search.prefix_ranges(keys, probes)
         assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
     assert lex_search.fences(keys[:100]) is None
+
+
+def test_inserts_that_would_overflow_a_base_multiplicity_are_refused() -> None:
+    """Inserts are not looked up while the multiplicities ever inserted stay far below 2^63;
+    past that bound every tuple is checked again, so a base multiplicity that would leave
+    int64 is refused at apply, with nothing changed."""
+    eng = Engine("Q(A | ) = R(A)")
+    eng.load(R={"a": [1, 2]})
+    eng.apply({"R": {"a": [1], "mult": [2 ** 62]}})
+    before = eng.request().to_pydict()
+    with pytest.raises(IntegerOverflowError):
+        eng.apply({"R": {"a": [3, 1], "mult": [1, 2 ** 62]}})
+    assert eng.request().to_pydict() == before
+    eng.apply({"R": {"a": [1], "mult": [-(2 ** 62)]}})
+    assert eng.request().to_pydict() == {"request": [0, 0], "A": [1, 2], "mult": [1, 1]}

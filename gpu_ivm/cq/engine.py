@@ -162,6 +162,7 @@ class Engine:
         self.base: dict[str, LsmRel] = {}
         self.views: dict[tuple, LsmRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
+        self._inserted = 0.0  # multiplicities ever inserted: a bound of every multiplicity
         self.batches_applied = 0
         self._rebuild(self._empty_base())
 
@@ -237,6 +238,7 @@ class Engine:
             for r in comp.roots:
                 self._build(views, r)
         self.base = {name: LsmRel(rel) for name, rel in base.items()}
+        self._inserted = sum(float(rel.mult.sum(dtype=np.float64)) for rel in base.values())
         # a bound variable's bag view V_X is read by no update and no request (updates read
         # the children's marginals V'_Y, requests the views of the free variables): only its
         # marginal is kept
@@ -322,11 +324,18 @@ class Engine:
                   for name, table in batch.items()}
         if deletes and self.mode == "insert_only":
             self._refuse_delete(*deletes[0], what="nothing was applied")
+        inserted = self._inserted + sum(float(d.mult[d.mult > 0].sum(dtype=np.float64))
+                                        for d in deltas.values())
         for name, d in deltas.items():
-            if len(d) and not (self.insert_only_active and not deletes):
-                # (an insert-only batch cannot make a multiplicity negative: not looked up)
-                after = checked_add(self.base[name].get(d), d.mult)
-                self._refuse_negative(name, d.keys, after)
+            # Only deletes can make a multiplicity negative, and no multiplicity can leave
+            # int64 while the multiplicities ever inserted sum to less than 2^61 (a float sum,
+            # with room for its rounding): the other tuples are not looked up (an insert-only
+            # batch looks up none)
+            check = d.mult < 0 if inserted < 2.0 ** 61 else np.ones(len(d), bool)
+            if check.any():
+                dc = ZRel(d.vars, d.keys[check], d.mult[check])
+                after = checked_add(self.base[name].get(dc), dc.mult)
+                self._refuse_negative(name, dc.keys, after)
         saved = [(rel, rel.state()) for rel in (*self.base.values(), *self.views.values())]
         try:
             for name, d in deltas.items():
@@ -340,6 +349,7 @@ class Engine:
             for rel, state in saved:
                 rel.restore(state)
             raise
+        self._inserted = inserted
         if deletes:  # auto mode's first delete: the same state serves the general mode
             self.insert_only_active, self.switched_at = False, self.batches_applied + 1
         self._version += 1

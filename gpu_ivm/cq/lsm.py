@@ -35,7 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..kernels.lex_search import fences, merge_sorted, prefix_ranges
-from .zrel import ZRel, checked_mul, consolidate
+from .zrel import ZRel, checked_add, checked_mul, consolidate
 
 __all__ = ["LsmRel", "MERGE_RATIO"]
 
@@ -166,9 +166,12 @@ class LsmRel:
     def get(self, rel: ZRel) -> np.ndarray:
         """The current multiplicity of each of ``rel``'s keys (0 where absent)."""
         r = rel.reorder(self.vars)
-        pidx, _, mult = self._indexes[self.vars].lookup(np.ascontiguousarray(r.keys))
+        probes = np.ascontiguousarray(r.keys)
         out = np.zeros(len(r), np.int64)
-        out[pidx] = mult
+        for keys, mult, fence in self._indexes[self.vars].runs:  # at most one row per run
+            lo, hi = prefix_ranges(keys, probes, fence)
+            hit = hi > lo
+            out[hit] = checked_add(out[hit], mult[lo[hit]])
         return out if r is rel else out[_positions(rel, r)]
 
     def state(self) -> dict:
