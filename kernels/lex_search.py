@@ -36,6 +36,18 @@ def _below(keys, r, probes, q, p, strict):
 
 
 @nb.njit(cache=True, inline="always")
+def _bisect(keys, probes, q, p, lo, hi, strict):
+    """The first row in [lo, hi) not below probe q (see :func:`_below`), or hi."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _below(keys, mid, probes, q, p, strict):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@nb.njit(cache=True, inline="always")
 def _gallop(keys, probes, q, p, lo, strict):
     """The first row at or after ``lo`` that is not below probe q (``strict``: not < it, the
     lower bound; otherwise not <= it, the upper bound), rows before ``lo`` being below it:
@@ -50,27 +62,14 @@ def _gallop(keys, probes, q, p, lo, strict):
             break
         lo = j + 1
         step <<= 1
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if _below(keys, mid, probes, q, p, strict):
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
+    return _bisect(keys, probes, q, p, lo, hi, strict)
 
 
 @nb.njit(cache=True, inline="always")
 def prefix_bounds(keys, probes, q, p):
     """``(lo, hi)``: the rows of ``keys`` whose first ``p`` columns equal probe row ``q``
     (a binary search for the start, galloping from there to the end)."""
-    lo = 0
-    hi = keys.shape[0]
-    while lo < hi:  # first row not below the probe
-        mid = (lo + hi) >> 1
-        if _below(keys, mid, probes, q, p, True):
-            lo = mid + 1
-        else:
-            hi = mid
+    lo = _bisect(keys, probes, q, p, 0, keys.shape[0], True)
     return lo, _gallop(keys, probes, q, p, lo, False)
 
 
@@ -116,22 +115,9 @@ def _ranges_fenced(keys, fence, step, probes, lo, hi):
     p = probes.shape[1]
     n = keys.shape[0]
     for q in range(probes.shape[0]):
-        a = 0
-        b = fence.shape[0]
-        while a < b:  # the first fence row not below the probe
-            mid = (a + b) >> 1
-            if _below(fence, mid, probes, q, p, True):
-                a = mid + 1
-            else:
-                b = mid
+        a = _bisect(fence, probes, q, p, 0, fence.shape[0], True)  # first fence not below
         start = (a - 1) * step + 1 if a > 0 else 0  # the run's first row not below the
-        end = min(a * step, n)  # probe is in [start, end]
-        while start < end:
-            mid = (start + end) >> 1
-            if _below(keys, mid, probes, q, p, True):
-                start = mid + 1
-            else:
-                end = mid
+        start = _bisect(keys, probes, q, p, start, min(a * step, n), True)  # probe: in there
         lo[q] = start
         hi[q] = _gallop(keys, probes, q, p, start, False)
 

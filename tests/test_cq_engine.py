@@ -292,12 +292,13 @@ def test_larger_relations_small_batches(query):
     run_checked(random.Random(11), query, list(range(25)), 300, 5)
 
 
-def run_checked(rng, query: str, domain: list, size: int, batches: int) -> None:
+def run_checked(rng, query: str, domain: list, size: int, batches: int, make=Engine):
     """Load ``size`` random tuples per relation, then apply random insert/delete batches,
-    comparing with the oracle after the load and after every batch."""
+    comparing with the oracle after the load and after every batch; returns the engine
+    (``make(query)``)."""
     q = parse_query(query)
     db = random_db(rng, q.schemas, domain, size)
-    eng = Engine(query)
+    eng = make(query)
     eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})
     check(eng, query, db, domain)
     for _ in range(batches):
@@ -307,6 +308,7 @@ def run_checked(rng, query: str, domain: list, size: int, batches: int) -> None:
             for t, m in d.items():
                 db[r][t] = db[r].get(t, 0) + m
         check(eng, query, db, domain)
+    return eng
 
 
 def test_cursor_refuses_a_changed_state_and_bad_limits():

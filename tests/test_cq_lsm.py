@@ -5,6 +5,7 @@ the brute-force evaluator."""
 from __future__ import annotations
 
 import random
+import zlib
 
 import numpy as np
 import pytest
@@ -96,7 +97,7 @@ def test_long_streams_against_the_oracle(kind: str, fenced: bool, monkeypatch) -
     if fenced:
         monkeypatch.setattr(lex_search, "FENCE_MIN", 4)
         monkeypatch.setattr(lex_search, "FENCE_STEP", 3)
-    rng = random.Random(hash(kind) % 1000)
+    rng = random.Random(zlib.crc32(kind.encode()))  # the same in every run
     for k in range(3):
         query = FIXED[k] if kind == "cqap0" and k == 0 else random_query(rng, kind)
         run_checked(rng, query, list(range(6)), 20, 40)

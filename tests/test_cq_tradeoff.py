@@ -5,12 +5,12 @@ rebalancing) and N crosses the bounds of M (major rebalancing)."""
 from __future__ import annotations
 
 import random
+import zlib
 
 import numpy as np
 import pytest
-from test_cq_engine import check, random_batch, random_db, table
+from test_cq_engine import run_checked
 
-from gpu_ivm.cq import parse_query
 from gpu_ivm.cq.engine import Engine, UnsupportedQueryError
 from gpu_ivm.cq.tradeoff import TradeoffEngine, engine, find_fork
 from gpu_ivm.errors import InputError, IntegerOverflowError
@@ -41,20 +41,9 @@ def test_find_fork_follows_omega() -> None:
 @pytest.mark.parametrize("eps", ["0", "1/3", "1/2", "1"])
 @pytest.mark.parametrize("query", QUERIES)
 def test_tradeoff_streams_match_the_oracle(query: str, eps: str) -> None:
-    rng = random.Random(hash((query, eps)) % 10_000)
-    q = parse_query(query)
-    domain = list(range(5))
-    db = random_db(rng, q.schemas, domain, 10)
-    eng = TradeoffEngine(query, epsilon=eps)
-    eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})
-    check(eng, query, db, domain)
-    for _ in range(14):
-        batch = random_batch(rng, db, q.schemas, domain)
-        eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
-        check(eng, query, db, domain)
+    rng = random.Random(zlib.crc32(f"{query} {eps}".encode()))  # the same in every run
+    eng = run_checked(rng, query, list(range(5)), 10, 14,
+                      make=lambda q: TradeoffEngine(q, epsilon=eps))
     if eps == "0":
         assert eng.light.count() == 0       # lazy: everything in the heavy tree
     if eps == "1":
