@@ -1,6 +1,8 @@
 """Conjunctive queries with free access patterns (CQAP), Zhang's thesis, batched.
 
-``Q(outputs | inputs) = R(A,B), S(B,C)``: see docs/queries-cq.md.
+``Q(outputs | inputs) = R(A,B), S(B,C)``: see docs/queries-cq.md. :class:`Engine` maintains
+a query at ε = 1; :func:`engine` picks :class:`TradeoffEngine` (the heavy/light trade-off)
+below it.
 
 >>> from gpu_ivm import cq
 >>> cq.plan("Q(B,C,D,E | A) = R(A,B,C), S(A,B,D), T(A,E)").cls
@@ -13,6 +15,8 @@ from .engine import Engine, UnsupportedQueryError
 from .oracle import access, evaluate, total
 from .planner import Plan, plan
 from .syntax import Atom, Query, QuerySyntaxError, parse_query
+from .tradeoff import TradeoffEngine, engine
 
-__all__ = ["Atom", "Engine", "Plan", "Query", "QuerySyntaxError", "UnsupportedQueryError",
-           "access", "evaluate", "parse_query", "plan", "total"]
+__all__ = ["Atom", "Engine", "Plan", "Query", "QuerySyntaxError", "TradeoffEngine",
+           "UnsupportedQueryError", "access", "engine", "evaluate", "parse_query", "plan",
+           "total"]
