@@ -138,16 +138,7 @@ def _product(query) -> str:
 
 def _duckdb_count(query: str, held: dict) -> int:
     """The query's total multiplicity, by DuckDB over the held tuples (multiplicity 1 each)."""
-    import duckdb
-
-    con = duckdb.connect()
-    for r, a in held.items():
-        con.register(f"{r.lower()}_df", {"x": a[:, 0], "y": a[:, 1]})
-        con.execute(f"CREATE TABLE {r.lower()} AS SELECT x, y, 1::BIGINT AS m "
-                    f"FROM {r.lower()}_df").fetchall()
-    frm, where = _sql_join(query, None, None)
-    return int(con.execute(f"SELECT COALESCE(SUM({_product(query)}), 0)::HUGEINT FROM {frm} "
-                           f"WHERE {where}").fetchall()[0][0])
+    return DuckDeltaCount(query, held).count
 
 
 class DuckDeltaCount:

@@ -22,12 +22,11 @@ can cancel to 0 and hide answers); a batch that would make one negative is refus
 Modes (``mode=``, as for the triangle engines; digest ``paper-insert-only-vs-insert-delete.md``
 §8a): ``"general"`` takes inserts and deletes. ``"insert_only"`` refuses a row with a negative
 multiplicity (an :class:`~gpu_ivm.errors.InputError` naming the relation, the row and the tuple;
-nothing changes) and, since no multiplicity can then fall below zero, skips the lookup of every
-delta tuple in its base relation that the general mode makes to check that; the views are the
-same (at ε = 1 there is no heavy/light partition to drop, and the runs of an insert-only stream
-never hold a cancelling tuple). ``"auto"`` runs insert-only until the first negative row, then
-goes on as ``"general"`` with the same state (nothing to rebuild); :attr:`Engine.switched_at`
-says at which batch.
+nothing changes). The state and the work are those of the general mode, which looks up only
+the deletes of a batch to check them (at ε = 1 there is no heavy/light partition to drop, and
+the runs of an insert-only stream never hold a cancelling tuple): the mode is the guarantee.
+``"auto"`` runs insert-only until the first negative row, then goes on as ``"general"`` with
+the same state (nothing to rebuild); :attr:`Engine.switched_at` says at which batch.
 
 >>> eng = Engine("Q(B,C | A) = R(A,B), S(B,C)")
 >>> eng.load(R={"a": [1, 1, 2], "b": [10, 11, 10]}, S={"b": [10, 10, 11], "c": [5, 6, 5]})
@@ -159,6 +158,10 @@ class Engine:
                                               comp.inputs, comp.outputs, home))
         self._free_nodes = {id(n) for c in self.components for r in c.roots for n in r.walk()
                             if n.var in c.inputs or n.var in c.outputs}
+        # V_X = V'_Y when X is free with one child Y, no atom and the same variables: kept once
+        self._aliased = {id(n) for c in self.components for r in c.roots for n in r.walk()
+                         if id(n) in self._free_nodes and not n.atoms and len(n.children) == 1
+                         and set(n.children[0].dep) == set(n.bag)}
         self.base: dict[str, LsmRel] = {}
         self.views: dict[tuple, LsmRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
@@ -244,23 +247,22 @@ class Engine:
         # marginal is kept
         self.views = {key: LsmRel(rel) for key, rel in views.items()
                       if key[0] != "V" or key[1] in self._free_nodes}
-        for comp in self.components:  # V_X = V'_Y when X has one child Y and no atom: shared
+        for comp in self.components:
             for node in (n for r in comp.roots for n in r.walk()):
-                if self._aliased(node):
+                if id(node) in self._aliased:
                     self.views[("V", id(node))] = self.views[("C", id(node.children[0]))]
 
-    def _aliased(self, node: _Node) -> bool:
-        """Whether ``V_node`` is kept as the same relation as its only child's marginal."""
-        return (id(node) in self._free_nodes and not node.atoms and len(node.children) == 1
-                and set(node.children[0].dep) == set(node.bag))
+    @staticmethod
+    def _join_all(rels: list[ZRel]) -> ZRel:
+        v = rels[0]
+        for rel in rels[1:]:
+            v = v.join(rel)
+        return v
 
     def _build(self, views, node: _Node) -> None:
         for c in node.children:
             self._build(views, c)
-        rels = [rel for _, rel in self._children_rels(views, node)]
-        v = rels[0]
-        for rel in rels[1:]:
-            v = v.join(rel)
+        v = self._join_all([rel for _, rel in self._children_rels(views, node)])
         views[("V", id(node))] = v.marginalize(node.bag)
         views[("C", id(node))] = views[("V", id(node))].marginalize(node.dep)
 
@@ -278,7 +280,7 @@ class Engine:
                 if k != key:
                     dv = rel.join_from(dv)
             dv = dv.marginalize(node.bag)
-            if ("V", id(node)) in views and not self._aliased(node):  # free variables only
+            if ("V", id(node)) in views and id(node) not in self._aliased:  # free ones only
                 views[("V", id(node))].merge(dv)
             delta = dv.marginalize(node.dep)
             key = ("C", id(node))
@@ -336,7 +338,7 @@ class Engine:
                 dc = ZRel(d.vars, d.keys[check], d.mult[check])
                 after = checked_add(self.base[name].get(dc), dc.mult)
                 self._refuse_negative(name, dc.keys, after)
-        saved = [(rel, rel.state()) for rel in (*self.base.values(), *self.views.values())]
+        saved = self._save()
         try:
             for name, d in deltas.items():
                 if not len(d):
@@ -346,14 +348,23 @@ class Engine:
                     if atom.relation == name:
                         self._propagate(i, self._atom_rel(i, d))
         except BaseException:  # e.g. an int64 overflow half-way: the batch leaves no trace
-            for rel, state in saved:
-                rel.restore(state)
+            self._restore(saved)
             raise
         self._inserted = inserted
         if deletes:  # auto mode's first delete: the same state serves the general mode
             self.insert_only_active, self.switched_at = False, self.batches_applied + 1
         self._version += 1
         self.batches_applied += 1
+
+    def _save(self) -> list:
+        """Every relation's runs, for :meth:`_restore` (runs never change in place)."""
+        rels = {id(r): r for r in (*self.base.values(), *self.views.values())}  # aliases once
+        return [(rel, rel.state()) for rel in rels.values()]
+
+    @staticmethod
+    def _restore(saved: list) -> None:
+        for rel, state in saved:
+            rel.restore(state)
 
     def _boundary(self, comp: _Component, top: set[str]) -> list[LsmRel]:
         """The views whose product gives Q over the top-closed variable set ``top``."""
@@ -507,10 +518,7 @@ class Engine:
         if key in self.views:  # (in bag order: an aliased view has its child's order)
             return self.views[key].zrel().reorder(node.dep if marginal else node.bag).to_dict()
         # a bound variable's bag view is not kept: evaluated here from its children
-        rels = [rel.zrel() for _, rel in self._children_rels(self.views, node)]
-        v = rels[0]
-        for rel in rels[1:]:
-            v = v.join(rel)
+        v = self._join_all([rel.zrel() for _, rel in self._children_rels(self.views, node)])
         return v.marginalize(node.bag).to_dict()
 
     # ----------------------------------------------------------------------------- persistence

@@ -82,7 +82,6 @@ class _Index:
     def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(probe, keys, mult)`` of the consolidated rows whose first columns equal a probe
         row, sorted by probe, then key."""
-        m, p = probes.shape
         parts = []
         for keys, mult, fence in self.runs:
             lo, hi = prefix_ranges(keys, probes, fence)
@@ -145,9 +144,6 @@ class LsmRel:
     def zrel(self) -> ZRel:
         """The consolidated relation as a :class:`ZRel` (columns in ``vars`` order)."""
         return self._indexes[self.vars].consolidated()
-
-    def __len__(self) -> int:
-        return len(self.zrel())
 
     def join_from(self, left: ZRel, *, support: bool = False) -> ZRel:
         """``left ⋈ self`` (``left ⋈ supp(self)`` with ``support``): the variables of ``left``,

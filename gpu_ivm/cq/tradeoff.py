@@ -171,6 +171,15 @@ class TradeoffEngine:
         return (ZRel(rel.vars, rel.keys[~hv], rel.mult[~hv]),
                 ZRel(rel.vars, rel.keys[hv], rel.mult[hv]))
 
+    def _route(self, name: str, rel: ZRel, light: dict, heavy: dict) -> None:
+        """Add relation ``name``'s tuples ``rel`` to the two trees' tables: split by X value
+        for a partitioned relation, whole to both otherwise."""
+        if name in self.column:
+            lz, hz = self._split(name, rel)
+            light[f"{name}__L"], heavy[f"{name}__H"] = self._table(lz), self._table(hz)
+        else:
+            light[name] = heavy[name] = self._table(rel)
+
     @staticmethod
     def _table(rel: ZRel) -> dict:
         t = {f"c{j}": rel.keys[:, j] for j in range(rel.keys.shape[1])}
@@ -189,12 +198,7 @@ class TradeoffEngine:
         self.heavy_keys = xs[deg >= th.strict] if not th.all_heavy else xs
         light, heavy = {}, {}
         for name, rel in self.base.items():
-            z = rel.zrel()
-            if name in self.column:
-                lz, hz = self._split(name, z)
-                light[f"{name}__L"], heavy[f"{name}__H"] = self._table(lz), self._table(hz)
-            else:
-                light[name] = heavy[name] = self._table(z)
+            self._route(name, rel.zrel(), light, heavy)
         self.light.load(**light)
         self.heavy.load(**heavy)
 
@@ -230,7 +234,8 @@ class TradeoffEngine:
                 after = checked_add(old, d.mult)
                 self._reader._refuse_negative(name, d.keys, after)
                 grow += int(((after != 0) & (old == 0)).sum() - ((after == 0) & (old != 0)).sum())
-        saved = [(rel, rel.state()) for rel in self._all_relations()]
+        saved = [self.light._save(), self.heavy._save(),
+                 [(rel, rel.state()) for rel in self.base.values()]]
         saved_part = (self.heavy_keys, self.M, self.size)
         try:
             light, heavy = {}, {}
@@ -238,11 +243,7 @@ class TradeoffEngine:
                 if not len(d):
                     continue
                 self.base[name].merge(d)
-                if name in self.column:
-                    lz, hz = self._split(name, d)
-                    light[f"{name}__L"], heavy[f"{name}__H"] = self._table(lz), self._table(hz)
-                else:
-                    light[name] = heavy[name] = self._table(d)
+                self._route(name, d, light, heavy)
             self.light.apply(light)
             self.heavy.apply(heavy)
             self.size += grow
@@ -252,18 +253,12 @@ class TradeoffEngine:
             else:
                 self._minor(deltas)
         except BaseException:
-            for rel, state in saved:
-                rel.restore(state)
+            for part in saved:
+                Engine._restore(part)
             self.heavy_keys, self.M, self.size = saved_part
             raise
         self._version += 1
         self.batches_applied += 1
-
-    def _all_relations(self):
-        for eng in (self.light, self.heavy):
-            yield from eng.base.values()
-            yield from {id(v): v for v in eng.views.values()}.values()
-        yield from self.base.values()
 
     def _minor(self, deltas: dict) -> None:
         """Move the X values the batch touched whose degree crossed the thresholds."""
