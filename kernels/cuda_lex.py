@@ -8,6 +8,11 @@ merge of two runs.
   the same body (merge path by ranks), writing itself (with an equal row's multiplicity added)
   to its merged position; an exclusive scan of the kept positions compacts them. The result
   equals the CPU's one-pass merge.
+- :func:`reduce_sorted`: one thread per row flags the first row of each group
+  (:func:`~gpu_ivm.kernels.lex_reduce.starts_group`), a scan numbers the groups, the thread
+  of each group's first row sums the group (:func:`~gpu_ivm.kernels.lex_reduce.segment_sum`),
+  and a scan of the nonzero sums compacts them: consolidate and marginalize, equal to the
+  CPU's pass.
 
 Key rows are 2-D int64 arrays; the arrays travel in tuples (see
 :mod:`gpu_ivm.kernels.cuda_launch`).
@@ -19,6 +24,7 @@ import numpy as np
 from numba import cuda
 
 from .cuda_launch import empty, exclusive_scan, grid, launch, result, scalar, zeros
+from .lex_reduce import overflow_error, segment_sum, starts_group
 from .lex_search import prefix_bounds
 
 
@@ -128,3 +134,86 @@ def merge_sorted(k1, m1, k2, m2):
     if m:
         launch(_merge_scatter_kernel, *grid(n), runs, slots, offs, (keys, mult), n1, n)
     return result(keys, m1), result(mult, m1)
+
+
+@cuda.jit(cache=True)
+def _heads_kernel(keys, heads, n, p):
+    """heads[r] = 1 where row r starts a group of equal first p columns."""
+    (k,) = keys
+    (h,) = heads
+    r = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while r < n:
+        h[r] = 1 if starts_group(k, r, p) else 0
+        r += stride
+
+
+@cuda.jit(cache=True)
+def _group_sums_kernel(rows, groups, n):
+    """The thread of a group's first row sums the group: sums[g], its first row first[g],
+    keep[g] = 1 when the sum is nonzero; overflow[0] = 1 + the first row of a group whose
+    sum leaves int64."""
+    mult, heads, gid = rows
+    sums, first, keep, overflow = groups
+    r = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while r < n:
+        if heads[r] != 0:
+            e = r + 1
+            while e < n and heads[e] == 0:
+                e += 1
+            v, exact = segment_sum(mult, r, e)
+            if not exact:
+                overflow[0] = r + 1  # some overflowing group's first row, plus 1
+            g = gid[r]
+            sums[g] = v
+            first[g] = r
+            keep[g] = 1 if v != 0 else 0
+        r += stride
+
+
+@cuda.jit(cache=True)
+def _group_scatter_kernel(keys, groups, offs, out, g_n, p):
+    """Group g with a nonzero sum writes its row (first p columns) and sum to offs[g]."""
+    (k,) = keys
+    sums, first, keep, overflow = groups
+    out_keys, out_mult = out
+    g = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while g < g_n:
+        if keep[g] != 0:
+            o = offs[g]
+            r = first[g]
+            for c in range(p):
+                out_keys[o, c] = k[r, c]
+            out_mult[o] = sums[g]
+        g += stride
+
+
+def reduce_sorted(keys, mult, p: int):
+    """As :func:`gpu_ivm.kernels.lex_reduce.reduce_sorted`, on the device: three launches
+    and two scans; the number of groups, of nonzero sums and the overflow flag are read back
+    (three scalars)."""
+    if len(keys.shape) != 2 or not 0 <= p <= keys.shape[1] or keys.shape[0] != mult.shape[0]:
+        raise ValueError(f"reduce_sorted: keys {keys.shape}, mult {mult.shape} and p = {p} "
+                         "do not fit")
+    n = keys.shape[0]
+    heads = zeros(n)
+    if n:
+        launch(_heads_kernel, *grid(n), (keys,), (heads,), n, p)
+    gid = exclusive_scan(heads)
+    g_n = int(scalar(gid, n))
+    sums, first, keep, overflow = empty(g_n), empty(g_n), zeros(g_n), zeros(1)
+    groups = (sums, first, keep, overflow)
+    if n:
+        launch(_group_sums_kernel, *grid(n), (mult, heads, gid), groups, n)
+    bad = int(scalar(overflow, 0))
+    if bad:
+        raise overflow_error(None, bad - 1, p)
+    offs = exclusive_scan(keep)
+    m = int(scalar(offs, g_n))
+    out_keys, out_mult = empty((m, p)), empty(m)
+    if m:
+        launch(_group_scatter_kernel, *grid(g_n), (keys,), groups, offs, (out_keys, out_mult),
+               g_n, p)
+    return result(out_keys, mult), result(out_mult, mult)

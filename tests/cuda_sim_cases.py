@@ -1336,6 +1336,40 @@ def test_merge_sorted_twin(seed: int, small_launch) -> None:
         cuda_lex.merge_sorted(np.array([[1]]), big, np.array([[1]]), big)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered")  # the simulator's int64 wrap
+@pytest.mark.parametrize("seed", range(3))
+def test_reduce_sorted_twin(seed: int, small_launch) -> None:
+    """Consolidate and marginalize on the device equal the CPU's pass and a dictionary sum:
+    every prefix width, groups summing to zero, one group, empty input, interface-only
+    arrays; a sum outside int64 is refused, one whose partial sums wrap but total fits is
+    exact."""
+    from gpu_ivm.kernels import cuda_lex
+    from gpu_ivm.kernels import lex_reduce as cpu
+
+    from gpu_ivm.errors import IntegerOverflowError
+
+    rng = np.random.default_rng(seed)
+    for n in (0, 1, 37, 150):
+        keys = rng.integers(0, 3, (n, 3))
+        keys = np.ascontiguousarray(keys[np.lexsort(keys.T[::-1])], dtype=np.int64)
+        mult = rng.integers(-2, 3, n).astype(np.int64)
+        for p in range(4):
+            k, m = cuda_lex.reduce_sorted(InterfaceOnly(keys), InterfaceOnly(mult), p)
+            ck, cm = cpu.reduce_sorted(keys, mult, p)
+            assert np.asarray(k).tolist() == ck.tolist() and np.asarray(m).tolist() == cm.tolist()
+            sums: dict = {}
+            for row, v in zip(keys[:, :p].tolist(), mult.tolist()):
+                sums[tuple(row)] = sums.get(tuple(row), 0) + v
+            want = sorted((key, v) for key, v in sums.items() if v)
+            assert [(tuple(r), v) for r, v in zip(ck.tolist(), cm.tolist())] == want
+    big = np.iinfo(np.int64).max
+    one = np.zeros((3, 1), np.int64)
+    k, m = cuda_lex.reduce_sorted(one, np.array([big, 5, -10], np.int64), 1)
+    assert np.asarray(m).tolist() == [big - 5]
+    with pytest.raises(IntegerOverflowError):
+        cuda_lex.reduce_sorted(one[:2], np.array([big, 5], np.int64), 1)
+
+
 @pytest.mark.parametrize("mode", ["insert_only", "auto"])
 def test_insert_only_relation_engine_on_the_device(mode: str, small_launch) -> None:
     """The three-relation insert-only mode on the cuda backend (phase weights by the device

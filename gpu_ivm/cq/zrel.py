@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import IntegerOverflowError
+from ..kernels.lex_reduce import reduce_sorted
 
 __all__ = ["ZRel", "consolidate", "empty", "scalar"]
 
@@ -175,11 +176,7 @@ class ZRel:
         """Σ over the variables not in ``keep``; the result has columns in ``keep`` order."""
         cols = [self.vars.index(v) for v in keep]
         if cols == list(range(len(cols))):  # a prefix: the rows are in its order already
-            keys = self.keys[:, :len(cols)]
-            starts = _group_starts(keys)
-            mult = segment_sums(self.mult, starts)
-            nz = mult != 0
-            return ZRel(tuple(keep), np.ascontiguousarray(keys[starts][nz]), mult[nz])
+            return ZRel(tuple(keep), *reduce_sorted(self.keys, self.mult, len(cols)))
         return consolidate(tuple(keep), self.keys[:, cols], self.mult)
 
     def merge(self, delta: ZRel) -> ZRel:
@@ -249,9 +246,7 @@ def consolidate(vars, keys, mult, unique: bool = False) -> ZRel:
     order = _lex_order(keys)
     keys, mult = keys[order], mult[order]
     if not unique:
-        starts = _group_starts(keys)
-        mult = segment_sums(mult, starts)
-        keys = keys[starts]
+        return ZRel(vars, *reduce_sorted(keys, mult, len(vars)))
     nz = mult != 0
     return ZRel(vars, np.ascontiguousarray(keys[nz]), mult[nz])
 
