@@ -130,8 +130,6 @@ def test_query_cli_request_option_refusals(tmp_path, capsys):
     for extra, msg in ((["--requests", str(req)], "go together"),
                        (["--requests", str(req), "--out", str(tmp_path / "o")],
                         "missing input column 'A'"),
-                       (["--epsilon", "1/2", "--snapshot-dir", str(tmp_path / "s")],
-                        "not available with --epsilon below 1"),
                        (["--epsilon", "1/2", "--mode", "auto"], "runs at epsilon 1"),
                        (["--epsilon", "x"], "--epsilon")):
         assert main(base + extra) == 2

@@ -132,3 +132,94 @@ def test_query_cli_epsilon(tmp_path, capsys) -> None:
     assert main(["query", "Q( | ) = R(A,B), S(B,C), T(C,A)", "--relations", str(rel),
                  "--epsilon", "1/2"]) == 2
     assert "non-hierarchical" in capsys.readouterr().err
+
+
+def test_snapshot_keeps_the_partition(tmp_path) -> None:
+    """A snapshot restores the relations, ε, the heavy values, M and the counters; the
+    restored engine answers and rebalances as the original does on the same later batches
+    (compared with the ε = 1 engine too); each class refuses the other's snapshots; a
+    tampered partition is refused."""
+    import json
+
+    from gpu_ivm.snapshot import SnapshotError
+
+    q = "Q(C | A) = R(A,B), S(B,C)"
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 300, 400)
+    b = np.where(rng.random(400) < 0.25, 1, rng.integers(0, 60, 400))
+    eng = TradeoffEngine(q, epsilon="1/2")
+    ref = Engine(q)
+    for e in (eng, ref):
+        e.load(R={"a": a, "b": b}, S={"b": b[::-1], "c": a})
+
+    def batch(k):
+        return {"R": {"a": np.arange(1000 + 20 * k, 1020 + 20 * k), "b": np.full(20, 2),
+                      "mult": np.ones(20, np.int64)}}
+
+    for k in range(3):  # B = 2 crosses the up threshold: a minor move
+        for e in (eng, ref):
+            e.apply(batch(k))
+    assert 2 in eng.heavy_keys and eng.rebalances["minor_moves"] >= 1
+    eng.snapshot(tmp_path / "s")
+    back = TradeoffEngine.restore(tmp_path / "s")
+    assert back.epsilon == eng.epsilon and back.M == eng.M
+    assert back.heavy_keys.tolist() == eng.heavy_keys.tolist()
+    assert back.rebalances == eng.rebalances and back.batches_applied == 3
+    reqs = {"A": np.arange(300)}
+    for k in range(3, 6):
+        for e in (eng, back, ref):
+            e.apply(batch(k))
+        assert back.heavy_keys.tolist() == eng.heavy_keys.tolist()
+        assert back.request(reqs) == eng.request(reqs) == ref.request(reqs)
+        assert back.count() == ref.count()
+    with pytest.raises(SnapshotError, match="TradeoffEngine.restore"):
+        Engine.restore(tmp_path / "s")
+    ref.snapshot(tmp_path / "r")
+    with pytest.raises(SnapshotError, match="Engine.restore"):
+        TradeoffEngine.restore(tmp_path / "r")
+    man_path = tmp_path / "s" / "manifest.json"
+    man = json.loads(man_path.read_text())
+    man["M"] = 3  # does not bound the relations
+    man_path.write_text(json.dumps(man))
+    with pytest.raises(SnapshotError):
+        TradeoffEngine.restore(tmp_path / "s")
+
+
+def test_query_cli_epsilon_snapshots_and_resume(tmp_path, capsys) -> None:
+    """gpu-ivm query --epsilon 1/2 --snapshot-dir, then --resume: the lines of an
+    uninterrupted run; resuming at another ε is refused (exit 2)."""
+    import json
+    import shutil
+
+    from test_cq_cli import write
+
+    from gpu_ivm.cli import main
+
+    q = "Q(C | A) = R(A,B), S(B,C)"
+    rng = random.Random(8)
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    for r in "RS":
+        write(rel / f"{r}.parquet", {(rng.randint(0, 9), rng.randint(0, 3)): 1
+                                     for _ in range(30)}, ["x", "y"])
+    batches = tmp_path / "b"
+    for k in range(1, 5):
+        (batches / f"b{k}").mkdir(parents=True)
+        write(batches / f"b{k}" / "R.parquet", {(rng.randint(10, 99), 1): 1 for _ in range(6)},
+              ["x", "y"])
+    snaps = tmp_path / "snaps"
+    argv = ["query", q, "--relations", str(rel), "--batches", str(batches), "--json",
+            "--epsilon", "1/2", "--snapshot-dir", str(snaps)]
+    assert main(argv) == 0
+    full = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    shutil.rmtree(snaps / "snapshot-000004")
+    assert main(argv + ["--resume", str(snaps)]) == 0
+    got = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert got[0]["kind"] == "resume" and got[0]["batch"] == 3
+    strip = [{k: v for k, v in x.items() if k != "seconds"} for x in got[1:]]
+    assert strip == [{k: v for k, v in x.items() if k != "seconds"} for x in full[4:]]
+    other = [x if x != "1/2" else "1/3" for x in argv]
+    assert main(other + ["--resume", str(snaps)]) == 2
+    assert "at epsilon 1/2, not 1/3" in capsys.readouterr().err
+    assert main([x if x != "1/2" else "1" for x in argv] + ["--resume", str(snaps)]) == 2
+    assert "TradeoffEngine.restore" in capsys.readouterr().err

@@ -18,8 +18,11 @@
 - ``--snapshot-dir DIR [--snapshot-every K]`` and ``--resume DIR`` as for ``gpu-ivm replay``
   (:mod:`gpu_ivm.cq.cli_snapshots`); a resumed run prints a ``resume`` line and then the lines
   of the batches after the snapshot's.
-- ``--epsilon E``: the engine runs at ε = 1 (the heavy/light engine for ε < 1 is not built
-  yet); ``--epsilon 1`` is accepted, any other value is refused.
+- ``--epsilon E`` (default 1): below 1, a query that forks runs on the heavy/light engine
+  (:class:`gpu_ivm.cq.tradeoff.TradeoffEngine`; a query it does not support is refused, and
+  one that never forks runs at ε = 1, the thesis's choice for it). Its snapshots record ε
+  and the partition; ``--resume`` refuses a snapshot taken at another ε. ``--mode`` other
+  than ``general`` runs at ε = 1 only.
 
 A missing relation file, an unknown file in a batch folder, or any bad value stops the run
 with exit code 2 before that batch changes anything.
@@ -98,8 +101,8 @@ def _requests(path: str):
 
 
 def _check_epsilon(args) -> Fraction:
-    """ε of ``--epsilon`` (default 1); below 1 the snapshot options and the modes, which the
-    heavy/light engine does not have, are refused."""
+    """ε of ``--epsilon`` (default 1); below 1 the modes, which the heavy/light engine does
+    not have, are refused."""
     from ..rational import parse_epsilon
 
     if args.epsilon is None:
@@ -108,13 +111,8 @@ def _check_epsilon(args) -> Fraction:
         e = parse_epsilon(args.epsilon)
     except InputError as err:
         raise InputError(str(err), option="--epsilon") from None
-    if e < 1:
-        for value, option in ((args.snapshot_dir, "--snapshot-dir"), (args.resume, "--resume")):
-            if value is not None:
-                raise InputError(f"{option} is not available with --epsilon below 1 (the "
-                                 "heavy/light engine has no snapshots yet)", option=option)
-        if args.mode != "general":
-            raise InputError("--mode insert-only/auto runs at epsilon 1", option="--mode")
+    if e < 1 and args.mode != "general":
+        raise InputError("--mode insert-only/auto runs at epsilon 1", option="--mode")
     return e
 
 
@@ -180,7 +178,7 @@ def cmd_query(args) -> int:
     start, resumed = 0, False
     if args.resume is not None:
         t = time.perf_counter()
-        restored, latest = snaps.resume(args, query, rel_fp, names)
+        restored, latest = snaps.resume(args, query, rel_fp, names, type(eng))
         if restored is not None:
             from ..cli_snapshots import drop_newer
 
@@ -188,6 +186,9 @@ def cmd_query(args) -> int:
             if restored.mode != eng.mode:
                 raise InputError(f"{latest} is a snapshot of a run in mode {restored.mode}, "
                                  f"not {eng.mode}", option="--resume")
+            if getattr(restored, "epsilon", None) != getattr(eng, "epsilon", None):
+                raise InputError(f"{latest} is a snapshot of a run at epsilon "
+                                 f"{restored.epsilon}, not {eng.epsilon}", option="--resume")
             eng, start, resumed = restored, restored.batches_applied, True
             if args.json:
                 print(json.dumps({"kind": "resume", "batch": start, "name": latest.name,

@@ -35,16 +35,16 @@ def run_meta(args, query: str, relations_fp: dict | None, applied: list[str]) ->
             "relations_fingerprint": relations_fp, "applied": list(applied)}
 
 
-def resume(args, query: str, relations_fp: dict, batch_names: list[str]):
-    """(engine, snapshot folder) restored from ``--resume``, or (None, None) when its series
+def resume(args, query: str, relations_fp: dict, batch_names: list[str], cls: type):
+    """(engine, snapshot folder) restored from ``--resume`` by ``cls.restore`` (``Engine`` or
+    ``TradeoffEngine``, which refuse each other's snapshots), or (None, None) when its series
     holds no snapshot (a note on stderr). Refuses a snapshot of another run."""
     from .. import cli_snapshots as cs
     from ..fingerprint import differences, short
     from ..snapshot import MANIFEST, SnapshotError
-    from .engine import Engine
     from .snapshot import FORM
 
-    load = Engine.restore
+    load = cls.restore
     found = cs.locate_run(args, load, FORM, "gpu-ivm query")
     if found is None:
         return None, None

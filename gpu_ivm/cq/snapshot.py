@@ -1,4 +1,5 @@
-"""Snapshots of a :class:`gpu_ivm.cq.engine.Engine`: the base relations and the query.
+"""Snapshots of a :class:`gpu_ivm.cq.engine.Engine` or a
+:class:`gpu_ivm.cq.tradeoff.TradeoffEngine`: the base relations and the query.
 
 A snapshot folder (written atomically, as :mod:`gpu_ivm.snapshot` writes the triangle
 engines') holds ``manifest.json`` (the query text, the column names read per relation, the
@@ -6,6 +7,12 @@ batches applied, the count, a sha256 per relation) and one Arrow IPC file per re
 ``rel-<NAME>.arrow``, with its key columns ``c0, c1, ...`` and ``mult``. The views are
 derived state: restoring rebuilds them from the relations (the engine's preprocessing,
 O(N) for a CQAP_0 query) and checks the count against the manifest.
+
+A trade-off engine's snapshot adds ``epsilon`` and its partition to the manifest (``M``, the
+rebalancing counters, a sha256 of the heavy values) and the heavy values as
+``heavy-values.arrow`` (column ``x``): restoring rebuilds the heavy and light trees with that
+partition, not a fresh strict one, so rebalancing goes on as it would have. Each class
+restores only its own snapshots.
 
 >>> import tempfile, pathlib
 >>> from gpu_ivm.cq import Engine
@@ -27,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 FORM = "cq"
+HEAVY = "heavy-values.arrow"
 
 
 def _table(rel) -> pa.Table:
@@ -49,6 +57,11 @@ def save(eng, path: str | os.PathLike[str], *, metadata: dict | None = None) -> 
                   "mode": eng.mode, "insert_only_active": eng.insert_only_active,
                   "switched_at": eng.switched_at,
                   "relations_sha256": digests}
+        if hasattr(eng, "epsilon"):  # a trade-off engine: its ε and partition
+            tables[HEAVY] = pa.table({"x": pa.array(eng.heavy_keys)})
+            fields.update(epsilon=str(eng.epsilon), M=int(eng.M),
+                          rebalances=dict(eng.rebalances),
+                          heavy_sha256=sn._digest_arrays(eng.heavy_keys))
         return sn.write_tables(folder, tables, fields, metadata)
 
     return sn.write_atomically(Path(path), write, metadata)
@@ -69,9 +82,16 @@ def load(path: str | os.PathLike[str], cls: type):
     from .zrel import consolidate
 
     folder, man, mpath, table = sn.open_folder(path, FORM, "a query engine's")
+    tradeoff = hasattr(cls, "_restore_state")
+    if ("epsilon" in man) != tradeoff:
+        what = (f"the trade-off engine at epsilon {man['epsilon']} (restore it with "
+                "TradeoffEngine.restore)" if "epsilon" in man else
+                "the epsilon = 1 engine (restore it with Engine.restore)")
+        raise sn.SnapshotError(f"is a snapshot of {what}", file=mpath)
     try:
-        eng = cls(man["query"], relations={k: v for k, v in man["columns"].items() if v},
-                  mode=man.get("mode", "general"))
+        relations = {k: v for k, v in man["columns"].items() if v}
+        eng = cls(man["query"], relations=relations, epsilon=man["epsilon"]) if tradeoff \
+            else cls(man["query"], relations=relations, mode=man.get("mode", "general"))
         applied, count = int(man["batches_applied"]), int(man["count"])
         active = bool(man.get("insert_only_active", eng.mode != "general"))
         switched = man.get("switched_at")
@@ -95,7 +115,18 @@ def load(path: str | os.PathLike[str], cls: type):
             raise sn.SnapshotError("tuples differ from the manifest checksum",
                                    file=folder / fname)
         base[name] = rel
-    eng._rebuild(base)
+    if tradeoff:
+        heavy = sn._int_col(table(HEAVY, {"x": "int"}), "x")
+        if sn._digest_arrays(heavy) != man.get("heavy_sha256"):
+            raise sn.SnapshotError("heavy values differ from the manifest checksum",
+                                   file=folder / HEAVY)
+        try:
+            eng._restore_state(base, heavy, int(man["M"]), dict(man.get("rebalances", {})))
+        except (KeyError, TypeError, ValueError) as e:
+            raise sn.SnapshotError(f"the partition does not fit the relations: {e}",
+                                   file=mpath) from None
+    else:
+        eng._rebuild(base)
     eng.batches_applied = applied
     eng.insert_only_active, eng.switched_at = active, switched
     if eng.count() != count:

@@ -196,6 +196,10 @@ class TradeoffEngine:
             np.zeros(0, np.int64)
         deg = self._max_degree(xs)
         self.heavy_keys = xs[deg >= th.strict] if not th.all_heavy else xs
+        self._load_trees()
+
+    def _load_trees(self) -> None:
+        """Both trees built from the base relations split by ``heavy_keys``."""
         light, heavy = {}, {}
         for name, rel in self.base.items():
             self._route(name, rel.zrel(), light, heavy)
@@ -373,6 +377,53 @@ class TradeoffEngine:
         check_limit(limit)
         answers, n = self._answers(inputs)
         return RequestCursor(answers, n, limit, self, self._version)
+
+    # ------------------------------------------------------------------ snapshots
+    @property
+    def columns(self) -> dict:
+        """The column names read per relation (as :attr:`Engine.columns`)."""
+        return self._reader.columns
+
+    @property
+    def schemas(self) -> dict:
+        return self.query.schemas
+
+    mode = "general"  # no insert-only mode below ε = 1
+    insert_only_active = False
+    switched_at = None
+
+    def snapshot(self, path, *, metadata: dict | None = None) -> dict:
+        """Write the query, ε, the base relations and the partition (the heavy X values, M)
+        to folder ``path`` atomically (see :mod:`gpu_ivm.cq.snapshot`); returns the
+        manifest."""
+        from .snapshot import save
+
+        return save(self, path, metadata=metadata)
+
+    @classmethod
+    def restore(cls, path) -> TradeoffEngine:
+        """An engine restored from a snapshot folder of a trade-off engine: both trees
+        rebuilt from the relations with the saved partition (so rebalancing goes on as it
+        would have), checked against the manifest's checksums and count."""
+        from .snapshot import load
+
+        return load(path, cls)
+
+    def _restore_state(self, base: dict, heavy_keys: np.ndarray, M: int,
+                       rebalances: dict) -> None:
+        """Install restored relations and partition and build both trees; ValueError when
+        the partition does not fit the relations."""
+        size = sum(len(rel) for rel in base.values())
+        if not M // 4 <= size < M:
+            raise ValueError(f"M = {M} does not bound the {size} tuples (M/4 <= N < M)")
+        if heavy_keys.ndim != 1 or (np.diff(heavy_keys) <= 0).any():
+            raise ValueError("the heavy values are not sorted and unique")
+        self.base = {name: LsmRel(rel) for name, rel in base.items()}
+        self.size, self.M, self.heavy_keys = size, int(M), heavy_keys
+        self.rebalances = {"major": int(rebalances.get("major", 0)),
+                           "minor_moves": int(rebalances.get("minor_moves", 0))}
+        self._load_trees()
+        self._version += 1
 
     def explain(self) -> str:
         th = self._threshold()
