@@ -24,6 +24,7 @@ import numpy as np
 from numba import cuda
 
 from .cuda_launch import empty, exclusive_scan, grid, launch, result, scalar, zeros
+from .int64_checks import add_overflows
 from .lex_reduce import overflow_error, segment_sum, starts_group
 from .lex_search import prefix_bounds
 
@@ -74,10 +75,9 @@ def _merge_place_kernel(runs, slots, n1, n2):
             v = m1[t]
             if hi > lo:
                 w = m2[lo]
-                s = v + w
-                if (v >= 0) == (w >= 0) and (s >= 0) != (v >= 0):
+                if add_overflows(v, w):
                     overflow[0] = 1
-                v = s
+                v = v + w
             pos = t + lo
             keep_at[pos] = 1 if v != 0 else 0
             slot_at[pos] = t

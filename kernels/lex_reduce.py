@@ -29,6 +29,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .int64_checks import I64_MAX, I64_MIN, add_overflows
+
 __all__ = ["reduce_sorted", "segment_sum", "starts_group"]
 
 
@@ -44,28 +46,23 @@ def starts_group(keys, r, p):
     return d != 0
 
 
-_MAX = np.int64(np.iinfo(np.int64).max)
-_MIN = np.int64(np.iinfo(np.int64).min)
-
-
 @nb.njit(cache=True, inline="always")
 def segment_sum(mult, lo, hi):
     """``(sum, exact)`` of ``mult[lo:hi]``: the sum modulo 2⁶⁴, and whether the true sum
     equals it (the additions that wrapped upwards and downwards cancel). A wrap is detected
-    before the addition, never from a wrapped result (LLVM may assume that signed additions
-    do not wrap and fold such a test away)."""
+    before the addition (:func:`~gpu_ivm.kernels.int64_checks.add_overflows`)."""
     s = np.int64(0)
     wraps = 0
     for i in range(lo, hi):
         v = mult[i]
-        if v > 0 and s > _MAX - v:  # s + v - 2^64, written with no step outside int64
-            s = (s - _MAX - 1) + (v - _MAX - 1)
-            wraps += 1
-        elif v < 0 and s < _MIN - v:  # s + v + 2^64
-            s = (s - _MIN) + (v - _MIN)
-            wraps -= 1
-        else:
+        if not add_overflows(s, v):
             s += v
+        elif v > 0:  # s + v - 2^64, written with no step outside int64
+            s = (s - I64_MAX - 1) + (v - I64_MAX - 1)
+            wraps += 1
+        else:  # s + v + 2^64
+            s = (s - I64_MIN) + (v - I64_MIN)
+            wraps -= 1
     return s, wraps == 0
 
 

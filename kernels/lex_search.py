@@ -19,6 +19,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .int64_checks import add_overflows
+
 __all__ = ["fences", "merge_sorted", "prefix_bounds", "prefix_ranges"]
 
 
@@ -180,9 +182,9 @@ def _merge(k1, m1, k2, m2, keys, mult, overflow):
         else:
             a = m1[i]
             b = m2[j]
-            v = a + b
-            if (a >= 0) == (b >= 0) and (v >= 0) != (a >= 0):  # wrapped around
+            if add_overflows(a, b):  # tested before the addition (see int64_checks)
                 overflow[0] = i
+            v = a + b
             src, r = 0, i
             i += 1
             j += 1

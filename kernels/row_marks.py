@@ -53,10 +53,11 @@ def mark_row_scaled(st, x, marks, scale):
     ``marks`` has one slot more than there are ids: the last is a bin that ids beyond the
     scratch are written to (and found 0 in by :func:`probe_marks`), so the loop has no branch.
     ok is False if a multiplicity leaves the int8 range or an id the scratch: the row is then
-    left unmarked (every mark written is cleared)."""
+    left unmarked (every mark written is cleared). ``scale`` >= 1."""
     keys = st[0]
     vals = st[1]
     cap = marks.shape[0] - 1
+    lim = MARK_MAX // scale  # |v·scale| <= MARK_MAX iff |v| <= lim
     t = 0
     bad = False
     m = run_mask(st, x)
@@ -68,9 +69,9 @@ def mark_row_scaled(st, x, marks, scale):
             for p in range(lo, hi):
                 c = keys[p] & LO_MASK
                 v = vals[p]
-                v = v * scale
-                bad |= (c >= cap) | (v > MARK_MAX) | (v < -MARK_MAX)
-                marks[min(c, cap)] = v
+                # range tested before the product (a test of the product missed wraps)
+                bad |= (c >= cap) | (v > lim) | (v < -lim)
+                marks[min(c, cap)] = v * scale
             t += hi - lo
         m >>= 1
         j += 1
