@@ -107,7 +107,7 @@ FIXED = [
     "Q(B | A) = E(A,B), E(B,C)",
     "Q(A,B | ) = E(A,B), E(A,C), F(A,A)",
     "Q(A | ) = R(A,B), Z()",
-    # non-hierarchical: view trees without indicator projections
+    # non-hierarchical: view trees with the indicator projections GYO* keeps
     f"Q(B,C | A) = {TRIANGLE}",
     f"Q( | ) = {TRIANGLE}",
     f"Q(A,B,C | ) = {TRIANGLE}",

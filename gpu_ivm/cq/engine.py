@@ -6,8 +6,13 @@ its children's marginals ``V'_Y = Σ_Y V_Y``. Hierarchical components use the AC
 for CQAP_0 queries every update step is a lookup-join (O(1) per delta tuple, Thm 3.11a), for
 other hierarchical queries the delta joins expand (O(N^δ) per delta tuple, Thm 3.4).
 Non-hierarchical components (up to 6 variables) use the access-top order of least static
-width found by :mod:`gpu_ivm.cq.widths`, without indicator projections: exact, but a view may
-exceed the thesis's O(N^w) size. A batch is applied one relation at a time, one atom
+width found by :mod:`gpu_ivm.cq.widths`, with the indicator projections that GYO* keeps
+(:mod:`gpu_ivm.cq.indicators`): ``I_Z R`` is a leaf of the view it hangs under, kept from a
+support count per Z value (distinct tuples of the atom with that value), and changes by ±1
+when a batch takes a count from 0 or to 0; that change goes up the tree like a leaf delta.
+Views are built by binary joins, each step taking the child that shares the most variables
+with what is joined so far (a lookup before an expansion), not by a worst-case optimal
+join. A batch is applied one relation at a time, one atom
 occurrence at a time (self-joins included), each step seeing the state left by the previous
 one, which is the product rule without δR ⋈ δS cross terms.
 
@@ -71,6 +76,7 @@ class _Node:
     children: list[_Node] = field(default_factory=list)
     atoms: list[int] = field(default_factory=list)
     parent: _Node | None = None
+    indicators: list[int] = field(default_factory=list)  # ids into Engine.indicators
 
     @property
     def bag(self) -> tuple[str, ...]:
@@ -149,10 +155,16 @@ class Engine:
                                  f"query but {len(cols)} columns are named: {cols}")
             self.columns[name] = cols
         self.components: list[_Component] = []
+        # indicator projections: (atom index, Z variables, the node it hangs under)
+        self.indicators: list[tuple[int, tuple[str, ...], _Node]] = []
         for part in self.plan.parts:
             comp = part.comp
             roots = _convert(part.access, comp)
             home = {i: n for r in roots for n in r.walk() for i in n.atoms}
+            for node in (n for r in roots for n in r.walk()):
+                for j, z in part.indicators.get(node.var, []):
+                    node.indicators.append(len(self.indicators))
+                    self.indicators.append((j, z, node))
             nullary = [i for i in comp.atom_ids if not self.query.atoms[i].variables]
             self.components.append(_Component(roots, list(comp.atom_ids), nullary,
                                               comp.inputs, comp.outputs, home))
@@ -161,7 +173,7 @@ class Engine:
         # V_X = V'_Y when X is free with one child Y, no atom and the same variables: kept once
         self._aliased = {id(n) for c in self.components for r in c.roots for n in r.walk()
                          if id(n) in self._free_nodes and not n.atoms and len(n.children) == 1
-                         and set(n.children[0].dep) == set(n.bag)}
+                         and not n.indicators and set(n.children[0].dep) == set(n.bag)}
         self.base: dict[str, LsmRel] = {}
         self.views: dict[tuple, LsmRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
@@ -230,13 +242,31 @@ class Engine:
     def _children_rels(self, views, node: _Node) -> list[tuple[object, object]]:
         out: list[tuple[object, object]] = [(("L", i), views[("L", i)]) for i in node.atoms]
         out += [(("C", id(c)), views[("C", id(c))]) for c in node.children]
+        out += [(("I", k), views[("I", k)]) for k in node.indicators]
         return out
+
+    @staticmethod
+    def _next_join(have: set[str], rels: list) -> int:
+        """Which of ``rels`` (objects with ``vars``) to join next onto a relation over
+        ``have``: one whose variables are all in ``have`` (a lookup) first, then the one
+        sharing the most variables."""
+        return max(range(len(rels)), key=lambda k: (set(rels[k].vars) <= have,
+                                                      len(have & set(rels[k].vars))))
+
+    def _support(self, k: int, leaf: ZRel) -> tuple[ZRel, ZRel]:
+        """(support counts over Z, the indicator I_Z) of indicator ``k`` from its atom's
+        leaf: per Z value, the number of the leaf's tuples with it, and 1."""
+        z = self.indicators[k][1]
+        counts = ZRel(leaf.vars, leaf.keys, np.ones(len(leaf), np.int64)).marginalize(z)
+        return counts, ZRel(counts.vars, counts.keys, np.ones(len(counts), np.int64))
 
     def _rebuild(self, base: dict[str, ZRel]) -> None:
         """Base relations ``base`` and every view built from them (static evaluation)."""
         views: dict[tuple, ZRel] = {}
         for i, atom in enumerate(self.query.atoms):
             views[("L", i)] = self._atom_rel(i, base[atom.relation])
+        for k, (j, _, _) in enumerate(self.indicators):
+            views[("S", k)], views[("I", k)] = self._support(k, views[("L", j)])
         for comp in self.components:
             for r in comp.roots:
                 self._build(views, r)
@@ -252,11 +282,13 @@ class Engine:
                 if id(node) in self._aliased:
                     self.views[("V", id(node))] = self.views[("C", id(node.children[0]))]
 
-    @staticmethod
-    def _join_all(rels: list[ZRel]) -> ZRel:
-        v = rels[0]
-        for rel in rels[1:]:
-            v = v.join(rel)
+    @classmethod
+    def _join_all(cls, rels: list[ZRel]) -> ZRel:
+        """The join of ``rels``: the smallest first, then by :meth:`_next_join`."""
+        rest = list(rels)
+        v = rest.pop(min(range(len(rest)), key=lambda k: len(rest[k])))
+        while rest:
+            v = v.join(rest.pop(cls._next_join(set(v.vars), rest)))
         return v
 
     def _build(self, views, node: _Node) -> None:
@@ -267,18 +299,51 @@ class Engine:
         views[("C", id(node))] = views[("V", id(node))].marginalize(node.dep)
 
     def _propagate(self, i: int, delta: ZRel) -> None:
-        """Apply a delta of atom ``i``'s leaf up its view tree (APPLY, Fig. 4.11): at each
-        node the delta is looked up in the node's other children (lookup- or expand-joins on
-        the variables they share), marginalized and merged into the node's views, in place."""
+        """Apply a delta of atom ``i``'s leaf up its view tree (APPLY, Fig. 4.11), then the
+        changes it makes to the indicator projections of atom ``i`` up theirs."""
         views = self.views
-        key: object = ("L", i)
-        views[key].merge(delta)
-        node = next((c.home[i] for c in self.components if i in c.home), None)
+        mine = [k for k, (j, _, _) in enumerate(self.indicators) if j == i]
+        flips = None
+        if mine:  # tuples of the leaf that appear (+1) or disappear (-1)
+            old = views[("L", i)].get(delta)
+            new = checked_add(old, delta.mult)
+            flip = (old == 0).astype(np.int64) * (new != 0) - (old != 0) * (new == 0)
+            flips = ZRel(delta.vars, delta.keys[flip != 0], flip[flip != 0])
+        views[("L", i)].merge(delta)
+        self._up(("L", i), next((c.home[i] for c in self.components if i in c.home), None),
+                 delta)
+        for k in mine:
+            d_ind = self._indicator_delta(k, flips)
+            self._up(("I", k), self.indicators[k][2], d_ind)
+
+    def _indicator_delta(self, k: int, flips: ZRel) -> ZRel:
+        """Merge the support-count changes of indicator ``k`` (its atom's tuples that
+        appeared or disappeared, ``flips``) and return the indicator's delta: +1 for a Z
+        value whose count left 0, -1 for one whose count reached 0 (merged into it too)."""
+        z = self.indicators[k][1]
+        dc = flips.marginalize(z)
+        if not len(dc):
+            return dc
+        counts = self.views[("S", k)]
+        old = counts.get(dc)
+        new = old + dc.mult
+        d = (old == 0).astype(np.int64) * (new != 0) - (old != 0) * (new == 0)
+        counts.merge(dc)
+        d_ind = ZRel(dc.vars, dc.keys[d != 0], d[d != 0])
+        self.views[("I", k)].merge(d_ind)
+        return d_ind
+
+    def _up(self, key, node: _Node | None, delta: ZRel) -> None:
+        """Take the delta of child ``key`` of ``node`` up the tree: at each node the delta is
+        looked up in the node's other children (lookup- or expand-joins on the variables
+        they share, in :meth:`_next_join` order), marginalized and merged into the node's
+        views, in place."""
+        views = self.views
         while node is not None and len(delta):
             dv = delta
-            for k, rel in self._children_rels(views, node):
-                if k != key:
-                    dv = rel.join_from(dv)
+            rest = [rel for k, rel in self._children_rels(views, node) if k != key]
+            while rest:
+                dv = rest.pop(self._next_join(set(dv.vars), rest)).join_from(dv)
             dv = dv.marginalize(node.bag)
             if ("V", id(node)) in views and id(node) not in self._aliased:  # free ones only
                 views[("V", id(node))].merge(dv)

@@ -19,7 +19,7 @@ class: CQAP_0 iff δ = 0, CQAP_1 iff δ = 1 (Prop. 5.30), "other" otherwise.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .syntax import Atom, Query, parse_query
@@ -285,6 +285,8 @@ class ComponentPlan:
     w: int | Fraction | None = None     # for a non-hierarchical component: by VO search
     update_width: Fraction | None = None  # of that VO (widths.update_width): breaks w's ties
     delta: int | None = None
+    # non-hierarchical: {variable: [(atom index, Z)]}, the indicator projections I_Z under it
+    indicators: dict[str, list[tuple[int, tuple[str, ...]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -325,14 +327,15 @@ class Plan:
                 uw = ("" if p.update_width is None else
                       f"; update width {p.update_width} (ties of w broken by it)")
                 lines.append(f"      not hierarchical; free-connex {p.free_connex}; {ws} (min "
-                             f"over access-top VOs){uw}; delta not computed (needs indicator "
-                             "projections)")
+                             f"over access-top VOs){uw}; delta not computed")
                 if p.access is None:
                     continue
                 lines.append("      access-top VO  " + "; ".join(render_vo(r, c)
                                                              for r in p.access))
-                lines.append("      view tree (eps = 1, no indicator projections):")
-                lines += ["        " + s for s in view_tree_lines(p.access, c)]
+                n_ind = sum(len(v) for v in p.indicators.values())
+                lines.append(f"      view tree (eps = 1, {n_ind} indicator projection(s) by "
+                             "GYO*):")
+                lines += ["        " + s for s in view_tree_lines(p.access, c, p.indicators)]
                 continue
             lines.append(f"      hierarchical; free-dominant {p.free_dominant}; input-dominant "
                          f"{p.input_dominant}; free-connex {p.free_connex}; canonical VO "
@@ -354,8 +357,10 @@ class Plan:
         return "\n".join(lines)
 
 
-def view_tree_lines(roots: list[VONode], comp: Component) -> list[str]:
-    """One line per view of the τ view tree of an access-top VO (Fig. 4.2)."""
+def view_tree_lines(roots: list[VONode], comp: Component,
+                    indicators: dict | None = None) -> list[str]:
+    """One line per view of the τ view tree of an access-top VO (Fig. 4.2), with the
+    indicator projections ``I_{Z} R(...)`` under the variables of ``indicators``."""
     dep = dep_sets(roots, comp)
     out: list[str] = []
 
@@ -363,6 +368,8 @@ def view_tree_lines(roots: list[VONode], comp: Component) -> list[str]:
         bag = [*dep[node.var], node.var]
         kids = [str(comp.query.atoms[i]) for i in node.atoms]
         kids += [f"V'_{c.var}({','.join(dep[c.var])})" for c in node.children]
+        kids += [f"I_{{{','.join(z)}}} {comp.query.atoms[j]}"
+                 for j, z in (indicators or {}).get(node.var, [])]
         pad = "  " * depth
         out.append(f"{pad}V_{node.var}({','.join(bag)}) = {' * '.join(kids)}")
         for c in node.children:
@@ -387,11 +394,13 @@ def plan(query: str | Query) -> Plan:
 
             best = best_order(c)
             if best is not None:
+                from .indicators import indicators
                 from .widths import update_width
 
                 p.w, parent = best
                 p.update_width = update_width(parent, c)
                 p.access = order_to_vo(parent, c)
+                p.indicators = indicators(p.access, c)
         else:
             free = set(q.inputs) | set(q.outputs)
             p.free_dominant = dominance_ok(c, free, free)
@@ -415,8 +424,9 @@ def plan(query: str | Query) -> Plan:
         cls = "other"
         if all(p.access is not None for p in parts):
             strategy = ("view trees over access-top VOs of least static width, eps = 1, "
-                        "without indicator projections (GYO*, Chapter 4, not implemented): "
-                        "exact, but a view can cost more than N^w to build and update")
+                        "with the indicator projections GYO* keeps (Chapter 4); views are "
+                        "built by binary joins in a greedy order, not a worst-case optimal "
+                        "join")
         else:
             strategy = ("not hierarchical with a component of more than 6 variables: no "
                         "variable order searched; the Engine refuses this query")

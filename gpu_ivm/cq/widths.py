@@ -5,8 +5,8 @@ static width is the minimum over access-top variable orders of ``max_X ρ*(bag(X
 This module computes it exactly (``Fraction``) for small queries: ρ* by enumerating the vertices
 of the covering polytope, and the variable orders that split into connected parts at every
 level with inputs above outputs above bound variables. The dynamic width of a non-hierarchical
-component also depends on indicator projections (GYO*), which are not implemented: it is not
-computed here.
+component also depends on its indicator projections (GYO*, :mod:`gpu_ivm.cq.indicators`): it
+is not computed here.
 
 >>> rho_star({"A", "B", "C"}, [{"A", "B"}, {"B", "C"}, {"C", "A"}])
 Fraction(3, 2)
