@@ -84,6 +84,16 @@ def _as_tables(batch: dict) -> dict:
     return {r: {"x": rows[:, 0], "y": rows[:, 1], "mult": m} for r, (rows, m) in batch.items()}
 
 
+def _timed_batches(eng, batches: list) -> list[float]:
+    """Seconds of ``eng.apply`` for each batch, in order."""
+    secs = []
+    for b in batches:
+        t = time.perf_counter()
+        eng.apply(b)
+        secs.append(time.perf_counter() - t)
+    return secs
+
+
 def measure_flat(sizes, batch_size: int, n_batches: int, seed: int = 0) -> list[dict]:
     """One record per N: mean and median seconds per batch, request seconds per answer."""
     from gpu_ivm.cq import Engine
@@ -99,11 +109,7 @@ def measure_flat(sizes, batch_size: int, n_batches: int, seed: int = 0) -> list[
         # made before the timing: the generator rewrites the held tuples (O(N) per batch),
         # which would leave the timed batch a cold cache
         batches = [_as_tables(st.batch(batch_size)) for _ in range(n_batches)]
-        secs = []
-        for b in batches:
-            t = time.perf_counter()
-            eng.apply(b)
-            secs.append(time.perf_counter() - t)
+        secs = _timed_batches(eng, batches)
         req = {"A": st.rng.integers(0, st.domain, 1000)}
         eng.request(req)
         t = time.perf_counter()
@@ -254,11 +260,7 @@ def measure_eps(n: int, batch_size: int, n_batches: int, epsilons, seed: int = 0
         eng.load(**st.tables())
         load_s = time.perf_counter() - t
         eng.apply(_as_tables(batches[0]))  # untimed
-        secs = []
-        for b in batches[1:]:
-            t = time.perf_counter()
-            eng.apply(_as_tables(b))
-            secs.append(time.perf_counter() - t)
+        secs = _timed_batches(eng, [_as_tables(b) for b in batches[1:]])
         req = {"A": np.random.default_rng(seed + 1).integers(0, st.domain, 1000)}
         eng.request(req)
         t = time.perf_counter()
@@ -298,11 +300,7 @@ def measure_cyclic(n: int, batch_size: int, n_batches: int, seed: int = 0) -> li
         eng.load(**st.tables())
         load_s = time.perf_counter() - t
         batches = [_as_tables(st.batch(batch_size)) for _ in range(n_batches)]
-        secs = []
-        for b in batches:
-            t = time.perf_counter()
-            eng.apply(b)
-            secs.append(time.perf_counter() - t)
+        secs = _timed_batches(eng, batches)
         rels = []
         for r in "RST":
             keys, mult = np.unique(st.held[r], axis=0, return_counts=True)

@@ -95,6 +95,18 @@ def test_refused_batches_leave_both_trees_untouched() -> None:
     assert (eng.request({"A": [1]}).to_pydict(), eng.count()) == before
 
 
+def _relation_files(tmp_path, rng: random.Random, xmax: int, ymax: int, n: int):
+    """``tmp_path/rel`` with R.parquet and S.parquet: up to ``n`` random tuples each."""
+    from test_cq_cli import write
+
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    for r in "RS":
+        write(rel / f"{r}.parquet", {(rng.randint(0, xmax), rng.randint(0, ymax)): 1
+                                     for _ in range(n)}, ["x", "y"])
+    return rel
+
+
 def test_query_cli_epsilon(tmp_path, capsys) -> None:
     """gpu-ivm query --epsilon 1/2 and 0: the same counts and answers as epsilon 1 after the
     load and every batch; a query the trade-off does not handle is refused (exit 2)."""
@@ -108,11 +120,7 @@ def test_query_cli_epsilon(tmp_path, capsys) -> None:
 
     q = "Q(C | A) = R(A,B), S(B,C)"
     rng = random.Random(4)
-    rel = tmp_path / "rel"
-    rel.mkdir()
-    for r in "RS":
-        write(rel / f"{r}.parquet", {(rng.randint(0, 5), rng.randint(0, 5)): 1
-                                     for _ in range(20)}, ["x", "y"])
+    rel = _relation_files(tmp_path, rng, 5, 5, 20)
     batches = tmp_path / "b"
     for k in range(1, 4):
         (batches / f"b{k}").mkdir(parents=True)
@@ -197,11 +205,7 @@ def test_query_cli_epsilon_snapshots_and_resume(tmp_path, capsys) -> None:
 
     q = "Q(C | A) = R(A,B), S(B,C)"
     rng = random.Random(8)
-    rel = tmp_path / "rel"
-    rel.mkdir()
-    for r in "RS":
-        write(rel / f"{r}.parquet", {(rng.randint(0, 9), rng.randint(0, 3)): 1
-                                     for _ in range(30)}, ["x", "y"])
+    rel = _relation_files(tmp_path, rng, 9, 3, 30)
     batches = tmp_path / "b"
     for k in range(1, 5):
         (batches / f"b{k}").mkdir(parents=True)

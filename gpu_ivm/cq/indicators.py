@@ -25,7 +25,7 @@ reduction (an edge contained in another is dropped, an indicator before an atom)
 
 from __future__ import annotations
 
-from .variable_order import VONode
+from .variable_order import VONode, dep_sets
 
 __all__ = ["gyo_star", "indicators"]
 
@@ -77,8 +77,6 @@ def indicators(roots: list[VONode], comp) -> dict[str, list[tuple[int, tuple[str
     """{variable X: [(atom index, Z), ...]}: the indicator projections ``I_Z`` of those atoms
     to hang under X's view (INDICATORS, Fig. 4.6), Z in the atom's variable order; variables
     that get none are left out."""
-    from .planner import dep_sets
-
     dep = dep_sets(roots, comp)
     atoms = comp.query.atoms
     out: dict[str, list[tuple[int, tuple[str, ...]]]] = {}

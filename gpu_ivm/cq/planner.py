@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .syntax import Atom, Query, parse_query
-from .variable_order import VONode
+from .variable_order import VONode, dep_sets
 
 __all__ = ["Component", "Plan", "VONode", "acc_top", "canonical_vo", "fracture",
            "is_hierarchical", "plan", "rho"]
@@ -171,16 +171,6 @@ def acc_top(node: VONode, comp: Component) -> VONode:
     for v in reversed(order):
         top = VONode(v, [top])
     return top
-
-
-def dep_sets(roots: list[VONode], comp: Component) -> dict[str, list[str]]:
-    """dep(X): ancestors of X that share an atom with X's subtree, in root-to-X order."""
-    out = {}
-    for r in roots:
-        for node, anc in r.walk():
-            vs = {v for i in node.subtree_atoms() for v in comp.query.atoms[i].variables}
-            out[node.var] = [a for a in anc if a in vs]
-    return out
 
 
 def rho(varset, edges: list[set[str]]) -> int:

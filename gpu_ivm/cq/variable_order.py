@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["VONode"]
+__all__ = ["VONode", "dep_sets"]
 
 
 @dataclass
@@ -39,3 +39,13 @@ class VONode:
 
     def subtree_vars(self) -> list[str]:
         return [n.var for n, _ in self.walk()]
+
+
+def dep_sets(roots: list[VONode], comp) -> dict[str, list[str]]:
+    """dep(X): ancestors of X that share an atom with X's subtree, in root-to-X order."""
+    out = {}
+    for r in roots:
+        for node, anc in r.walk():
+            vs = {v for i in node.subtree_atoms() for v in comp.query.atoms[i].variables}
+            out[node.var] = [a for a in anc if a in vs]
+    return out
