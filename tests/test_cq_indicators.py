@@ -61,8 +61,8 @@ def _brute_v_b(db) -> dict:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_indicator_view_under_batches(seed: int) -> None:
-    """The view the indicator hangs under equals its definition after every batch, holds
-    only the (a, b, c) that close a triangle (not every 2-path), and the answers equal the
+    """The view the indicator hangs under equals its definition after every batch (only the
+    (a, b, c) that close a triangle, not every 2-path), and the answers equal the
     nested-loop evaluation; batches delete the last T tuple of some (c, a) and bring it
     back."""
     rng = random.Random(seed)
@@ -79,9 +79,6 @@ def test_indicator_view_under_batches(seed: int) -> None:
     for _step in range(8):
         want = _brute_v_b(db)
         assert eng.view("B") == want
-        paths = sum(1 for (a, b), r in db["R"].items() for (b2, c), s in db["S"].items()
-                    if b2 == b and r and s)
-        assert len(want) <= paths
         triangles = {(a, b, c): db["R"][(a, b)] * db["S"][(b, c)] * db["T"][(c, a)]
                      for a, b, c in itertools.product(dom, repeat=3)
                      if db["R"].get((a, b)) and db["S"].get((b, c)) and db["T"].get((c, a))}

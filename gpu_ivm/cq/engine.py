@@ -109,6 +109,38 @@ def _convert(roots: list[VONode], comp) -> list[_Node]:
     return [rec(r, None) for r in roots]
 
 
+def _ones(rel: ZRel) -> ZRel:
+    """``rel``'s support: its keys with multiplicity 1."""
+    return ZRel(rel.vars, rel.keys, np.ones(len(rel), np.int64))
+
+
+def _presence_change(rel: ZRel, old: np.ndarray, new: np.ndarray) -> ZRel:
+    """The keys of ``rel`` whose value goes from 0 to nonzero (+1) or back (-1)."""
+    d = (old == 0).astype(np.int64) * (new != 0) - (old != 0) * (new == 0)
+    return ZRel(rel.vars, rel.keys[d != 0], d[d != 0])
+
+
+class _IndicatorView:
+    """An indicator projection read from its support counts (an :class:`LsmRel`): joins
+    take the counts' support, so the indicator needs no relation of its own."""
+
+    def __init__(self, counts: LsmRel) -> None:
+        self.counts = counts
+        self.vars = counts.vars
+
+    def join_from(self, left: ZRel) -> ZRel:
+        return self.counts.join_from(left, support=True)
+
+    def zrel(self) -> ZRel:
+        return _ones(self.counts.zrel())
+
+
+def _indicator(counts):
+    """The indicator of support ``counts``: a ZRel of ones while views are built from
+    ZRels, an :class:`_IndicatorView` over the kept counts afterwards."""
+    return _ones(counts) if isinstance(counts, ZRel) else _IndicatorView(counts)
+
+
 class Engine:
     """Maintain ``query`` under batches of inserts and deletes; answer access requests.
 
@@ -242,7 +274,7 @@ class Engine:
     def _children_rels(self, views, node: _Node) -> list[tuple[object, object]]:
         out: list[tuple[object, object]] = [(("L", i), views[("L", i)]) for i in node.atoms]
         out += [(("C", id(c)), views[("C", id(c))]) for c in node.children]
-        out += [(("I", k), views[("I", k)]) for k in node.indicators]
+        out += [(("I", k), _indicator(views[("S", k)])) for k in node.indicators]
         return out
 
     @staticmethod
@@ -253,12 +285,10 @@ class Engine:
         return max(range(len(rels)), key=lambda k: (set(rels[k].vars) <= have,
                                                       len(have & set(rels[k].vars))))
 
-    def _support(self, k: int, leaf: ZRel) -> tuple[ZRel, ZRel]:
-        """(support counts over Z, the indicator I_Z) of indicator ``k`` from its atom's
-        leaf: per Z value, the number of the leaf's tuples with it, and 1."""
-        z = self.indicators[k][1]
-        counts = ZRel(leaf.vars, leaf.keys, np.ones(len(leaf), np.int64)).marginalize(z)
-        return counts, ZRel(counts.vars, counts.keys, np.ones(len(counts), np.int64))
+    def _support(self, k: int, leaf: ZRel) -> ZRel:
+        """The support counts of indicator ``k`` from its atom's leaf: per Z value, the
+        number of the leaf's tuples with it (the indicator is their support)."""
+        return _ones(leaf).marginalize(self.indicators[k][1])
 
     def _rebuild(self, base: dict[str, ZRel]) -> None:
         """Base relations ``base`` and every view built from them (static evaluation)."""
@@ -266,7 +296,7 @@ class Engine:
         for i, atom in enumerate(self.query.atoms):
             views[("L", i)] = self._atom_rel(i, base[atom.relation])
         for k, (j, _, _) in enumerate(self.indicators):
-            views[("S", k)], views[("I", k)] = self._support(k, views[("L", j)])
+            views[("S", k)] = self._support(k, views[("L", j)])
         for comp in self.components:
             for r in comp.roots:
                 self._build(views, r)
@@ -306,9 +336,7 @@ class Engine:
         flips = None
         if mine:  # tuples of the leaf that appear (+1) or disappear (-1)
             old = views[("L", i)].get(delta)
-            new = checked_add(old, delta.mult)
-            flip = (old == 0).astype(np.int64) * (new != 0) - (old != 0) * (new == 0)
-            flips = ZRel(delta.vars, delta.keys[flip != 0], flip[flip != 0])
+            flips = _presence_change(delta, old, checked_add(old, delta.mult))
         views[("L", i)].merge(delta)
         self._up(("L", i), next((c.home[i] for c in self.components if i in c.home), None),
                  delta)
@@ -319,19 +347,12 @@ class Engine:
     def _indicator_delta(self, k: int, flips: ZRel) -> ZRel:
         """Merge the support-count changes of indicator ``k`` (its atom's tuples that
         appeared or disappeared, ``flips``) and return the indicator's delta: +1 for a Z
-        value whose count left 0, -1 for one whose count reached 0 (merged into it too)."""
-        z = self.indicators[k][1]
-        dc = flips.marginalize(z)
-        if not len(dc):
-            return dc
+        value whose count left 0, -1 for one whose count reached 0."""
+        dc = flips.marginalize(self.indicators[k][1])
         counts = self.views[("S", k)]
         old = counts.get(dc)
-        new = old + dc.mult
-        d = (old == 0).astype(np.int64) * (new != 0) - (old != 0) * (new == 0)
         counts.merge(dc)
-        d_ind = ZRel(dc.vars, dc.keys[d != 0], d[d != 0])
-        self.views[("I", k)].merge(d_ind)
-        return d_ind
+        return _presence_change(dc, old, old + dc.mult)
 
     def _up(self, key, node: _Node | None, delta: ZRel) -> None:
         """Take the delta of child ``key`` of ``node`` up the tree: at each node the delta is

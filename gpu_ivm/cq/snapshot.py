@@ -57,7 +57,7 @@ def save(eng, path: str | os.PathLike[str], *, metadata: dict | None = None) -> 
                   "mode": eng.mode, "insert_only_active": eng.insert_only_active,
                   "switched_at": eng.switched_at,
                   "relations_sha256": digests}
-        if hasattr(eng, "epsilon"):  # a trade-off engine: its ε and partition
+        if hasattr(eng, "_restore_state"):  # a trade-off engine: its ε and partition
             tables[HEAVY] = pa.table({"x": pa.array(eng.heavy_keys)})
             fields.update(epsilon=str(eng.epsilon), M=int(eng.M),
                           rebalances=dict(eng.rebalances),

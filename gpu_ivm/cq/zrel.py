@@ -56,17 +56,6 @@ def checked_mul(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return p
 
 
-def segment_sums(mult: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """Sums of ``mult[starts[i]:starts[i+1]]``, checked for int64 overflow."""
-    if len(mult) == 0:
-        return mult.copy()
-    sums = np.add.reduceat(mult, starts)
-    lengths = np.diff(np.append(starts, len(mult)))
-    if float(np.abs(mult).max()) * float(lengths.max()) >= _SAFE:
-        _exact_check(np.add.reduceat(mult.astype(object), starts))
-    return sums
-
-
 def checked_total(mult: np.ndarray) -> int:
     """Sum of ``mult`` as a Python int, refusing a result outside int64."""
     if len(mult) == 0:
