@@ -25,7 +25,7 @@ from numba import cuda
 
 from .cuda_launch import empty, exclusive_scan, grid, launch, result, scalar, zeros
 from .int64_checks import add_overflows
-from .lex_reduce import overflow_error, segment_sum, starts_group
+from .lex_reduce import check_shapes, overflow_error, segment_sum, starts_group
 from .lex_search import prefix_bounds
 
 
@@ -194,9 +194,7 @@ def reduce_sorted(keys, mult, p: int):
     """As :func:`gpu_ivm.kernels.lex_reduce.reduce_sorted`, on the device: three launches
     and two scans; the number of groups, of nonzero sums and the overflow flag are read back
     (three scalars)."""
-    if len(keys.shape) != 2 or not 0 <= p <= keys.shape[1] or keys.shape[0] != mult.shape[0]:
-        raise ValueError(f"reduce_sorted: keys {keys.shape}, mult {mult.shape} and p = {p} "
-                         "do not fit")
+    check_shapes(keys, mult, p)
     n = keys.shape[0]
     heads = zeros(n)
     if n:

@@ -91,6 +91,14 @@ def _reduce(keys, mult, p, out_keys, out_mult, overflow):
     return w
 
 
+def check_shapes(keys, mult, p: int) -> None:
+    """Refuse keys that are not 2-D, a prefix wider than the keys, or one multiplicity per
+    row missing (ValueError)."""
+    if len(keys.shape) != 2 or not 0 <= p <= keys.shape[1] or keys.shape[0] != mult.shape[0]:
+        raise ValueError(f"reduce_sorted: keys {keys.shape}, mult {mult.shape} and p = {p} "
+                         "do not fit")
+
+
 def overflow_error(keys: np.ndarray | None, row: int, p: int):
     """The error for the group starting at sorted row ``row`` whose sum leaves int64 (its key
     named when ``keys`` are on the host)."""
@@ -114,9 +122,7 @@ def reduce_sorted(keys: np.ndarray, mult: np.ndarray, p: int) -> tuple[np.ndarra
     """
     keys = np.ascontiguousarray(keys, dtype=np.int64)
     mult = np.ascontiguousarray(mult, dtype=np.int64)
-    if keys.ndim != 2 or not 0 <= p <= keys.shape[1] or keys.shape[0] != mult.shape[0]:
-        raise ValueError(f"reduce_sorted: keys {keys.shape}, mult {mult.shape} and p = {p} "
-                         "do not fit")
+    check_shapes(keys, mult, p)
     out_keys = np.empty((keys.shape[0], p), np.int64)
     out_mult = np.empty(keys.shape[0], np.int64)
     overflow = np.full(1, -1, np.int64)

@@ -29,13 +29,14 @@ def run(ctx: RunContext) -> None:
                    loadavg_start=la0, loadavg_end=os.getloadavg())
         ctx.emit(rec)
         ctx.log(f"[cq] flat N = {rec['n']:,}: {rec['mean_s'] * 1e3:.2f} ms per batch")
-    if importlib.util.find_spec("duckdb") is None:  # the peer and its check need DuckDB
+    duckdb = importlib.util.find_spec("duckdb") is not None
+    if not duckdb:  # the peer and its check need DuckDB
         ctx.emit({"kind": "result", "scenario": NAME, "record": "unavailable", "ok": None,
                   "status": "unavailable",
                   "detail": "DuckDB comparison not run: duckdb is not installed "
                             "(pip install -r bench/requirements.txt)"})
         ctx.log("[cq] duckdb is not installed; the DuckDB comparison is skipped")
-    for name in cfg.peer_queries if importlib.util.find_spec("duckdb") else ():
+    for name in cfg.peer_queries if duckdb else ():
         la0 = os.getloadavg()
         rec = cb.measure_peer(name, cfg.peer_size, cfg.batch_size, cfg.n_batches)
         rec.update(kind="result", scenario=NAME, record="peer", ok=rec["count_ok"],
