@@ -93,6 +93,7 @@ def facts() -> dict:
         "git_commit": _git("rev-parse", "--short", "HEAD"),
         "git_dirty": bool(dirty) if dirty is not None else None,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "gomp_spincount": os.environ.get("GOMP_SPINCOUNT"),
     }
 
 

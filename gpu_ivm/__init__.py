@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import os as _os
 
-# Numba's OpenMP workers otherwise spin-wait after each parallel kernel; on a busy machine
-# (Spark executors, another process on the cores) that spinning slowed batches 3x in our
-# measurements. Passive waiting costs microseconds per kernel. Set before any kernel runs.
+# Numba's OpenMP workers: how long they spin after a parallel kernel before they sleep. An
+# unbounded spin slowed batches 3x on a busy machine (Spark executors, another process on the
+# cores), so the policy is passive; but a sleeping worker takes 50-80 us to wake, paid by
+# every parallel kernel of a batch (docs/design.md, "OpenMP waiting policy"). With GNU
+# OpenMP, GOMP_SPINCOUNT bounds the spin (30,000 spins, about 0.5 ms here): the kernels of one
+# batch find the worker awake, an idle engine costs nothing. A value the user set wins. Set
+# before any kernel runs.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+_os.environ.setdefault("GOMP_SPINCOUNT", "30000")
 
 # Compiled kernels are cached in a folder keyed by their sources (see kernel_cache): Numba's own
 # check misses changes in the modules a kernel calls. Set before any kernel is defined.

@@ -3,7 +3,7 @@ cuda kernel set.
 
 Same functions, signatures and results as :mod:`gpu_ivm.kernels.delta_kernels` and
 :mod:`gpu_ivm.kernels.view_kernels`. The per-update bodies are the CPU ones: ``_one_weight``
-(→ ``path_weight`` → ``dot_rows``/``dot_ranges``/``gallop``/``vget``), ``_one_wedge``,
+(→ ``path_weight`` → ``dot_rows``/``dot_ranges``/``gallop``/``vget``), ``_wedges_range``,
 ``_rows_len`` are called from the kernels unchanged; ``emit_view_deltas`` keeps the CPU loop
 over a key's runs (``run_mask``/``run_range``) but scatters into dense view rows with
 ``atomic.add`` and writes its sparse remainder through a per-update segment + compaction, so
@@ -16,7 +16,7 @@ import numpy as np
 from numba import cuda
 
 from .cuda_launch import check_1d, empty, exclusive_scan, grid, launch, result, scalar, zeros
-from .delta_kernels import _one_wedge, _one_weight, _rows_len
+from .delta_kernels import _one_weight, _rows_len, _wedges_range
 from .elements import emit_segment
 from .lsm import LO_MASK, SENTINEL, dot_rows_n, run_mask, run_range
 
@@ -122,7 +122,7 @@ def _seg_scatter_kernel(io, n):
 
 @cuda.jit(cache=True)
 def _wedges_kernel(io, eh, el, hv, symmetric, n):
-    """out[i] = the batch-wedge term of Δ tuple i, by the CPU's ``_one_wedge``.
+    """out[i] = the batch-wedge term of Δ tuple i, by the CPU's ``_wedges_range`` over [i, i+1).
 
     Launch config: 1-D grid-stride, one thread per Δ tuple (binary searches in the sorted batch
     plus one row inner product or probes).
@@ -132,7 +132,7 @@ def _wedges_kernel(io, eh, el, hv, symmetric, n):
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
-        _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out)
+        _wedges_range(i, i + 1, dkeys, dvals, eh, el, heavy, symmetric, out)
         i += stride
 
 

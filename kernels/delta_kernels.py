@@ -359,41 +359,66 @@ def segment_sum_sorted(keys, vals):
 
 
 @nb.njit(cache=True, inline="always")
-def _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out):
+def _wedges_symmetric(i0, i1, dkeys, dvals, eh, el, heavy, out):
+    """:func:`_wedges_range` of the symmetric form for the tuples [i0, i1): inner products of
+    sorted rows. The loop is written here, not as a call per tuple: an inlined call that
+    takes the stores' tuples assigns their arrays anew on every tuple, reference counts
+    included (226 against 117 µs on a 388-tuple batch)."""
     n = dkeys.shape[0]
-    a = dkeys[i] >> 32
-    b = dkeys[i] & LO_MASK
-    m1 = dvals[i]
-    lo = lower_bound(dkeys, 0, n, b << 32)
-    hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
-    if lo == hi:
-        out[i] = 0
-        return
-    if symmetric and hi - lo == 1:
-        # Δ's row b is {a} alone (Δ symmetric): the only c is a, and E(a,a) = Δ(a,a) = 0
-        # (no self-loops in the symmetric form). Most tuples of a batch are here.
-        out[i] = 0
-        return
-    if symmetric:
+    for i in range(i0, i1):
+        a = dkeys[i] >> 32
+        b = dkeys[i] & LO_MASK
+        lo = lower_bound(dkeys, 0, n, b << 32)
+        hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
+        if hi - lo <= 1:
+            # Δ's row b is empty or {a} alone (Δ symmetric): the only c is a, and
+            # E(a,a) = Δ(a,a) = 0 (no self-loops in the symmetric form). Most tuples are here.
+            out[i] = 0
+            continue
         alo = lower_bound(dkeys, 0, n, a << 32)
         ahi = lower_bound(dkeys, alo, n, (a + 1) << 32)
-        e = dot_range_row_ix(dkeys, dvals, lo, hi, eh if heavy[a] else el, a)[0]
-        d = dot_ranges(dkeys, dvals, lo, hi, dkeys, dvals, alo, ahi)
-        out[i] = m1 * (3 * e + d)
-        return
-    acc = 0
-    for p in range(lo, hi):
-        c = dkeys[p] & LO_MASK
-        m2 = dvals[p]
-        ca = (c << 32) | a
-        if heavy[c]:
-            e = get_ix(eh, c, a)[0]
+        if heavy[a]:  # one call per part: a tuple chosen by a conditional is a new value
+            e = dot_range_row_ix(dkeys, dvals, lo, hi, eh, a)[0]
         else:
-            e = get_ix(el, c, a)[0]
-        q = lower_bound(dkeys, 0, n, ca)
-        d = dvals[q] if q < n and dkeys[q] == ca else 0
-        acc += m2 * (3 * e + d)
-    out[i] = m1 * acc
+            e = dot_range_row_ix(dkeys, dvals, lo, hi, el, a)[0]
+        d = dot_ranges(dkeys, dvals, lo, hi, dkeys, dvals, alo, ahi)
+        out[i] = dvals[i] * (3 * e + d)
+
+
+@nb.njit(cache=True, inline="always")
+def _wedges_probed(i0, i1, dkeys, dvals, eh, el, heavy, out):
+    """:func:`_wedges_range` of the directed form for the tuples [i0, i1): E(c, a) and
+    Δ(c, a) probed per c (loop written here, see :func:`_wedges_symmetric`)."""
+    n = dkeys.shape[0]
+    for i in range(i0, i1):
+        a = dkeys[i] >> 32
+        b = dkeys[i] & LO_MASK
+        lo = lower_bound(dkeys, 0, n, b << 32)
+        hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
+        acc = 0
+        for p in range(lo, hi):
+            c = dkeys[p] & LO_MASK
+            m2 = dvals[p]
+            ca = (c << 32) | a
+            if heavy[c]:
+                e = get_ix(eh, c, a)[0]
+            else:
+                e = get_ix(el, c, a)[0]
+            q = lower_bound(dkeys, 0, n, ca)
+            d = dvals[q] if q < n and dkeys[q] == ca else 0
+            acc += m2 * (3 * e + d)
+        out[i] = dvals[i] * acc
+
+
+@nb.njit(cache=True, inline="always")
+def _wedges_range(i0, i1, dkeys, dvals, eh, el, heavy, symmetric, out):
+    """out[i] = Σ_c Δ(a,b)·Δ(b,c)·(3·E(c,a) + Δ(c,a)) for the Δ tuples i = (a, b) in
+    [i0, i1): the share of :func:`batch_wedges` of one CPU thread's block, or of one CUDA
+    thread (i1 = i0 + 1)."""
+    if symmetric:
+        _wedges_symmetric(i0, i1, dkeys, dvals, eh, el, heavy, out)
+    else:
+        _wedges_probed(i0, i1, dkeys, dvals, eh, el, heavy, out)
 
 
 WEDGE_MARK_RATIO = 32  # mark E's row a when 2·deg(a) <= this many times the group's probes
@@ -401,38 +426,51 @@ WEDGE_GROUP_DENSITY = 8  # group the wedges by Δ row when 8 · |Δ| >= the id s
 
 
 @nb.njit(cache=True, inline="always")
+def _wedge_group_marked(s0, s1, dkeys, dvals, st, a, rlo, rlen, out, marks, probes):
+    """:func:`_wedge_group` by one marking of E's row a (in part ``st``); False, with nothing
+    written, when the row is long against the group's ``probes`` or does not fit the marks."""
+    if marks.shape[0] <= 1 or 2 * _live(st, a) > WEDGE_MARK_RATIO * probes:
+        return False
+    if not mark_row_scaled(st, a, marks, 3)[0]:
+        return False
+    if not mark_range_add(dkeys, dvals, s0, s1, marks):
+        clear_row(st, a, marks)
+        return False
+    for i in range(s0, s1):
+        b = dkeys[i] & LO_MASK
+        lo = rlo[b]
+        k = rlen[b]
+        out[i] = dvals[i] * probe_range(dkeys, dvals, lo, lo + k, marks) if k >= 2 else 0
+    clear_range(dkeys, s0, s1, marks)
+    clear_row(st, a, marks)
+    return True
+
+
+@nb.njit(cache=True, inline="always")
 def _wedge_group(s0, s1, dkeys, dvals, eh, el, heavy, rlo, rlen, out, marks):
     """out[i] for the tuples i in [s0, s1) of Δ's row a (symmetric form), sharing one pass
     over E's row a: marks[c] = 3·E(a,c) + Δ(a,c), then each tuple (a, b) adds
     Δ(a,b)·Σ_c Δ(b,c)·marks[c]. Δ's row b is dkeys[rlo[b] : rlo[b] + rlen[b]]. Falls back to
-    :func:`_one_wedge` per tuple when E's row is long against the group's Δ rows, or does
+    :func:`_wedges_range` per tuple when E's row is long against the group's Δ rows, or does
     not fit the marks."""
     a = dkeys[s0] >> 32
     probes = 0
     for i in range(s0, s1):
         k = rlen[dkeys[i] & LO_MASK]
-        if k >= 2:  # a row b of {a} alone adds nothing (see _one_wedge)
+        if k >= 2:  # a row b of {a} alone adds nothing (see _wedges_symmetric)
             probes += k
     if probes == 0:
         for i in range(s0, s1):
             out[i] = 0
         return
-    st = eh if heavy[a] else el
-    if marks.shape[0] > 1 and 2 * _live(st, a) <= WEDGE_MARK_RATIO * probes:
-        if mark_row_scaled(st, a, marks, 3)[0]:
-            if mark_range_add(dkeys, dvals, s0, s1, marks):
-                for i in range(s0, s1):
-                    b = dkeys[i] & LO_MASK
-                    lo = rlo[b]
-                    k = rlen[b]
-                    out[i] = dvals[i] * probe_range(dkeys, dvals, lo, lo + k, marks) \
-                        if k >= 2 else 0
-                clear_range(dkeys, s0, s1, marks)
-                clear_row(st, a, marks)
-                return
-            clear_row(st, a, marks)
-    for i in range(s0, s1):
-        _one_wedge(i, dkeys, dvals, eh, el, heavy, True, out)
+    # E's part holding row a, one call per part (see _wedges_symmetric)
+    if heavy[a]:
+        done = _wedge_group_marked(s0, s1, dkeys, dvals, eh, a, rlo, rlen, out, marks, probes)
+    else:
+        done = _wedge_group_marked(s0, s1, dkeys, dvals, el, a, rlo, rlen, out, marks, probes)
+    if done:
+        return
+    _wedges_range(s0, s1, dkeys, dvals, eh, el, heavy, True, out)
 
 
 @nb.njit(cache=True, parallel=True)
@@ -457,16 +495,21 @@ def _delta_rows(dkeys, gstarts, ids):
     return rlo, rlen
 
 
+WEDGE_BLOCK = 64  # Δ tuples per iteration of the parallel wedge loop
+
+
 @nb.njit(cache=True, parallel=True)
 def _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out):
-    for i in nb.prange(dkeys.shape[0]):
-        _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out)
+    n = dkeys.shape[0]
+    for blk in nb.prange((n + WEDGE_BLOCK - 1) // WEDGE_BLOCK):
+        i0 = blk * WEDGE_BLOCK
+        _wedges_range(i0, min(n, i0 + WEDGE_BLOCK), dkeys, dvals, eh, el, heavy, symmetric,
+                      out)
 
 
 @nb.njit(cache=True)
 def _batch_wedges_seq(dkeys, dvals, eh, el, heavy, symmetric, out):
-    for i in range(dkeys.shape[0]):
-        _one_wedge(i, dkeys, dvals, eh, el, heavy, symmetric, out)
+    _wedges_range(0, dkeys.shape[0], dkeys, dvals, eh, el, heavy, symmetric, out)
 
 
 def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
