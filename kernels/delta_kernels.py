@@ -37,6 +37,7 @@ from .row_marks import (
     probe_range,
 )
 from .view_kernels import vget
+from .work_split import CHUNKS_PER_THREAD, ITEM_OVERHEAD, equal_cost_cuts
 
 PAR_MIN = 512  # below this many items a kernel runs on one thread
 PAR_CHUNK = 16  # prange chunk size: per-update costs are skewed, static halves were 1.8x slower
@@ -260,11 +261,62 @@ def _pair_group(s0, s1, okeys, stx, sty, out, work, marks):
         out[i], work[i] = dot_rows_mk(stx, x, sty, okeys[i] & LO_MASK, marks)
 
 
+@nb.njit(cache=True)
+def _pair_costs(okeys, stx, sty):
+    """The estimated cost of each pair (x, y) of ``okeys`` (sorted by x) for
+    :func:`_pair_weights_cut`: y's row plus the lookups, and for the first pair of each x whose
+    row has no bitmap the marking and clearing of x's row."""
+    n = okeys.shape[0]
+    cost = np.empty(n, np.int64)
+    prev = -1
+    for i in range(n):
+        x = okeys[i] >> 32
+        c = _live(sty, okeys[i] & LO_MASK) + ITEM_OVERHEAD
+        if x != prev:
+            if not has_bits(stx, x):
+                c += 2 * _live(stx, x)
+            prev = x
+        cost[i] = c
+    return cost
+
+
 @nb.njit(cache=True, parallel=True)
-def _pair_weights_grouped(okeys, gstarts, stx, sty, out, work, marks):
-    for g in nb.prange(gstarts.shape[0] - 1):
+def _pair_weights_cut(okeys, cuts, stx, sty, out, work, marks):
+    """The pairs of chunk c are okeys[cuts[c] : cuts[c+1]] (sorted by x); a chunk takes the
+    runs of equal x inside it as groups (:func:`_pair_group`), so a hub's pairs may be split
+    between chunks, each marking the hub's row on its own thread."""
+    for c in nb.prange(cuts.shape[0] - 1):
         own = _thread_marks(marks)
-        _pair_group(gstarts[g], gstarts[g + 1], okeys, stx, sty, out, work, own)
+        i = cuts[c]
+        e = cuts[c + 1]
+        while i < e:
+            x = okeys[i] >> 32
+            g = i + 1
+            while g < e and (okeys[g] >> 32) == x:
+                g += 1
+            _pair_group(i, g, okeys, stx, sty, out, work, own)
+            i = g
+
+
+def _grouped_weights(okeys, stx, sty, ids):
+    """``(w, work)`` of the pairs of ``okeys`` (sorted by x) grouped by x: small batches on one
+    thread, larger ones cut into chunks of equal estimated cost (:mod:`.work_split`) handed
+    out to the threads one at a time."""
+    n = okeys.shape[0]
+    out = np.empty(n, np.int64)
+    work = np.empty(n, np.int64)
+    if n == 0:
+        return out, work
+    threads = nb.get_num_threads()
+    if n < PAR_MIN or threads == 1:
+        with one_thread():
+            _pair_weights_cut(okeys, np.array([0, n], np.int64), stx, sty, out, work,
+                              mark_scratch(1, ids))
+        return out, work
+    cuts = equal_cost_cuts(_pair_costs(okeys, stx, sty), threads * CHUNKS_PER_THREAD)
+    with nb.parallel_chunksize(1):
+        _pair_weights_cut(okeys, cuts, stx, sty, out, work, mark_scratch(threads, ids))
+    return out, work
 
 
 def pair_weights_grouped(dkeys, st, ids):
@@ -278,16 +330,8 @@ def pair_weights_grouped(dkeys, st, ids):
     against Σ over pairs of (2·deg x + deg y) pair by pair. ``ids``: the stores' id space.
     """
     sel = orient_pairs(dkeys, st)
-    okeys = dkeys[sel]
-    gstarts = first_key_starts(okeys)
-    out = np.empty(sel.shape[0], np.int64)
-    work = np.empty(sel.shape[0], np.int64)
-    if sel.shape[0]:
-        # Numba's default split (a block of groups per thread): groups handed out one by one
-        # took 1.35x its time on R-MAT 16, B = 10³ (587 against 426 µs; docs/design.md)
-        _pair_weights_grouped(okeys, gstarts, st, st, out, work,
-                              mark_scratch(nb.get_num_threads(), ids))
-    return sel, out, work
+    w, work = _grouped_weights(dkeys[sel], st, st, ids)
+    return sel, w, work
 
 
 def first_grouped_weights(keys, stx, sty, ids):
@@ -301,19 +345,7 @@ def first_grouped_weights(keys, stx, sty, ids):
     :func:`~gpu_ivm.kernels.row_marks.dot_rows_mk`). Small batches run on one thread.
     ``ids``: the stores' id space.
     """
-    n = keys.shape[0]
-    out = np.empty(n, np.int64)
-    work = np.empty(n, np.int64)
-    if n == 0:
-        return out, work
-    gstarts = first_key_starts(keys)
-    if n < PAR_MIN:
-        with one_thread():
-            _pair_weights_grouped(keys, gstarts, stx, sty, out, work, mark_scratch(1, ids))
-    else:
-        _pair_weights_grouped(keys, gstarts, stx, sty, out, work,
-                              mark_scratch(nb.get_num_threads(), ids))
-    return out, work
+    return _grouped_weights(keys, stx, sty, ids)
 
 
 @nb.njit(cache=True)
