@@ -43,6 +43,7 @@ from .cuda_launch import (
     scalar,
     zeros,
 )
+from .jit import helper
 from .lsm import LO_MASK, dot_ranges, gallop, lower_bound
 
 # ----------------------------------------------------------------------------- per-edge body
@@ -61,7 +62,7 @@ def _closure(flags, pa, pb, f_uv, directed):
     return (f_uv & f_vw & (f_uw >> 1) & 1) + (f_uw & (f_vw >> 1) & (f_uv >> 1) & 1)
 
 
-@nb.njit(cache=True)
+@helper
 def edge_closures(indptr, hi, flags, e, directed, out, base):
     """Triangles u < v < w closed by the oriented edge ``e`` (u → v = ``hi[e]``), or with
     ``directed`` their directed 3-cycles (``flags[e]``: arc flags of entry e).
@@ -106,13 +107,13 @@ def edge_closures(indptr, hi, flags, e, directed, out, base):
     return c
 
 
-@nb.njit(cache=True)
+@helper
 def edge_triangles(indptr, hi, e):
     """Triangles u < v < w closed by the oriented edge ``e`` (see :func:`edge_closures`)."""
     return edge_closures(indptr, hi, hi, e, False, hi[:0], 0)
 
 
-@nb.njit(cache=True)
+@helper
 def _walk_and_gallop(hi, flags, a, a_end, b, b_end, f_uv, directed, swapped, out, base):
     """Σ closures over hi[a:a_end] ∩ hi[b:b_end] (both sorted, duplicate-free): walk the first
     range (the shorter) and gallop in the second; the targets increase, so each search resumes
@@ -179,7 +180,7 @@ def _count_edges_kernel(io, m, directed):
         cuda.atomic.add(total, 0, sh[0])
 
 
-@nb.njit(cache=True)
+@helper
 def relation_terms(io, k):
     """R(a, b)·Σ_c S(b, c)·T(c, a) for the k-th tuple of R, and the same sum of absolute values
     (float64, for the overflow guard).

@@ -14,6 +14,7 @@ import numba as nb
 import numpy as np
 
 from .elements import emit_segment
+from .jit import helper
 from .lsm import (
     LO_MASK,
     SENTINEL,
@@ -348,7 +349,7 @@ def first_grouped_weights(keys, stx, sty, ids):
     return _grouped_weights(keys, stx, sty, ids)
 
 
-@nb.njit(cache=True)
+@helper
 def _rows_len(st, x):
     m = run_mask(st, x)
     j = 0

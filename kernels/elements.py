@@ -7,12 +7,11 @@ the inner loops of :mod:`gpu_ivm.kernels.lsm` (``run_mask``, ``run_range``); no 
 
 from __future__ import annotations
 
-import numba as nb
-
+from .jit import helper
 from .lsm import LO_MASK, SENTINEL, run_mask, run_range
 
 
-@nb.njit(cache=True)
+@helper
 def count_row(st, x):
     """Number of live tuples with first key ``x`` (the body of ``count_rows``)."""
     keys = st[0]
@@ -33,7 +32,7 @@ def count_row(st, x):
     return c
 
 
-@nb.njit(cache=True)
+@helper
 def fill_row(st, x, w, out_keys, out_vals):
     """Write the live tuples of first key ``x`` to ``out[w:]`` (the body of ``fill_rows``)."""
     keys = st[0]
@@ -56,7 +55,7 @@ def fill_row(st, x, w, out_keys, out_vals):
     return w
 
 
-@nb.njit(cache=True)
+@helper
 def compact_key(st, tomb, x):
     """Squeeze the tombstones of first key ``x`` out of its ranges (the body of
     ``compact_keys``). Touches only x's ranges and ``tomb[x]``: distinct keys never race."""
@@ -87,7 +86,7 @@ def compact_key(st, tomb, x):
     tomb[x] = 0
 
 
-@nb.njit(cache=True)
+@helper
 def emit_segment(i, xs, ys, ms, st, left, ptr, out_keys, out_vals):
     """Expansion of update ``i`` into ``out[ptr[i]:ptr[i+1]]``, zero-padded (the body of
     ``expand_emit``)."""

@@ -30,6 +30,7 @@ import numba as nb
 import numpy as np
 
 from .int64_checks import I64_MAX, I64_MIN, add_overflows
+from .jit import helper
 
 __all__ = ["reduce_sorted", "segment_sum", "starts_group"]
 
@@ -66,7 +67,7 @@ def segment_sum(mult, lo, hi):
     return s, wraps == 0
 
 
-@nb.njit(cache=True)
+@helper
 def _reduce(keys, mult, p, out_keys, out_mult, overflow):
     """One pass: a group is summed from its first row to the next group's first row."""
     n = keys.shape[0]

@@ -20,6 +20,7 @@ import numba as nb
 import numpy as np
 
 from .int64_checks import add_overflows
+from .jit import helper
 
 __all__ = ["fences", "merge_sorted", "prefix_bounds", "prefix_ranges"]
 
@@ -84,7 +85,7 @@ def _probe_not_below(probes, q, p):
     return True
 
 
-@nb.njit(cache=True)
+@helper
 def _ranges(keys, probes, lo, hi):
     """A probe not below the one before it starts its search where that one's range did
     (sorted probes, as the rows of a sorted delta often are, walk the run once); any other
@@ -112,7 +113,7 @@ def fences(keys: np.ndarray) -> np.ndarray | None:
     return np.ascontiguousarray(keys[::FENCE_STEP])
 
 
-@nb.njit(cache=True)
+@helper
 def _ranges_fenced(keys, fence, step, probes, lo, hi):
     p = probes.shape[1]
     n = keys.shape[0]
@@ -161,7 +162,7 @@ def _compare_rows(a, i, b, j):
     return 0
 
 
-@nb.njit(cache=True)
+@helper
 def _merge(k1, m1, k2, m2, keys, mult, overflow):
     i = 0
     j = 0

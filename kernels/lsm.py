@@ -26,6 +26,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .jit import helper
+
 LO_MASK = (1 << 32) - 1
 SENTINEL = LO_MASK  # second id reserved for compaction padding
 
@@ -98,7 +100,7 @@ def run_mask(st, x):
     return rm[x]
 
 
-@nb.njit(cache=True)
+@helper
 def find(st, key):
     """Position of ``key`` (live or tombstone) or -1."""
     x = key >> 32
@@ -121,7 +123,7 @@ def find(st, key):
     return -1
 
 
-@nb.njit(cache=True)
+@helper
 def get(st, key):
     """Multiplicity of ``key`` (0 if absent)."""
     p = find(st, key)
@@ -130,7 +132,7 @@ def get(st, key):
     return st[1][p]
 
 
-@nb.njit(cache=True)
+@helper
 def live_range_len(st, x):
     """Physical number of entries of first key ``x`` over all runs (an enumeration's cost)."""
     m = run_mask(st, x)
@@ -188,7 +190,7 @@ def gallop_n(keys, p, hi, key):
     return lo, n + 1
 
 
-@nb.njit(cache=True)
+@helper
 def dot_ranges_n(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
     """:func:`dot_ranges` and the number of entries it read: ``(sum, entries)``."""
     n1 = hi1 - lo1
@@ -233,7 +235,7 @@ def dot_ranges_n(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
     return s, t
 
 
-@nb.njit(cache=True)
+@helper
 def dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
     """Σ v1[i]·v2[j] over entries with equal second ids in two sorted single-first-key ranges.
 
@@ -243,7 +245,7 @@ def dot_ranges(k1, v1, lo1, hi1, k2, v2, lo2, hi2):
     return dot_ranges_n(k1, v1, lo1, hi1, k2, v2, lo2, hi2)[0]
 
 
-@nb.njit(cache=True)
+@helper
 def dot_rows_n(st1, x1, st2, x2):
     """:func:`dot_rows` and the number of entries it read: ``(sum, entries)``."""
     k1 = st1[0]
@@ -278,14 +280,14 @@ def dot_rows_n(st1, x1, st2, x2):
     return s, t
 
 
-@nb.njit(cache=True)
+@helper
 def dot_rows(st1, x1, st2, x2):
     """Σ_c st1(x1, c)·st2(x2, c): the inner product of two rows, over all run pairs (merged or
     galloped; :func:`gpu_ivm.kernels.row_index.dot_rows_ix` probes a long row's table)."""
     return dot_rows_n(st1, x1, st2, x2)[0]
 
 
-@nb.njit(cache=True)
+@helper
 def dot_range_row(k1, v1, lo1, hi1, st, x):
     """Σ_c k1-range(c)·st(x, c): a plain sorted range against a store row."""
     if hi1 <= lo1:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .jit import helper
 from .lsm import gallop, get, real_end, run_mask, run_range
 
 CHOICE_NONE = -1
@@ -49,7 +50,7 @@ def _deg(st, v):
     return 0
 
 
-@nb.njit(cache=True)
+@helper
 def choose(x, y, fx, fy, pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl):
     """(choice, length) of the list to walk for update (x, y) with labels (fx, fy)."""
     if not _ok(fx, pat[0]) or not _ok(fy, pat[1]):
@@ -106,7 +107,7 @@ def _weight(x, y, z, wz, choice, use_n, use_p, pat, nst, n_fy, pst, p_fx):
     return w
 
 
-@nb.njit(cache=True)
+@helper
 def _merge(k1, v1, lo1, hi1, k2, v2, lo2, hi2, m, pat, n_fy, p_fx, emit, w_out, out_z, out_w):
     """Intersect two sorted single-row ranges on z (low 32 bits): merge when the lengths are
     comparable, else gallop the longer with the shorter's entries (O(min·log(max/min)));
@@ -165,7 +166,7 @@ def _merge(k1, v1, lo1, hi1, k2, v2, lo2, hi2, m, pat, n_fy, p_fx, emit, w_out, 
     return w_out, total
 
 
-@nb.njit(cache=True)
+@helper
 def _intersect(x, y, m, pat, nst, n_fy, pst, p_fx, emit, base, out_z, out_w):
     """Σ_z N(y,z)·P(z,x) (or the emitted terms) by merging the two rows over all run pairs."""
     w_out = base
@@ -202,7 +203,7 @@ def _intersect(x, y, m, pat, nst, n_fy, pst, p_fx, emit, base, out_z, out_w):
     return total
 
 
-@nb.njit(cache=True)
+@helper
 def _walk(i, x, y, m, choice, use_n, use_p, pat, nst, n_fy, n_hl, pst, p_fx, p_hl,
           emit, base, out_z, out_w):
     """Walk the chosen list of update i; emit (z, m·w) at out[base...] or return the sum."""
@@ -305,7 +306,7 @@ def compact(ptr, count, out_z, out_w, keep_idx, keep_z, keep_w):
     return w
 
 
-@nb.njit(cache=True)
+@helper
 def pair_sum_one(x, rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst):
     """Σ_{b,c} R(x,b)·S(b,c)·T(c,x) over b with R-flag r_fy[b] == r_want_y and c with
     T-flag t_fx[c] == t_want_x (``rst``: R rows by A; ``tst``: T transposed, rows by A)."""

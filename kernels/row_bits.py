@@ -32,6 +32,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .jit import helper
 from .lsm import LO_MASK, real_end, run_mask, run_range
 
 BITS_NONE = -1  # the row has no bitmap (it may get one)
@@ -58,7 +59,7 @@ def bit_at(bits, slot, c):
     return np.int64((word >> (np.uint64(c) & _SIX)) & _ONE) * inside
 
 
-@nb.njit(cache=True)
+@helper
 def probe_bits(st1, x1, st2, x2):
     """(Σ_c st1(x1,c)·st2(x2,c), entries read) for a row x2 that has a bitmap: one walk of row
     x1, one bit test per entry (deleted entries have value 0, padding is cut off per run)."""
@@ -82,7 +83,7 @@ def probe_bits(st1, x1, st2, x2):
     return s, t
 
 
-@nb.njit(cache=True)
+@helper
 def probe_range_bits(k1, v1, lo1, hi1, st, x):
     """Σ_p v1[p]·st(x, c_p) over a plain sorted range k1[lo1:hi1], for a row x that has a
     bitmap (entries read: hi1 - lo1)."""
@@ -94,7 +95,7 @@ def probe_range_bits(k1, v1, lo1, hi1, st, x):
     return s
 
 
-@nb.njit(cache=True)
+@helper
 def _take_slot(bstack, bmeta):
     """A free slot (the stack of given-back slots first, then the next unused one), or -1."""
     if bmeta[0] > 0:
@@ -112,7 +113,7 @@ def _give_slot(slot, bstack, bmeta):
     bmeta[0] += 1
 
 
-@nb.njit(cache=True)
+@helper
 def fill_one(st, x, bits, slot):
     """Write row x's tuples into bits[slot]; False if one breaks the 0/1 rule."""
     keys = st[0]
@@ -161,7 +162,7 @@ def bits_fill(st, rows, boff, bits, bstack, bmeta):
     return short
 
 
-@nb.njit(cache=True)
+@helper
 def apply_group(keys, old, deltas, i, j, live, boff, bits, lo_live, hi_live):
     """The changes keys[i:j] of one row x (sorted unique packed keys, their multiplicities
     before, ``old``, and the ``deltas``; ``live``: live tuples after the batch) into x's bitmap.

@@ -32,6 +32,7 @@ import numba as nb
 import numpy as np
 
 from .hashmap import home_slot
+from .jit import helper
 from .lsm import LO_MASK, SENTINEL, dot_ranges_n, dot_rows_n, find, real_end, run_mask, run_range
 from .row_bits import has_bits, probe_bits, probe_range_bits
 
@@ -99,7 +100,7 @@ def _put(tab, t, c, v, bad):
     tab[t] = (c << 32) | (v & LO_MASK)
 
 
-@nb.njit(cache=True)
+@helper
 def fill_row_table(st, x, off, mask, tab, bad):
     """Build row x's table in ``tab[off : off + mask + 1]`` from the store's runs; returns the
     number of slots taken (the live tuples of x), or -1 if a home bucket overflowed."""
@@ -130,7 +131,7 @@ def fill_row_table(st, x, off, mask, tab, bad):
     return used
 
 
-@nb.njit(cache=True)
+@helper
 def upsert_group(st, keys_in, deltas, g0, g1, iused, bad):
     """Add deltas[g0:g1] (keys of one first key x) to x's table, if it has one; a full home
     bucket sets iused[x] = -1 (the caller rebuilds the table from the store)."""
@@ -180,7 +181,7 @@ def row_live(st, x):
     return 0
 
 
-@nb.njit(cache=True)
+@helper
 def probe_row(st1, x1, st2, x2):
     """(Σ_c st1(x1,c)·st2(x2,c), entries read): walk row x1, probe x2's table per entry.
 
@@ -206,7 +207,7 @@ def probe_row(st1, x1, st2, x2):
     return s, t
 
 
-@nb.njit(cache=True)
+@helper
 def dot_rows_ix(st1, x1, st2, x2):
     """(Σ_c st1(x1,c)·st2(x2,c), entries read) at the min-degree bound: the shorter row is
     walked and the longer one probed when it has a bitmap (:mod:`.row_bits`) or a table; else
@@ -227,7 +228,7 @@ def dot_rows_ix(st1, x1, st2, x2):
     return dot_rows_n(st1, x1, st2, x2)
 
 
-@nb.njit(cache=True)
+@helper
 def dot_range_row_ix(k1, v1, lo1, hi1, st, x):
     """(Σ_c range(c)·st(x, c), entries read) for a plain sorted single-first-key range: tests
     x's bitmap when x has one, probes x's table when x has one and is not shorter than the
@@ -259,7 +260,7 @@ def dot_range_row_ix(k1, v1, lo1, hi1, st, x):
     return s, t
 
 
-@nb.njit(cache=True)
+@helper
 def get_ix(st, x, c):
     """(st(x, c), entries read): by x's table when it has one, else a store search (counted
     as one read)."""

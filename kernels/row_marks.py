@@ -27,9 +27,9 @@ byte per vertex does not fit a GPU's threads) and run the merge / gallop / table
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from .jit import helper
 from .lsm import LO_MASK, real_end, run_mask, run_range
 from .row_bits import has_bits
 from .row_index import dot_rows_ix, row_live
@@ -39,14 +39,14 @@ MARK_MAX = 127  # multiplicities in [-MARK_MAX, MARK_MAX] fit an int8 mark
 MARK_MIN = 64  # rows shorter than this are merged: writing and clearing the marks costs more
 
 
-@nb.njit(cache=True)
+@helper
 def mark_row(st, x, marks):
     """marks[c] = st(x, c) for the live tuples of row x; returns (ok, entries read).
     (:func:`mark_row_scaled` with scale 1.)"""
     return mark_row_scaled(st, x, marks, 1)
 
 
-@nb.njit(cache=True)
+@helper
 def mark_row_scaled(st, x, marks, scale):
     """marks[c] = scale·st(x, c) for the live tuples of row x; returns (ok, entries read).
 
@@ -82,7 +82,7 @@ def mark_row_scaled(st, x, marks, scale):
     return True, t
 
 
-@nb.njit(cache=True)
+@helper
 def clear_row(st, x, marks):
     """marks[c] = 0 for every second id c of row x (ids beyond the scratch go to the bin)."""
     keys = st[0]
@@ -98,7 +98,7 @@ def clear_row(st, x, marks):
         j += 1
 
 
-@nb.njit(cache=True)
+@helper
 def mark_range_add(keys, vals, lo, hi, marks):
     """marks[c] += vals[p] for a plain sorted single-first-key range keys[lo:hi]; returns
     False (nothing changed) if an id leaves the scratch or a sum the int8 range."""
@@ -116,7 +116,7 @@ def mark_range_add(keys, vals, lo, hi, marks):
     return True
 
 
-@nb.njit(cache=True)
+@helper
 def clear_range(keys, lo, hi, marks):
     """marks[c] = 0 for the second ids of keys[lo:hi] (ids beyond the scratch go to the bin)."""
     cap = marks.shape[0] - 1
@@ -124,7 +124,7 @@ def clear_range(keys, lo, hi, marks):
         marks[min(keys[p] & LO_MASK, cap)] = 0
 
 
-@nb.njit(cache=True)
+@helper
 def probe_range(keys, vals, lo, hi, marks):
     """Σ_p vals[p]·marks[c_p] over a plain sorted range keys[lo:hi]."""
     cap = marks.shape[0] - 1
@@ -134,7 +134,7 @@ def probe_range(keys, vals, lo, hi, marks):
     return s
 
 
-@nb.njit(cache=True)
+@helper
 def probe_marks(st, x, marks):
     """(Σ_c st(x, c)·marks[c], entries read) over row x; an id beyond the scratch (padding
     included) reads the bin, which is 0."""
@@ -156,7 +156,7 @@ def probe_marks(st, x, marks):
     return s, t
 
 
-@nb.njit(cache=True)
+@helper
 def dot_rows_mk(st1, x1, st2, x2, marks):
     """(Σ_c st1(x1,c)·st2(x2,c), entries read): by marks when the rows' lengths are within
     ``MARK_RATIO`` of each other and ``marks`` is not empty, else by

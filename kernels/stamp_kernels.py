@@ -16,10 +16,11 @@ import numba as nb
 import numpy as np
 
 from .hashmap import EMPTY, find_or_add
+from .jit import helper
 from .lsm import LO_MASK, gallop, run_mask, run_range, run_range_a
 
 
-@nb.njit(cache=True)
+@helper
 def _match_ranges(keys, vals, lo1, hi1, lo2, hi2, out1, out2, n):
     """Append the values of equal second ids of two sorted single-first-key ranges."""
     n1 = hi1 - lo1
@@ -64,7 +65,7 @@ def _match_ranges(keys, vals, lo1, hi1, lo2, hi2, out1, out2, n):
     return n
 
 
-@nb.njit(cache=True)
+@helper
 def _row_ranges(st, x, lo, hi):
     """The non-empty [lo, hi) ranges of first key x over the runs; returns how many (the
     store's arrays taken once, see :func:`~gpu_ivm.kernels.lsm.run_range_a`)."""
@@ -110,7 +111,7 @@ def common_values(st, u, v, out1, out2):
     return n
 
 
-@nb.njit(cache=True)
+@helper
 def _mark_ranges(keys, vals, lo, hi, n, marks, on):
     """marks[c] = value of entry c (``on``) or 0 (not ``on``) over the ranges lo[:n], hi[:n]
     of one row; ids at or beyond the scratch's last slot (padding included) go to that slot,
@@ -122,7 +123,7 @@ def _mark_ranges(keys, vals, lo, hi, n, marks, on):
     marks[cap] = 0
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True)  # calls common_values, which allocates: reference counting stays
 def common_values_mk(st, u, v, marks, out1, out2, rlo, rhi):
     """:func:`common_values` by marks: the shorter row's values are written into ``marks``
     (indexed by the second id; all zero before and after; one slot more than the ids), the
@@ -171,7 +172,7 @@ def _buffers(deg, us, vs):
     return np.empty(m, np.int64), np.empty(m, np.int64)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True)  # calls common_values_mk (see there)
 def older_common_buf(st, u, v, s, a, b, marks, rlo, rhi):
     """Common neighbours w of u and v whose edges (u, w) and (v, w) both have stamps below s:
     the triangles that the edge (u, v) with stamp s closes under the ordered delta rule
@@ -318,7 +319,7 @@ def closed_by_batch_list(st, deg, us, vs, stamps, marks):
     return edge[:q], w_out[:q], s1[:q], s2[:q]
 
 
-@nb.njit(cache=True)
+@helper
 def _older_pairs(keys, vals, lo1, hi1, lo2, hi2, s, ow, o1, o2, q, emit):
     """Equal second ids w of two sorted single-first-key ranges (u's row, v's row) whose
     values are both below s (merge, or gallop the longer range when the lengths differ by
@@ -367,7 +368,7 @@ def _older_pairs(keys, vals, lo1, hi1, lo2, hi2, s, ow, o1, o2, q, emit):
     return q
 
 
-@nb.njit(cache=True)
+@helper
 def older_common_runs(st, deg, u, v, s, ow, o1, o2, q, emit):
     """The common neighbours w of u and v whose edges (u, w) and (v, w) have stamps below s,
     without scratch memory (run pairs merged in place): returns q plus their number, and
@@ -412,7 +413,7 @@ def closed_by_batch(st, deg, us, vs, stamps, out, marks):
 
 
 # ---------------------------------------------------------------------------- offline
-@nb.njit(cache=True)
+@helper
 def _segment_sweep(sa, ea, lo1, hi1, lo2, hi2, lo3, hi3, diff):
     """Add +1 at the start and -1 after the end of every common interval of three sorted
     lists of disjoint closed intervals [sa, ea] (ranges of the flat arrays)."""

@@ -6,12 +6,13 @@ import numba as nb
 import numpy as np
 
 from .elements import compact_key, count_row, fill_row
+from .jit import helper
 from .lsm import LO_MASK, SENTINEL, find, first_key_starts, gallop, lower_bound, run_range_a
 from .row_bits import bit_at, bits_apply, bits_fill, has_bits  # noqa: F401  (the store's row-bitmap kernels)
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
 
 
-@nb.njit(cache=True)
+@helper
 def _locate_range(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, i0, i1,
                   pos, tomb):
     """pos[t] for the keys keys_in[i0:i1], group by group of equal first key x: x's range in

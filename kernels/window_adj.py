@@ -27,6 +27,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .jit import helper
 from .stamp_kernels import long_endpoint_groups
 
 MIN_ROOM = 4  # room of a row when it gets its first entry
@@ -115,7 +116,7 @@ def build(n_ids, us, vs):
     return off, ln, cap, nbr, val, used
 
 
-@nb.njit(cache=True)
+@helper
 def _mark(nbr, val, lo, hi, marks, on):
     for p in range(lo, hi):
         marks[nbr[p]] = val[p] if on else 0

@@ -30,6 +30,7 @@ import numba as nb
 import numpy as np
 
 from .hashmap import EMPTY, find_or_add
+from .jit import helper
 from .stamp_kernels import due_push
 from .window_adj import common_pairs
 
@@ -63,7 +64,7 @@ def birth_slot(x, y, z, k, end, stamp, r):
     return (min(end[x], min(end[y], end[z])) + 1) % r
 
 
-@nb.njit(cache=True)
+@helper
 def extend_triangles(off, cnt, ya, za, eids, k, end, prev_end, ext_seq, seq_base, cal):
     """Extensions of step k: edge eids[j], alive at k, had its last alive step moved from
     prev_end[e] to end[e] (ext_seq[e] = seq_base + j + 1); its triangles' other two edges'
