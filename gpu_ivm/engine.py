@@ -415,10 +415,29 @@ class TriangleEngineBase:
         if n != n0:
             self.N = n
             self._stats["major"] += 1
+            if self._repartition_unchanged(n):
+                return
             try:
                 self._rebuild(n)
             except ResourceLimitError as e:
                 self._degrade(e)
+
+    def _repartition_unchanged(self, n: int) -> bool:
+        """Major rebalancing to base ``n`` when the strict repartition keeps every relation's
+        ε and heavy keys: only the thresholds change (the parts, the transposed copies and the
+        views, which depend on the partition alone, stay as they are). Returns False, changing
+        nothing, when some relation's partition would change: the caller rebuilds.
+
+        Degrees come from the parts' live counts; ε is chosen again from them when automatic,
+        as a rebuild would (:meth:`PartRel.repartition_plan`). On streams whose keys all stay
+        light (ε = 1: a sliding window growing and shrinking) this keeps the amortized
+        rebalancing of the paper without copying the stores at every doubling or halving."""
+        plans = [r.repartition_plan(n) for r in self.rels]
+        if not all(p.same for p in plans):
+            return False
+        for r, p in zip(self.rels, plans):
+            r.adopt(n, p)
+        return True
 
     def _epsilon_check(self) -> None:
         """Auto ε: when more light keys grew past the rule's work bound than it allows (one in
@@ -530,8 +549,12 @@ class TriangleEngineBase:
                 x = isqrt_ceil(len(K) if self.unit_multiplicities else K.sq_bound)
                 if k in updates:
                     d = updates[k]
-                    x += isqrt_ceil(sum_squares(np, d))
-                    pending[k] = (x * x, K.max_abs + max_abs(np, d))
+                    if self.unit_multiplicities:  # the deltas are ±1: Σ d² = len, max |d| = 1
+                        x += isqrt_ceil(d.shape[0])
+                        pending[k] = (x * x, K.max_abs + 1)
+                    else:
+                        x += isqrt_ceil(sum_squares(np, d))
+                        pending[k] = (x * x, K.max_abs + max_abs(np, d))
                 xs.append(x)
             return (xs * 3 if len(xs) == 1 else xs), pending
 
@@ -554,7 +577,9 @@ class TriangleEngineBase:
 
     def _commit_norms(self, pending: dict) -> None:
         """Record the norm bounds a checked batch left (see :meth:`_check_overflow`)."""
-        if self.unit_multiplicities:
+        if self.unit_multiplicities:  # ‖K‖₂² = |K| is read off the size; multiplicities are 1
+            for k in pending:
+                self.rels[k].max_abs = max(self.rels[k].max_abs, 1)
             return
         for k, (sq, mx) in pending.items():
             self.rels[k].set_bounds(sq, mx)

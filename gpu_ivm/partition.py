@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,6 +30,14 @@ def _index_min_from_env() -> int | None:
 def _row_bits_from_env() -> bool:
     """``GPU_IVM_ROW_BITS=0`` turns the stores' row bitmaps off (default on)."""
     return os.environ.get("GPU_IVM_ROW_BITS", "1").strip() not in ("0", "false", "no", "off")
+
+
+class RepartitionPlan(NamedTuple):
+    """A strict repartition's choice (see :meth:`PartRel.repartition_plan`)."""
+
+    eps: Fraction
+    th: Thresholds
+    same: bool
 
 
 def sort_pairs(keys: np.ndarray, vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,6 +191,24 @@ class PartRel:
         hk, hv = self.h.items()
         lk, lv = self.l.items()
         return sort_pairs(self.xp.concatenate([hk, lk]), self.xp.concatenate([hv, lv]))
+
+    def repartition_plan(self, n: int) -> RepartitionPlan:
+        """What a strict repartition with base ``n`` would choose, from the parts' degrees:
+        ε (chosen anew when automatic), the thresholds, and whether the heavy keys stay
+        exactly the current ones (``same``)."""
+        cap = self.id_capacity
+        deg = self.h.live[:cap] + self.l.live[:cap]
+        eps = choose_epsilon(n, deg, self.symmetric) if self.auto else self.eps
+        th = Thresholds.of(n, eps)
+        heavy = (deg >= th.strict) & (deg > 0)
+        same = bool((heavy == self.heavy[:cap]).all())
+        return RepartitionPlan(eps, th, same)
+
+    def adopt(self, n: int, plan: RepartitionPlan) -> None:
+        """Take base ``n``'s ε and thresholds from a plan whose heavy keys are the current
+        ones (``plan.same``): the parts need no change."""
+        self.eps, self.th = plan.eps, plan.th
+        self.watch_lights(n)
 
     def rebuild(self, n: int, keys: np.ndarray | None = None, vals: np.ndarray | None = None):
         """Strict repartition with threshold N^ε (heavy iff degree >= ⌈N^ε⌉); ε chosen anew

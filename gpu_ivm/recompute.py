@@ -140,7 +140,7 @@ class AdaptivePolicy:
         ``SAMPLES`` measurements: one slow batch (a collection, a cold cache) moves neither.
         ``timed=False``: the batch rebuilt a stale state first (cold caches), and measures
         nothing."""
-        if not timed:
+        if not timed or not self.enabled or self.force:  # a model nothing will read
             self.last_units = 0
             return
         units = self.last_units or self.units(engine, phases)
