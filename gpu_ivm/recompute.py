@@ -27,23 +27,15 @@ import numpy as np
 
 def grouped_units(kernels, st, dkeys) -> int:
     """Work of a batch whose pairs share one pass per long row (``pair_weights_grouped``):
-    the pairs oriented by the kernel's own rule (``kernels.orient_pairs``), each long row
-    counted once unless it has a bitmap (its marks are kept: nothing to write), each short row
-    once per pair, plus 4 per tuple."""
-    sel = kernels.orient_pairs(dkeys, st)
-    live = st[7]
-    xs = dkeys[sel] >> 32
-    first = np.ones(xs.shape[0], np.bool_)
-    first[1:] = xs[1:] != xs[:-1]  # dkeys sorted: a long row's pairs are adjacent
-    longs = xs[first]
-    boff = st[11]
-    if boff.shape[0]:
-        longs = longs[boff[longs] < 0]
-    return int(dkeys.shape[0] * 4 + live[longs].sum()
-               + live[dkeys[sel] & ((1 << 32) - 1)].sum())
+    the pairs oriented by the kernel's own rule, each long row counted once unless it has a
+    bitmap (its marks are kept: nothing to write), each short row once per pair, plus 4 per
+    tuple (``kernels.grouped_work``, one compiled pass)."""
+    return int(kernels.grouped_work(dkeys, st))
 
 
 FIXED_UNITS = 200  # a delta batch of at most this much estimated work measures the fixed cost
+EXPLORE_FIRST = 16  # recounts in a row (estimates within 2x) before a delta batch re-measures
+EXPLORE_MAX = 1024  # the longest wait between two such tries
 SAMPLES = 9  # recent delta batches whose median gives the fixed cost and the rate
 
 
@@ -73,7 +65,8 @@ class AdaptivePolicy:
         self.last_units = 0
         self.streak = (None, 0)  # (path, how many batches in a row took it)
         self.savings = 0.0  # the delta path's estimated savings over the recounts since a switch
-        self.explore_every = 16
+        self.explore_every = EXPLORE_FIRST  # recounts in a row before one delta batch tries
+        self._exploring = False  # the last batch was such a try
         self.rebuild_horizon = 8  # batches over which a rebuild of a stale state is charged
 
     @staticmethod
@@ -125,11 +118,20 @@ class AdaptivePolicy:
         # Estimates are only as good as their calibration: after explore_every recounts in a
         # row with estimates within 2x, one delta batch re-measures the delta path (a recount
         # needs no such try: its rate is measured apart, see
-        # TriangleEngineBase._calibrate_recompute).
+        # TriangleEngineBase._calibrate_recompute). Each try pays a rebuild; a try after which
+        # the estimates go back to recounting doubles the wait before the next one (up to
+        # EXPLORE_MAX), one after which they stay with deltas resets it: where both paths
+        # cost about the same (small sliding windows) the tries cost O(log) rebuilds, not one
+        # every 17 batches.
+        if self._exploring:
+            self.explore_every = (min(2 * self.explore_every, EXPLORE_MAX)
+                                  if path == "recompute" else EXPLORE_FIRST)
+            self._exploring = False
         last, run = self.streak
         close = max(est_delta, est_recompute) < 2 * min(est_delta, est_recompute)
         if close and path == last == "recompute" and run >= self.explore_every:
             path = "delta"
+            self._exploring = True
         self.streak = (path, run + 1 if path == last else 1)
         return path
 

@@ -139,6 +139,26 @@ def test_policy_leaves_a_fresh_state_when_recounting_pays_its_later_rebuild():
         assert pol.choose(eng, phases) == want
 
 
+def test_policy_explores_deltas_with_growing_waits():
+    """With close estimates that keep recounting, a delta batch re-measures the delta path
+    after 16 recounts in a row, then after 32, 64, ... (a try that ends back on recounts
+    doubles the wait); a try after which the estimates keep deltas resets the wait to 16."""
+    from gpu_ivm import recompute
+
+    # fresh state: recount 2**-10 s, delta 2**-10 + 2**-12 s (within 2x), rebuild amortized
+    # 2**-10 s: recounting wins every time unless exploring
+    pol, eng, phases = _policy((1 << 20) + (1 << 18), 2.0 ** -20)
+    pol.rebuild_sec_per_tuple = 2.0 ** -20
+    eng.stale = False
+    paths = [pol.choose(eng, phases) for _ in range(16 + 1 + 32 + 1 + 64 + 1)]
+    tries = [i for i, p in enumerate(paths) if p == "delta"]
+    assert tries == [16, 16 + 1 + 32, 16 + 1 + 32 + 1 + 64]
+    assert pol.choose(eng, phases) == "recompute" and pol.explore_every == 128
+    assert [pol.choose(eng, phases) for _ in range(128)][-1] == "delta"  # the next try
+    pol.units = lambda engine, phases: 1  # deltas far cheaper now: the try resets the wait
+    assert pol.choose(eng, phases) == "delta" and pol.explore_every == recompute.EXPLORE_FIRST
+
+
 def test_adaptive_policy_picks_recompute_for_huge_batches():
     rng = np.random.default_rng(5)
     oracle = GraphOracle(False)
