@@ -79,6 +79,7 @@ class Backend:
 
 def _cpu_kernels() -> SimpleNamespace:
     from .kernels import (
+        adjacency,
         delta_kernels,
         hashmap,
         query_kernels,
@@ -88,7 +89,8 @@ def _cpu_kernels() -> SimpleNamespace:
     )
 
     return SimpleNamespace(xp=np, store=store_kernels, delta=delta_kernels, view=view_kernels,
-                           static=static_kernels, query=query_kernels, hash=hashmap)
+                           static=static_kernels, query=query_kernels, hash=hashmap,
+                           adjacency=adjacency)
 
 
 CPU = Backend("cpu", np, _cpu_kernels())

@@ -415,14 +415,35 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         half = self.xp.flatnonzero(a < b)  # one selection for the three arrays
         return 6 * sum_products(dvals[half], self._path_weights(0, a[half], b[half], True))
 
+    def _snapshot_for(self, dkeys: np.ndarray):
+        """The CSR copy of E a large symmetric batch runs against (``kernels/adjacency.py``),
+        or None: only on a backend that has it, with no heavy part (every row in E_l, as
+        ``epsilon="auto"`` keeps uniform graphs), from one Δ tuple per
+        ``SNAPSHOT_IDS_PER_TUPLE`` ids, and not in the profile mode (whose counters are the
+        stores' kernels')."""
+        E = self.rels[0]
+        adj = getattr(self.k, "adjacency", None)
+        if (adj is None or not self.symmetric or E.h.size or _engine.PROFILE_WORK
+                or dkeys.shape[0] * adj.SNAPSHOT_IDS_PER_TUPLE < E.id_capacity):
+            return None
+        return adj.adjacency_snapshot(E.h.nt(), E.l.nt(), E.heavy, E.id_capacity)
+
     def _q_delta(self, dkeys: np.ndarray, dvals: np.ndarray) -> int:
         """3·tr(Δ·E²) + 3·tr(Δ²·E) + tr(Δ³) against the current (pre-batch) E."""
+        snap = self._snapshot_for(dkeys)
+        E = self.rels[0]
+        if snap is not None:  # a large batch: against a compact copy of E
+            adj = self.k.adjacency
+            indptr, nbr = snap
+            sel, w = adj.pair_weights_snapshot(dkeys, indptr, nbr, E.l.nt(), E.id_capacity)
+            wedges = adj.batch_wedges_snapshot(dkeys, dvals, indptr, nbr, E.h.nt(), E.l.nt(),
+                                               E.heavy)
+            return 6 * sum_products(dvals[sel], w) + wedges
         a, b = unpack(dkeys)
         if self.directed:
             first = 3 * sum_products(dvals, self._path_weights(0, a, b, False))
         else:
             first = self._symmetric_first(dkeys, dvals, a, b)
-        E = self.rels[0]
         wedge = self.xp.empty(dkeys.shape[0], np.int64)
         self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,
                                   wedge)

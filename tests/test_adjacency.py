@@ -1,0 +1,124 @@
+"""Large symmetric batches against the CSR copy of the graph (kernels/adjacency.py): the copy
+equals the stored edge set, its pair weights and wedges equal scipy's products and the stores'
+kernels, and engines that take the path or never take it count the same after every batch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from gpu_ivm.kernels import adjacency
+from gpu_ivm.kernels import delta_kernels as dk
+from streams import graph_batches
+from test_row_index import _oracle_of, _scipy_triangles, _skewed_graph
+from test_row_marks import _symmetric_delta
+
+from gpu_ivm import GraphEngine, RelationEngine
+
+LO = (1 << 32) - 1
+
+
+def _engine_with_runs(kind: str, seed: int) -> GraphEngine:
+    """An ε = 1 engine whose store has several runs, tombstones and new vertices."""
+    rng = np.random.default_rng(seed)
+    src, dst = _skewed_graph(kind, rng)
+    o = _oracle_of(src, dst)
+    g = GraphEngine(epsilon="1", adaptive=False)
+    g.load((src, dst))
+    nv = int(max(src.max(), dst.max())) + 20
+    for batch in graph_batches(o, rng, n_batches=4, nv=nv, max_batch=60, hub_p=0.4,
+                               shrink_from=2):
+        g.apply(batch)
+    assert g.count() == _scipy_triangles(o.edges)
+    return g
+
+
+@pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
+def test_snapshot_is_the_edge_set(kind):
+    g = _engine_with_runs(kind, 1)
+    E = g.rels[0]
+    assert E.l.nruns >= 2 and E.l.tombstones() > 0
+    indptr, nbr = adjacency.adjacency_snapshot(E.h.nt(), E.l.nt(), E.heavy, E.id_capacity)
+    keys, vals = E.items()
+    assert (vals == 1).all()
+    want = {}
+    for k in keys.tolist():
+        want.setdefault(k >> 32, set()).add(k & LO)
+    for x in range(E.id_capacity):
+        row = nbr[indptr[x]:indptr[x + 1]].tolist()
+        assert len(row) == len(set(row)) and set(row) == want.get(x, set())
+
+
+def test_snapshot_refuses_multiplicities_other_than_one():
+    r = RelationEngine(epsilon="1", adaptive=False)
+    r.load(R={"src": [0, 0, 1], "dst": [1, 2, 2], "mult": [1, 2, 1]})
+    R = r.rels[0]
+    assert adjacency.adjacency_snapshot(R.h.nt(), R.l.nt(), R.heavy, R.id_capacity) is None
+
+
+@pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
+def test_snapshot_pair_weights_and_wedges(kind):
+    """Against scipy: w = (A·A)[x, y] once per unordered pair (x the longer row); the wedge
+    total Σ_i Δ(a,b)·(Δ·(3A + Δ))(b, a) over the tuples i = (a, b), and the stores' kernel's."""
+    g = _engine_with_runs(kind, 2)
+    E = g.rels[0]
+    cap = E.id_capacity
+    keys, vals = E.items()
+    A = sp.coo_matrix((vals, (keys >> 32, keys & LO)), shape=(cap, cap)).tocsr()
+    indptr, nbr = adjacency.adjacency_snapshot(E.h.nt(), E.l.nt(), E.heavy, cap)
+    rng = np.random.default_rng(len(kind))
+    for n_pairs in (1, 40, 900):
+        dkeys, dvals = _symmetric_delta(rng, g, n_pairs)
+        sel, w = adjacency.pair_weights_snapshot(dkeys, indptr, nbr, E.l.nt(), cap)
+        x, y = dkeys[sel] >> 32, dkeys[sel] & LO
+        assert sorted(zip(np.minimum(x, y).tolist(), np.maximum(x, y).tolist())) == sorted(
+            {(min(k >> 32, k & LO), max(k >> 32, k & LO)) for k in dkeys.tolist()})
+        assert np.array_equal(w, np.asarray((A @ A)[x, y]).ravel())
+        D = sp.coo_matrix((dvals, (dkeys >> 32, dkeys & LO)), shape=(cap, cap)).tocsr()
+        M = (D @ (3 * A + D)).tocsr()
+        a, b = dkeys >> 32, dkeys & LO
+        total = adjacency.batch_wedges_snapshot(dkeys, dvals, indptr, nbr, E.h.nt(),
+                                                E.l.nt(), E.heavy)
+        assert total == int((dvals * np.asarray(M[b, a]).ravel()).sum())
+        store_out = np.empty(dkeys.shape[0], np.int64)
+        dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, True, store_out)
+        assert total == int(store_out.sum())
+    for scratch in dk._MARKS.values():  # every kernel leaves its scratch zeroed
+        assert not scratch.any()
+
+
+@pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
+def test_engines_with_and_without_the_snapshot_count_alike(kind, monkeypatch):
+    """Every batch through the snapshot (one Δ tuple per ids suffices) and none: both equal
+    scipy's count of the oracle's edge set after every batch, at ε = 1 and "auto"."""
+    for eps in ("1", "auto"):
+        counts = {}
+        for ids_per_tuple, label in ((10**9, "always"), (0, "never")):
+            monkeypatch.setattr(adjacency, "SNAPSHOT_IDS_PER_TUPLE", ids_per_tuple)
+            rng = np.random.default_rng(len(kind) + 5)
+            src, dst = _skewed_graph(kind, rng)
+            o = _oracle_of(src, dst)
+            g = GraphEngine(epsilon=eps, adaptive=False)
+            g.load((src, dst))
+            used = []
+            orig = g._snapshot_for
+
+            def spy(dkeys, orig=orig, used=used):
+                used.append(orig(dkeys))
+                return used[-1]
+
+            g._snapshot_for = spy
+            nv = int(max(src.max(), dst.max())) + 5
+            seen = []
+            for batch in graph_batches(o, rng, n_batches=6, nv=nv, max_batch=2000,
+                                       hub_p=0.4, shrink_from=3):
+                g.apply(batch)
+                assert g.count() == _scipy_triangles(o.edges)
+                seen.append(g.count())
+            g.check_invariants()
+            counts[label] = seen
+            if label == "never":
+                assert all(u is None for u in used)
+            elif eps == "1":
+                assert any(u is not None for u in used)
+        assert counts["always"] == counts["never"]
