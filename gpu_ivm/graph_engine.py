@@ -415,18 +415,24 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         half = self.xp.flatnonzero(a < b)  # one selection for the three arrays
         return 6 * sum_products(dvals[half], self._path_weights(0, a[half], b[half], True))
 
-    def _snapshot_for(self, dkeys: np.ndarray):
-        """The CSR copy of E a large symmetric batch runs against (``kernels/adjacency.py``),
-        or None: only on a backend that has it, with no heavy part (every row in E_l, as
-        ``epsilon="auto"`` keeps uniform graphs), from one Δ tuple per
-        ``SNAPSHOT_IDS_PER_TUPLE`` ids, and not in the profile mode (whose counters are the
-        stores' kernels')."""
+    def _snapshot_path(self, n_tuples: int) -> bool:
+        """Whether a batch of ``n_tuples`` Δ tuples runs against the CSR copy of E
+        (``kernels/adjacency.py``): only on a backend that has it, undirected, with no heavy
+        part (every row in E_l, as ``epsilon="auto"`` keeps uniform graphs), from one Δ tuple
+        per ``SNAPSHOT_IDS_PER_TUPLE`` ids, and not in the profile mode (whose counters are
+        the stores' kernels'). The adaptive policy asks too (its rate differs)."""
         E = self.rels[0]
         adj = getattr(self.k, "adjacency", None)
-        if (adj is None or not self.symmetric or E.h.size or _engine.PROFILE_WORK
-                or dkeys.shape[0] * adj.SNAPSHOT_IDS_PER_TUPLE < E.id_capacity):
+        return not (adj is None or not self.symmetric or E.h.size or _engine.PROFILE_WORK
+                    or n_tuples * adj.SNAPSHOT_IDS_PER_TUPLE < E.id_capacity)
+
+    def _snapshot_for(self, dkeys: np.ndarray):
+        """The CSR copy of E that this batch runs against, or None (see
+        :meth:`_snapshot_path`; also None when a multiplicity is not 1)."""
+        if not self._snapshot_path(dkeys.shape[0]):
             return None
-        return adj.adjacency_snapshot(E.h.nt(), E.l.nt(), E.heavy, E.id_capacity)
+        E = self.rels[0]
+        return self.k.adjacency.adjacency_snapshot(E.h.nt(), E.l.nt(), E.heavy, E.id_capacity)
 
     def _q_delta(self, dkeys: np.ndarray, dvals: np.ndarray) -> int:
         """3·tr(Δ·E²) + 3·tr(Δ²·E) + tr(Δ³) against the current (pre-batch) E."""

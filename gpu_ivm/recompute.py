@@ -34,6 +34,10 @@ def grouped_units(kernels, st, dkeys) -> int:
 
 
 FIXED_UNITS = 200  # a delta batch of at most this much estimated work measures the fixed cost
+#: the first guess of how much faster a unit of work runs against the compact copy of the
+#: graph than in the stores (measured: the count delta of R-MAT 16, B = 10⁵, 55–70 against
+#: 28–31 ms for the same units; replaced by the copy's own measured rate once a batch ran)
+SNAPSHOT_SPEEDUP = 2
 EXPLORE_FIRST = 16  # recounts in a row (estimates within 2x) before a delta batch re-measures
 EXPLORE_MAX = 1024  # the longest wait between two such tries
 SAMPLES = 9  # recent delta batches whose median gives the fixed cost and the rate
@@ -60,14 +64,23 @@ class AdaptivePolicy:
         self.delta_fixed_sec = 0.0
         self._fixed: deque[float] = deque(maxlen=SAMPLES)
         self._rates: deque[float] = deque(maxlen=SAMPLES)
+        self._snapshot_rates: deque[float] = deque(maxlen=SAMPLES)  # see _rate
         self.rebuild_sec_per_tuple: float | None = None  # full preprocessing
         self.recompute_sec_per_tuple: float | None = None  # store the batch + static recount
         self.last_units = 0
+        self.last_snapshot = False  # choose() saw a batch for the copy of the graph
         self.streak = (None, 0)  # (path, how many batches in a row took it)
         self.savings = 0.0  # the delta path's estimated savings over the recounts since a switch
         self.explore_every = EXPLORE_FIRST  # recounts in a row before one delta batch tries
         self._exploring = False  # the last batch was such a try
         self.rebuild_horizon = 8  # batches over which a rebuild of a stale state is charged
+
+    @staticmethod
+    def on_snapshot(engine, phases) -> bool:
+        """Whether the batch's delta path runs against the compact copy of the graph
+        (``GraphEngine._snapshot_path``): its work is measured at a rate of its own."""
+        snap = getattr(engine, "_snapshot_path", None)
+        return snap is not None and len(phases) == 1 and snap(phases[0][1].shape[0])
 
     @staticmethod
     def units(engine, phases) -> int:
@@ -98,7 +111,8 @@ class AdaptivePolicy:
         size = engine.size + batch
         est_recompute = self.recompute_sec_per_tuple * size
         self.last_units = self.units(engine, phases)
-        est_delta = self.delta_fixed_sec + self.last_units * self.sec_per_unit
+        self.last_snapshot = self.on_snapshot(engine, phases)
+        est_delta = self.delta_fixed_sec + self.last_units * self._rate(self.last_snapshot)
         rebuild = (self.rebuild_sec_per_tuple or 0.0) * size
         # A recount leaves the state stale, and the next delta batch pays one rebuild first.
         # From a fresh state, recount when the delta estimate exceeds the recount's plus that
@@ -145,14 +159,30 @@ class AdaptivePolicy:
         if not timed or not self.enabled or self.force:  # a model nothing will read
             self.last_units = 0
             return
+        # what choose() saw before the batch changed the state, else read now
+        snapshot = self.last_snapshot if self.last_units else self.on_snapshot(engine, phases)
         units = self.last_units or self.units(engine, phases)
         if units <= FIXED_UNITS:
             self._fixed.append(seconds)
             self.delta_fixed_sec = median(self._fixed)  # 9 floats: no array (np.median 40 µs)
         elif units > 1000:
-            self._rates.append(max(seconds - self.delta_fixed_sec, 0.25 * seconds) / units)
-            self.sec_per_unit = median(self._rates)
+            rate = max(seconds - self.delta_fixed_sec, 0.25 * seconds) / units
+            if snapshot:
+                self._snapshot_rates.append(rate)
+            else:
+                self._rates.append(rate)
+                self.sec_per_unit = median(self._rates)
         self.last_units = 0
+
+    def _rate(self, snapshot: bool) -> float:
+        """Seconds per unit of work of a batch's delta path: batches against the copy of
+        the graph (``snapshot``) have rates of their own (the median of the last
+        ``SAMPLES``), seeded until one has run at ``sec_per_unit / SNAPSHOT_SPEEDUP``."""
+        if not snapshot:
+            return self.sec_per_unit
+        if self._snapshot_rates:
+            return median(self._snapshot_rates)
+        return self.sec_per_unit / SNAPSHOT_SPEEDUP
 
     def observe_recompute(self, seconds: float, tuples: int) -> None:
         if tuples > 1000:

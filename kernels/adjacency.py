@@ -25,7 +25,7 @@ import numba as nb
 import numpy as np
 
 from .delta_kernels import _thread_marks, mark_scratch
-from .lsm import LO_MASK, SENTINEL, lower_bound, run_range_a
+from .lsm import LO_MASK, SENTINEL, first_key_end, lower_bound, run_range_a
 from .row_bits import bit_at, has_bits
 from .row_index import get_ix
 from .row_marks import MARK_RATIO, dot_rows_mk
@@ -148,9 +148,7 @@ def _pairs_cut(okeys, cuts, indptr, nbr, stx, out, marks):
         e = cuts[c + 1]
         while i < e:
             x = okeys[i] >> 32
-            g = i + 1
-            while g < e and (okeys[g] >> 32) == x:
-                g += 1
+            g = first_key_end(okeys, i, e)
             if has_bits(stx, x):
                 slot = boff[x]
                 for t in range(i, g):

@@ -19,6 +19,7 @@ from .lsm import (
     LO_MASK,
     SENTINEL,
     dot_ranges,
+    first_key_end,
     first_key_starts,
     lower_bound,
     run_mask,
@@ -313,10 +314,7 @@ def _pair_weights_cut(okeys, cuts, stx, sty, out, work, marks):
         i = cuts[c]
         e = cuts[c + 1]
         while i < e:
-            x = okeys[i] >> 32
-            g = i + 1
-            while g < e and (okeys[g] >> 32) == x:
-                g += 1
+            g = first_key_end(okeys, i, e)
             _pair_group(i, g, okeys, stx, sty, out, work, own)
             i = g
 

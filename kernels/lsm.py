@@ -64,6 +64,16 @@ def first_key_starts(keys):
 
 
 @nb.njit(cache=True, inline="always")
+def first_key_end(keys, i, e):
+    """The end of the run of keys with keys[i]'s first key, within keys[i:e] (sorted)."""
+    x = keys[i] >> 32
+    g = i + 1
+    while g < e and (keys[g] >> 32) == x:
+        g += 1
+    return g
+
+
+@nb.njit(cache=True, inline="always")
 def run_range_a(keys, bounds, dirptr, dirlen, dirs, j, x):
     """:func:`run_range` on the store's arrays (``st[0]``, ``st[2]`` to ``st[5]``).
 

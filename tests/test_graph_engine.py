@@ -159,6 +159,24 @@ def test_policy_explores_deltas_with_growing_waits():
     assert pol.choose(eng, phases) == "delta" and pol.explore_every == recompute.EXPLORE_FIRST
 
 
+def test_policy_rates_batches_on_the_snapshot_apart():
+    """A batch against the compact copy of the graph is estimated at a rate of its own:
+    seeded at sec_per_unit / SNAPSHOT_SPEEDUP, then the median of such batches' measured
+    rates; the stores' rate is left alone. Delta 2**-8 s at the stores' rate exceeds the
+    recount plus the amortized rebuild (2**-9 s): recount; at half that rate: deltas."""
+    from gpu_ivm import recompute
+
+    for snap, want in ((False, "recompute"), (True, "delta")):
+        pol, eng, phases = _policy(1 << 22, 2.0 ** -20)
+        eng.stale = False
+        eng._snapshot_path = lambda n, snap=snap: snap
+        assert recompute.SNAPSHOT_SPEEDUP == 2
+        assert pol.choose(eng, phases) == want
+    pol.observe_delta(2.0 ** -12, eng, phases)  # measured: 2**-12 s for 2**22 units
+    assert pol.sec_per_unit == 2.0 ** -30 and pol._rate(True) == 2.0 ** -34
+    assert pol._rate(False) == 2.0 ** -30
+
+
 def test_adaptive_policy_picks_recompute_for_huge_batches():
     rng = np.random.default_rng(5)
     oracle = GraphOracle(False)
