@@ -110,14 +110,19 @@ def _cache_misses() -> int:
 
 def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None:
     from . import engine
-    from .kernels import delta_kernels
+    from .kernels import adjacency, delta_kernels
 
-    saved = (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN)
+    saved = (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE)
     delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = value, value
+    # the parallel pass runs the workload's large batches through the stores' grouped
+    # kernels, the sequential one (default threshold) through the copy of the graph
+    # (kernels/adjacency.py), so the kernels of both paths are loaded
+    if value == 1:
+        adjacency.SNAPSHOT_IDS_PER_TUPLE = 0
     try:
         _workload(backend, list(maintain) or None, track_changes)
     finally:
-        delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = saved
+        (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE) = saved
 
 
 def _workload(backend, maintain, track_changes: bool) -> None:
@@ -140,6 +145,10 @@ def _workload(backend, maintain, track_changes: bool) -> None:
             # renumbered densely (batch_prep.used_new_ids / renumber)
             g.apply({"src": np.array([n + 2, n]), "dst": np.array([n + 3, n + 1]),
                      "sign": np.array([-1, 1])})
+    # the adaptive policy's own kernel (the grouped work estimate, measured after a batch)
+    g = GraphEngine(epsilon="1", on_conflict="ignore", **{**kw, "adaptive": True})
+    g.load((src[:400], dst[:400]))
+    g.apply({"src": src[400:], "dst": dst[400:], "sign": np.ones(500, np.int64)})
     r = RelationEngine(epsilon="1/3", **kw)
     rel = np.array(["R", "S", "T"])[rng.integers(0, 3, 900)]
     r.apply({"rel": rel, "src": src, "dst": dst, "mult": np.ones(900, np.int64)})
