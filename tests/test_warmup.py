@@ -35,7 +35,10 @@ for pkg in (gpu_ivm, gpu_ivm.kernels):
 def signatures():
     return {k: len(v.signatures) for k, v in kernels.items()}
 
+# batches of 40 (pair by pair), 400 (grouped in the stores) and 3000 (against the copy of the
+# graph, kernels/adjacency.py) updates on a graph of 4,096 ids
 streams = [("uniform", mixed_stream(12, batch_size=40, n_batches=2, seed=1)),
+           ("uniform", mixed_stream(12, batch_size=400, n_batches=2, seed=3)),
            ("uniform", mixed_stream(12, batch_size=3000, n_batches=2, seed=2)),
            ("churn", celebrity_churn(10, edge_factor=2, n_celebrities=12,
                                      celebrity_degree=1000, batch_size=60, n_batches=2))]
