@@ -12,9 +12,11 @@ batch (one-off script, kernels alone).
 
 The copy holds the graph's edge set: both orientations of every edge, multiplicity 1, rows in
 no particular order (each row is its runs' live entries, run after run). Rows are taken from
-the heavy or the light part by ``heavy``, so any ε works. The kernels mark rows in the
-per-thread int8 scratch of :mod:`.row_marks` (values up to 4) and fall back to the stores'
-own intersections (:func:`~gpu_ivm.kernels.row_marks.dot_rows_mk`, the per-tuple wedges)
+the heavy or the light part by ``heavy``, so the copy and the wedges work at any ε; the pair
+weights read their fallback rows from one store, so the engine takes this path only when the
+heavy part is empty. The kernels mark rows in the per-thread int8 scratch of
+:mod:`.row_marks` (values up to 4) and fall back to the stores (the pairs to
+:func:`~gpu_ivm.kernels.row_marks.dot_rows_mk`, the wedges to :func:`_half_wedges_probed`)
 where marking a long row for few probes would break the min-degree bound. CPU only: the CUDA
 kernels keep the stores' path (marks do not fit thousands of threads).
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .delta_kernels import _thread_marks, mark_scratch
+from .delta_kernels import _pair_costs, _thread_marks, mark_scratch, orient_pairs
 from .lsm import LO_MASK, SENTINEL, first_key_end, lower_bound, run_range_a
 from .row_bits import bit_at, has_bits
 from .row_index import get_ix
@@ -172,28 +174,6 @@ def _pairs_cut(okeys, cuts, indptr, nbr, stx, out, marks):
             i = g
 
 
-@nb.njit(cache=True)
-def _orient(dkeys, indptr):
-    """Indexes of one tuple per pair of a symmetric Δ, oriented (x, y) with x's row the
-    longer (ties: x < y); sorted by x, as dkeys is; and each pair's estimated cost."""
-    n = dkeys.shape[0]
-    keep = np.empty(n, np.int64)
-    cost = np.empty(n, np.int64)
-    k = 0
-    prev = -1
-    for i in range(n):
-        x = dkeys[i] >> 32
-        y = dkeys[i] & LO_MASK
-        lx = indptr[x + 1] - indptr[x]
-        ly = indptr[y + 1] - indptr[y]
-        if lx > ly or (lx == ly and x < y):
-            keep[k] = i
-            cost[k] = ly + ITEM_OVERHEAD + (2 * lx if x != prev else 0)
-            prev = x
-            k += 1
-    return keep[:k], cost[:k]
-
-
 def pair_weights_snapshot(dkeys, indptr, nbr, st, ids):
     """``(sel, w)``: :func:`~gpu_ivm.kernels.delta_kernels.pair_weights_grouped` on the
     snapshot: ``sel`` one tuple per pair of ``dkeys`` (sorted unique, both orientations),
@@ -201,12 +181,12 @@ def pair_weights_snapshot(dkeys, indptr, nbr, st, ids):
     whose bitmaps serve the long rows, and whose rows serve the pairs marking cannot (a
     graph at ε = 1 keeps every row in its light part: the engine takes this path only when
     the heavy part is empty)."""
-    sel, cost = _orient(dkeys, indptr)
+    sel = orient_pairs(dkeys, st)  # the stores' live counts are the copy's row lengths
     okeys = dkeys[sel]
     out = np.empty(sel.shape[0], np.int64)
     if sel.shape[0]:
         threads = nb.get_num_threads()
-        cuts = equal_cost_cuts(cost, threads * CHUNKS_PER_THREAD)
+        cuts = equal_cost_cuts(_pair_costs(okeys, st, st), threads * CHUNKS_PER_THREAD)
         with nb.parallel_chunksize(1):
             _pairs_cut(okeys, cuts, indptr, nbr, st, out, mark_scratch(threads, ids))
     return sel, out
@@ -246,8 +226,8 @@ def _wedges_cut(dkeys, dvals, gstarts, cuts, rlo, rlen, indptr, nbr, eh, el, hea
     are marked once per group and each tuple (a, b) walks the part of Δ's row b above a.
     The terms with c < a are the same terms with a and c swapped (Δ and E symmetric) and c = a
     adds nothing (no self-loops), so twice the sum is the batch's wedge total. A long row
-    against few probes goes tuple by tuple through the stores instead
-    (:func:`~gpu_ivm.kernels.delta_kernels._wedges_range`, every c, halved here)."""
+    against few probes is probed in the stores instead (:func:`_half_wedges_probed`, the
+    same sum over c > a)."""
     for c in nb.prange(cuts.shape[0] - 1):
         own = _thread_marks(marks)
         for g in range(cuts[c], cuts[c + 1]):
