@@ -20,7 +20,9 @@ The adjacency ``adj`` is ``(off, ln, nbr, val)`` (val = edge id + 1) and ``table
 ``(keys, vals)``, as :class:`~gpu_ivm.sliding_window.SlidingWindow` keeps them. The window
 runs on the cpu backend; these twins are tested against its kernels on real window states in
 the CUDA simulator (``tests/cuda_sim_stamp_cases.py``). The step's bookkeeping (classifying
-the arrivals, the due lists, appending rows) has no twin yet.
+the arrivals, the due lists, appending rows) has its twins in
+:mod:`gpu_ivm.kernels.cuda_window_step`, and :class:`gpu_ivm.window_device.DeviceSlidingWindow`
+runs whole steps on the device with both.
 """
 
 from __future__ import annotations

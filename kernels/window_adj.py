@@ -33,6 +33,13 @@ from .stamp_kernels import long_endpoint_groups
 MIN_ROOM = 4  # room of a row when it gets its first entry
 
 
+@nb.njit(cache=True, inline="always")
+def next_room(c):
+    """The room of a full row of room ``c`` after its move (shared with the CUDA twin,
+    :mod:`gpu_ivm.kernels.cuda_window_step`)."""
+    return max(MIN_ROOM, 2 * c)
+
+
 @nb.njit(cache=True)
 def room(ln, cap, us, vs):
     """Slab entries that :func:`append` of these edges will take (moves of full rows
@@ -47,7 +54,7 @@ def room(ln, cap, us, vs):
             sl[2 * i + side] = ln[x]
             sc[2 * i + side] = cap[x]
             if ln[x] == cap[x]:
-                nc = max(MIN_ROOM, 2 * cap[x])
+                nc = next_room(cap[x])
                 need += nc
                 cap[x] = nc
             ln[x] += 1
@@ -70,7 +77,7 @@ def append(off, ln, cap, nbr, val, used, us, vs, eids):
             x = us[i] if side == 0 else vs[i]
             y = vs[i] if side == 0 else us[i]
             if ln[x] == cap[x]:
-                nc = max(MIN_ROOM, 2 * cap[x])
+                nc = next_room(cap[x])
                 o = off[x]
                 for p in range(ln[x]):
                     nbr[used + p] = nbr[o + p]

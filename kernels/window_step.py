@@ -31,7 +31,7 @@ import numpy as np
 
 from .hashmap import EMPTY, find_or_add
 from .jit import helper
-from .stamp_kernels import due_push
+from .stamp_kernels import due_pop, due_push
 from .window_adj import common_pairs
 
 
@@ -62,6 +62,32 @@ def birth_slot(x, y, z, k, end, stamp, r):
     if end[y] < k or end[z] < k or stamp[y] >= stamp[x] or stamp[z] >= stamp[x]:
         return -1
     return (min(end[x], min(end[y], end[z])) + 1) % r
+
+
+@helper
+def split_due(scratch, n, end, cend, gone):
+    """Split the ``n`` edges popped into ``scratch``: those extended since they were filed
+    (``end > cend``) move to the front of ``scratch``, the others (they expire) go to
+    ``gone``, both in popped order. Returns the number extended. Shared with the CUDA twin
+    (:mod:`gpu_ivm.kernels.cuda_window_step`)."""
+    nx = 0
+    for i in range(n):
+        e = scratch[i]
+        if end[e] > cend[e]:
+            scratch[nx] = e
+            nx += 1
+        else:
+            gone[i - nx] = e
+    return nx
+
+
+@nb.njit(cache=True, inline="always")
+def revisit(x, j, ext_base, end, cend, prev, ext):
+    """The revisit of extended edge x, the j-th of its step: its calendar end before
+    (``prev``) and now (``cend`` = ``end``), its revisit order. Shared with the CUDA twin."""
+    prev[x] = cend[x]
+    cend[x] = end[x]
+    ext[x] = ext_base + 1 + j
 
 
 @helper
@@ -109,29 +135,13 @@ def expire_due(aoff, aln, anbr, aval, head, nxt, slot, k, end, cend, prev, ext, 
     old calendar end, ``cend`` = ``end``, ``ext`` = ``ext_base`` + its rank, its triangles'
     removals moved in ``cal``, and is filed again. ``scratch`` and ``gone`` need room for every
     filed edge; ``marks``: zeros, one per vertex. Returns (expired, extended)."""
-    n = 0
-    e = head[slot]
-    while e >= 0:
-        scratch[n] = e
-        n += 1
-        e = nxt[e]
-    head[slot] = -1
-    nx = 0
-    for i in range(n):
-        e = scratch[i]
-        if end[e] > cend[e]:
-            scratch[nx] = e
-            nx += 1
-        else:
-            gone[i - nx] = e
+    n = due_pop(head, nxt, slot, scratch)
+    nx = split_due(scratch, n, end, cend, gone)
     if nx == 0:
         return n, 0
     xs = scratch[:nx].copy()
     for j in range(nx):
-        x = xs[j]
-        prev[x] = cend[x]
-        cend[x] = end[x]
-        ext[x] = ext_base + 1 + j
+        revisit(xs[j], j, ext_base, end, cend, prev, ext)
     o, c, ya, za = common_pairs(aoff, aln, anbr, aval, eu[xs], ev[xs], marks)
     extend_triangles(o, c, ya, za, xs, k, cend, prev, ext, ext_base, cal)
     due_push(head, nxt, cend, xs)

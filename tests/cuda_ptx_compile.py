@@ -41,6 +41,7 @@ def cases(repo: str) -> dict:
     from kernels import cuda_static as t
     from kernels import cuda_store as s
     from kernels import cuda_window as w
+    from kernels import cuda_window_step as ws
 
     i = np.zeros(4, np.int64)
     b = np.zeros(4, np.bool_)
@@ -98,6 +99,17 @@ def cases(repo: str) -> dict:
         stamp._list_kernel: (st, (i,) * 5, (i,) * 4, n),
         off._lifespan_kernel: ((i,) * 3, (i,) * 3, i, n),
         w._triangle_kernel: ((i,) * 4, (i, i), (i,) * 5, i, n, n, i, i, n, True),
+        ws._claim_kernel: ((i,) * 4, (i, i), (i, i), n),
+        ws._lead_kernel: ((i,) * 4, (i, i), (i, i), (i,) * 6, i, n, n),
+        ws._settle_kernel: ((i,) * 4, (i, i), (i, i), (i,) * 6, (i,) * 4, n, n, n, n),
+        ws._due_push_kernel: ((i,) * 3, (i,), n),
+        ws._due_pop_kernel: ((i,) * 3, (i,), (i,) * 3, n),
+        ws._revisit_kernel: ((i,) * 4, (i,), n, n),
+        ws._rows_count_kernel: ((i,) * 4, (i, i), (i,), n),
+        ws._rows_room_kernel: ((i,) * 4, (i, i), (i, i), n),
+        ws._rows_move_kernel: ((i,) * 4, (i, i), (i, i), (i,) * 4, n, n),
+        ws._rows_fill_kernel: ((i,) * 4, (i, i), (i, i, i), (i,), n),
+        ws._rows_close_kernel: ((i,) * 4, (i, i), (i,), n),
         t._count_edges_kernel: ((i, i, i, i), n, True),
         t._abs_kernel: ((i, np.zeros(4)), n),
         t._edge_counts_kernel: ((i, i, i), n),
