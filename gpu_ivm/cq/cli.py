@@ -237,7 +237,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="folder for answers-<NNNNNN>.parquet (with --requests)")
     q.add_argument("--epsilon", default=None, metavar="E",
                    help="the heavy/light trade-off in [0, 1] (default 1; below 1 for "
-                        "hierarchical queries that fork at one root: docs/queries-cq.md)")
+                        "hierarchical queries: docs/queries-cq.md)")
     q.add_argument("--snapshot-dir", default=None, metavar="DIR",
                    help="write snapshots DIR/snapshot-<n> (n = batch folders applied) after "
                         "the load, every --snapshot-every batches and after the last")

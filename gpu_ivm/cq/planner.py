@@ -408,7 +408,7 @@ def plan(query: str | Query) -> Plan:
                     "update and delay" if delta == 0 else
                     f"view trees over the access-top VO, eps = 1 (this engine): O(N^{w}) "
                     f"preprocessing, O(N^{delta}) update, O(1) delay; heavy/light trade-offs "
-                    "(eps < 1) not implemented yet")
+                    "(eps < 1): cq.tradeoff")
     else:
         w = delta = None
         cls = "other"

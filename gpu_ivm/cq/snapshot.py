@@ -9,10 +9,12 @@ derived state: restoring rebuilds them from the relations (the engine's preproce
 O(N) for a CQAP_0 query) and checks the count against the manifest.
 
 A trade-off engine's snapshot adds ``epsilon`` and its partition to the manifest (``M``, the
-rebalancing counters, a sha256 of the heavy values) and the heavy values as
-``heavy-values.arrow`` (column ``x``): restoring rebuilds the heavy and light trees with that
-partition, not a fresh strict one, so rebalancing goes on as it would have. Each class
-restores only its own snapshots.
+rebalancing counters, a sha256 per fork of its heavy key values) and each fork's heavy values
+as ``heavy-values-<k>.arrow`` (k the fork's id; columns ``k0, k1, ...`` in the order of the
+fork's key): restoring rebuilds every strategy with that partition, not a fresh strict one,
+so rebalancing goes on as it would have. Snapshots of the earlier one-fork format (one
+``heavy-values.arrow`` with column ``x``) are still read. Each class restores only its own
+snapshots.
 
 >>> import tempfile, pathlib
 >>> from gpu_ivm.cq import Engine
@@ -34,7 +36,11 @@ import numpy as np
 import pyarrow as pa
 
 FORM = "cq"
-HEAVY = "heavy-values.arrow"
+HEAVY = "heavy-values.arrow"  # the one-fork format: column x
+
+
+def _heavy_file(k: int) -> str:
+    return f"heavy-values-{k}.arrow"
 
 
 def _table(rel) -> pa.Table:
@@ -58,10 +64,12 @@ def save(eng, path: str | os.PathLike[str], *, metadata: dict | None = None) -> 
                   "switched_at": eng.switched_at,
                   "relations_sha256": digests}
         if hasattr(eng, "_restore_state"):  # a trade-off engine: its ε and partition
-            tables[HEAVY] = pa.table({"x": pa.array(eng.heavy_keys)})
+            for k, h in enumerate(eng.heavy_sets):
+                tables[_heavy_file(k)] = pa.table({f"k{j}": pa.array(np.ascontiguousarray(
+                    h[:, j])) for j in range(h.shape[1])})
             fields.update(epsilon=str(eng.epsilon), M=int(eng.M),
                           rebalances=dict(eng.rebalances),
-                          heavy_sha256=sn._digest_arrays(eng.heavy_keys))
+                          heavy_sha256=[sn._digest_arrays(h.ravel()) for h in eng.heavy_sets])
         return sn.write_tables(folder, tables, fields, metadata)
 
     return sn.write_atomically(Path(path), write, metadata)
@@ -116,10 +124,7 @@ def load(path: str | os.PathLike[str], cls: type):
                                    file=folder / fname)
         base[name] = rel
     if tradeoff:
-        heavy = sn._int_col(table(HEAVY, {"x": "int"}), "x")
-        if sn._digest_arrays(heavy) != man.get("heavy_sha256"):
-            raise sn.SnapshotError("heavy values differ from the manifest checksum",
-                                   file=folder / HEAVY)
+        heavy = _heavy_sets(eng, man, mpath, folder, table)
         try:
             eng._restore_state(base, heavy, int(man["M"]), dict(man.get("rebalances", {})))
         except (KeyError, TypeError, ValueError) as e:
@@ -133,3 +138,30 @@ def load(path: str | os.PathLike[str], cls: type):
         raise sn.SnapshotError(f"the restored relations give count {eng.count()}, the "
                                f"manifest says {count}", file=mpath)
     return eng
+
+
+def _heavy_sets(eng, man: dict, mpath: Path, folder: Path, table) -> list[np.ndarray]:
+    """Every fork's heavy key values from a trade-off snapshot, checked against the
+    manifest's checksums (the one-fork format too)."""
+    from .. import snapshot as sn
+
+    digests = man.get("heavy_sha256")
+    if isinstance(digests, str):  # the one-fork format: heavy-values.arrow, column x
+        heavy = sn._int_col(table(HEAVY, {"x": "int"}), "x")
+        if sn._digest_arrays(heavy) != digests:
+            raise sn.SnapshotError("heavy values differ from the manifest checksum",
+                                   file=folder / HEAVY)
+        return [heavy.reshape(-1, 1)]
+    if not isinstance(digests, list) or len(digests) != len(eng.forks):
+        raise sn.SnapshotError(f"the manifest lists no heavy values for the query's "
+                               f"{len(eng.forks)} fork(s)", file=mpath)
+    out = []
+    for k, (f, digest) in enumerate(zip(eng.forks, digests)):
+        cols = [f"k{j}" for j in range(len(f.key))]
+        t = table(_heavy_file(k), {c: "int" for c in cols})
+        h = np.stack([sn._int_col(t, c) for c in cols], axis=1).astype(np.int64)
+        if sn._digest_arrays(h.ravel()) != digest:
+            raise sn.SnapshotError("heavy values differ from the manifest checksum",
+                                   file=folder / _heavy_file(k))
+        out.append(h)
+    return out

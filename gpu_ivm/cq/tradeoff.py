@@ -1,33 +1,53 @@
-"""The ε trade-off of hierarchical CQAPs (thesis Chapter 5, digest §4) at one fork variable.
+"""The ε trade-off of hierarchical CQAPs (thesis Chapter 5, digest §4): the strategy Ω with
+all its forks.
 
-For ε < 1, the strategy Ω of the thesis partitions the relations under a variable X whose
-induced query is not CQAP_0 (X bound with free variables below it, or an output with inputs
-below it) by the degree of their X values, with threshold θ = M^ε:
+For ε < 1, Ω (digest §4.2, thesis Fig. 5.5) walks the canonical variable order of each
+fracture component top down. At a variable X whose induced query (X's ancestors treated as
+inputs) is CQAP_0 it stops; at an input X, or an output X with no input below it, it goes on
+into X's children; otherwise (X bound with free variables below, or an output with inputs
+below) it **forks**: the relations under X are partitioned on the key ``anc(X) ∪ {X}`` by
+degree, with threshold θ = M^ε, and
 
-- the **light tree** is the query over the light parts (every X value of degree < θ): the
-  access-top view tree of the ε = 1 engine, whose delta per update is at most θ: O(N^{δε});
-- the **heavy tree** treats X as an input over the heavy parts (at most N/θ = N^{1−ε} X
-  values): a query with X among its inputs, maintained by the ε = 1 engine, O(1) per update
-  for the queries handled here; a request asks it once per heavy X value, so an answer waits
-  O(N^{1−ε}) (the delay of Thm 3.5).
+- the **light** strategy is the access-top view tree over the light parts (every key value of
+  degree < θ): an update's delta is bounded by θ, O(N^{δε});
+- the **heavy** strategy treats the key as inputs over the heavy parts (at most N^{1−ε} key
+  values) and Ω goes on into X's children, which may fork again (**nested forks**) on keys
+  that extend this one; a relation part already light on a key is never partitioned on a
+  superset of it (REMOVEHEAVYTAIL, thesis Fig. 5.19).
 
-Each result has one X value, so it comes from exactly one tree and a request's answers are
-the sum of the two trees' (digest §4.4 [OWN]: the trees partition the data). ε = 1 puts every
-X value in the light tree (the eager engine), ε = 0 every one in the heavy tree (lazy).
+Each fork has an id; :func:`fork_forest` returns them per fracture component, nested as Ω
+nests them. A **strategy** picks heavy or light at every fork it reaches (below a light fork
+nothing is picked), one combination of Ω's alternatives for independent forks; each atom
+under forks then reads one part, its *HL-signature* ``H…HL`` or ``H…H`` (the forks on its path
+that the strategy makes heavy, then the light one). Every strategy is an ε = 1
+:class:`~gpu_ivm.cq.engine.Engine` over the component's atoms with the parts as relations and
+its heavy forks' keys as extra inputs. The strategies of a component partition its join
+results: all atoms of one result agree on every key, and a key value has one status. So a
+component's answers are the sum of its strategies', and a heavy strategy is asked once per
+combination of heavy key values consistent with the request (its heavy forks' key sets
+joined with the request's inputs: at most N^{1−ε} values per fork, the delay of Thm 3.5).
+Components combine per request as a Cartesian product, as in ``Engine``.
 
-Scope: the fork must be at a root of the canonical variable order of one fracture component
-(key {X}); the heavy and light trees are ε = 1 view trees below it (a query that Ω would fork
-again deeper keeps ε = 1 there); no self-joins among the partitioned relations. Other
-queries are refused with :class:`~gpu_ivm.cq.engine.UnsupportedQueryError`; ε = 1 is
-:class:`~gpu_ivm.cq.engine.Engine`.
+Each atom is routed by its own key columns (an atom ``R(A,B)`` under a fork at B and
+``R(B,C)`` under it too read their own parts of R), so self-joins under a fork are supported;
+the degree of a key value is its largest degree over the atoms under the fork.
 
-Rebalancing (digest §4.6): ⌊M/4⌋ ≤ N < M with N the number of distinct tuples; at load and
-when N leaves that range (M doubled or halved) the partition is recomputed strictly (heavy
-iff some relation has ≥ θ tuples with that X value) and both trees rebuilt; after a batch, an
-X value it touched moves to the heavy tree when some relation has ≥ ⌈3θ/2⌉ tuples with it,
-and to the light tree when every relation has fewer than ⌈θ/2⌉ (its tuples deleted from one
-tree and inserted into the other). Thresholds are compared in integers
-(:class:`gpu_ivm.rational.Thresholds`).
+Rebalancing (digest §4.6): ⌊M/4⌋ ≤ N < M with N the number of distinct tuples. At load and
+when N leaves that range (M = 2N + 1) every fork is re-partitioned strictly (heavy iff some
+atom under the fork has ≥ θ tuples with the key value, and only below heavy values of the
+enclosing fork) and every strategy rebuilt: ``rebalances["major"]``. After a batch, the key
+values it touched are checked fork by fork, outer forks first (a value whose enclosing fork's
+value is light is not looked at): a light value with ≥ ⌈3θ/2⌉ tuples in some atom becomes
+heavy (the keys below it are partitioned strictly), a heavy one with < ⌈θ/2⌉ in every atom
+light (the heavy keys below it are dropped); the tuples whose part changed move from one
+part to the other in every strategy that reads them: ``rebalances["minor_moves"]`` counts
+the values moved. Thresholds are compared in integers (:class:`gpu_ivm.rational.Thresholds`).
+ε = 1 keeps every value light (the eager engine), ε = 0 makes every present value heavy
+(lazy).
+
+Refused with :class:`~gpu_ivm.cq.engine.UnsupportedQueryError`: queries with a
+non-hierarchical fracture component (Thm 3.5 needs a hierarchical fracture) and queries that
+never fork (ε = 1 is optimal: use ``Engine``).
 
 >>> eng = TradeoffEngine("Q(C | A) = R(A,B), S(B,C)", epsilon="1/2")
 >>> eng.load(R={"a": [1, 1, 2], "b": [7, 8, 7]}, S={"b": [7, 7, 8], "c": [5, 6, 5]})
@@ -36,11 +56,15 @@ tree and inserted into the other). Thresholds are compared in integers
 >>> eng.apply({"S": {"b": [8], "c": [5], "mult": [-1]}})
 >>> eng.count(), eng.fork
 (4, 'B')
+>>> [(f.var, f.key) for f in TradeoffEngine("Q(C | ) = R(A,B,C), S(A,B)", epsilon=0).forks]
+[('A', ('A',)), ('B', ('A', 'B'))]
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -52,39 +76,75 @@ from .lsm import LsmRel
 from .planner import plan
 from .requests import RequestCursor, check_limit
 from .syntax import Query
-from .zrel import ZRel, _exact_check, checked_add, consolidate, empty
+from .zrel import (
+    ZRel,
+    _exact_check,
+    checked_add,
+    checked_mul,
+    checked_total,
+    consolidate,
+    dense_ids,
+    empty,
+    pack,
+    scalar,
+)
 
-__all__ = ["TradeoffEngine", "find_fork"]
+__all__ = ["Fork", "TradeoffEngine", "engine", "find_fork", "fork_forest"]
 
 REQ = "#request"
 
 
-def find_fork(query: str | Query) -> tuple[str, list[int]] | None:
-    """``(X, atoms under X)`` of the variable where Ω forks, or None when no variable forks
-    (every induced query CQAP_0, as for CQAP_0 queries). Raises UnsupportedQueryError for a
-    fork this module does not handle (below a root, in two components, non-hierarchical)."""
+@dataclass
+class Fork:
+    """A variable where Ω forks: the relations under it are partitioned on ``key``
+    (``anc(var) ∪ {var}``, root first) and its heavy strategy goes on into ``children``."""
+
+    id: int
+    var: str
+    key: tuple[str, ...]
+    atoms: tuple[int, ...]          # the atoms under ``var`` (each holds every key variable)
+    component: int                  # index of the fracture component
+    parent: int | None = None       # id of the enclosing fork (whose heavy side this is in)
+    children: list[Fork] = field(default_factory=list)
+
+    def walk(self):
+        """This fork and the forks nested in it, outer first."""
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+def fork_forest(query: str | Query) -> list[list[Fork]]:
+    """Per fracture component, the outermost forks of Ω (each with its nested ones); ids
+    count the forks outer first. Raises UnsupportedQueryError when a component is not
+    hierarchical."""
     p = plan(query)
     q = p.query
-    forks = []
-    for part in p.parts:
+    out: list[list[Fork]] = []
+    counter = itertools.count()
+    for k, part in enumerate(p.parts):
         if not part.hierarchical:
             raise UnsupportedQueryError(f"query {q} has a non-hierarchical component: the "
                                         "heavy/light trade-off (epsilon < 1) needs a "
                                         "hierarchical fracture")
+        forks: list[Fork] = []
         for root in part.canonical:
-            forks += _forks(root, q, [])
-    if not forks:
-        return None
-    if len(forks) > 1 or forks[0][2]:
-        where = ", ".join(f[0] for f in forks)
-        raise UnsupportedQueryError(f"query {q}: the heavy/light strategy forks at {where}; "
-                                    "only one fork at a root of the canonical variable order "
-                                    "is implemented (use epsilon=1)")
-    return forks[0][0], forks[0][1]
+            forks += _omega(root, q, [], k, None, counter)
+        out.append(forks)
+    return out
 
 
-def _forks(node, q: Query, anc: list[str]) -> list[tuple[str, list[int], bool]]:
-    """(X, subtree atoms, below a root?) of Ω's forks in ``node``'s subtree."""
+def find_fork(query: str | Query) -> tuple[str, list[int]] | None:
+    """``(X, atoms under X)`` of the first (outermost) fork of Ω, or None when no variable
+    forks (every induced query CQAP_0, as for CQAP_0 queries). Raises UnsupportedQueryError
+    for a non-hierarchical query."""
+    forks = [f for comp in fork_forest(query) for f in comp]
+    return (forks[0].var, list(forks[0].atoms)) if forks else None
+
+
+def _omega(node, q: Query, anc: list[str], comp: int, parent: int | None,
+           counter) -> list[Fork]:
+    """The forks of Ω in ``node``'s subtree, ``anc`` its ancestors (treated as inputs)."""
     vs = set(node.subtree_vars())
     atoms = node.subtree_atoms()
     ins = [v for v in q.inputs if v in vs] + [v for v in anc if v not in q.inputs]
@@ -97,15 +157,95 @@ def _forks(node, q: Query, anc: list[str]) -> list[tuple[str, list[int], bool]]:
     if x in q.inputs or (x in q.outputs and not vs & set(q.inputs)):
         out = []
         for c in node.children:
-            out += _forks(c, q, anc + [x])
+            out += _omega(c, q, anc + [x], comp, parent, counter)
         return out
-    return [(x, atoms, bool(anc))]
+    fork = Fork(next(counter), x, tuple(anc + [x]), tuple(sorted(atoms)), comp, parent)
+    for c in node.children:  # the heavy side: X and its ancestors are inputs below
+        fork.children += _omega(c, q, anc + [x], comp, fork.id, counter)
+    return [fork]
+
+
+# ---------------------------------------------------------------------- rows of key values
+def _ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Order-preserving int64 ids of the rows of two same-width key arrays."""
+    packed = pack(a, b)
+    if packed is not None:
+        return packed[0], packed[1]
+    ids = dense_ids(np.concatenate([a, b]))
+    return ids[:len(a)], ids[len(a):]
+
+
+def _find(table: np.ndarray, probe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(found, position) of each row of ``probe`` in the sorted unique rows ``table``."""
+    ta, pb = _ids(table, probe)
+    pos = np.searchsorted(ta, pb)
+    found = pos < ta.shape[0]
+    found[found] = ta[pos[found]] == pb[found]
+    return found, pos
+
+
+def _unique_rows(rows: np.ndarray) -> np.ndarray:
+    return np.unique(rows, axis=0) if rows.shape[0] else rows
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _unique_rows(np.concatenate([a, b]))
+
+
+def _drop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The rows of ``a`` not in ``b`` (both sorted unique)."""
+    return a[~_find(b, a)[0]] if a.shape[0] and b.shape[0] else a
+
+
+def _ones(vars: tuple[str, ...], rows: np.ndarray) -> ZRel:
+    return ZRel(vars, rows, np.ones(rows.shape[0], np.int64))
+
+
+@dataclass
+class _Strategy:
+    """One combination of Ω's choices in a component: an ε = 1 engine over its parts."""
+
+    heavy: tuple[int, ...]          # ids of the forks it makes heavy (their keys: inputs)
+    parts: dict[int, int]           # atom under a fork -> its part (leading heavy forks)
+    engine: Engine
+    inputs: tuple[str, ...]         # the engine's inputs
+
+
+@dataclass
+class _Factor:
+    """A fracture component and its strategies."""
+
+    atoms: list[int]
+    inputs: list[str]
+    outputs: list[str]
+    strategies: list[_Strategy]
+
+
+def _choices(forks: list[Fork]) -> list[dict[int, bool]]:
+    """Ω's combinations for independent ``forks``: {fork id: heavy?}, the nested forks of a
+    heavy fork combined in, none below a light one."""
+    combos: list[dict[int, bool]] = [{}]
+    for f in forks:
+        opts = [{f.id: False}] + [{f.id: True, **c} for c in _choices(f.children)]
+        combos = [{**a, **b} for a in combos for b in opts]
+    return combos
 
 
 class TradeoffEngine:
-    """A hierarchical CQAP at ε < 1: a heavy and a light ε = 1 engine split at the fork
-    variable (see the module docstring). Same API as :class:`~gpu_ivm.cq.engine.Engine` for
-    ``load``, ``apply``, ``count``, ``request``, ``cursor`` and ``exists``."""
+    """A hierarchical CQAP at ε < 1: per fracture component, one ε = 1 engine per strategy
+    of Ω over the heavy and light parts (see the module docstring). Same API as
+    :class:`~gpu_ivm.cq.engine.Engine` for ``load``, ``apply``, ``count``, ``request``,
+    ``cursor`` and ``exists``.
+
+    Attributes
+    ----------
+    forks : list of Fork
+        Every fork, outer ones before the forks nested in them; ``heavy_sets[f.id]`` are the
+        heavy values of its key (sorted unique rows, columns in ``f.key`` order).
+    rebalances : dict
+        ``major`` (rebuilds), ``minor_moves`` (key values moved between parts) and
+        ``fork_moves`` (those per fork id).
+    """
 
     def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None,
                  *, epsilon) -> None:
@@ -113,72 +253,153 @@ class TradeoffEngine:
         self._reader = Engine(query, relations)  # reads and checks tables as Engine does
         self.query: Query = self._reader.query
         q = self.query
-        found = find_fork(q)
-        if found is None:
+        forest = fork_forest(q)
+        self.forks: list[Fork] = sorted((f for comp in forest for top in comp
+                                         for f in top.walk()), key=lambda f: f.id)
+        if not self.forks:
             raise UnsupportedQueryError(f"query {q} never forks (every induced query is "
                                         "CQAP_0): epsilon 1 is optimal; use Engine")
-        self.fork, atoms = found
-        self.parted = sorted({q.atoms[i].relation for i in atoms})
-        if any(r in q.self_joins for r in self.parted):
-            raise UnsupportedQueryError(f"query {q}: a relation under the fork variable "
-                                        f"{self.fork} occurs twice (self-joins are not "
-                                        "partitioned yet)")
-        self.column = {q.atoms[i].relation: q.atoms[i].variables.index(self.fork)
-                       for i in atoms}
-        self.light = Engine(self._renamed("L", q.inputs, q.outputs))
-        heavy_out = tuple(v for v in q.outputs if v != self.fork)
-        self.heavy = Engine(self._renamed("H", (*q.inputs, self.fork), heavy_out))
+        # the forks on each atom's path, outer first, and the atom's key columns per fork
+        self.chain: dict[int, list[int]] = {}
+        self.keycols: dict[tuple[int, int], list[int]] = {}
+        for f in self.forks:
+            for i in f.atoms:
+                self.chain.setdefault(i, []).append(f.id)
+                self.keycols[(f.id, i)] = [q.atoms[i].variables.index(v) for v in f.key]
+        sep = "__"
+        while any(r.startswith(f"{a}{sep}") for r in q.schemas for a in q.schemas):
+            sep += "_"
+        self._sep = sep
+        self.factors: list[_Factor] = []
+        p = plan(q)
+        for comp, tops in zip(p.components, forest):
+            strategies = []
+            for choice in _choices(tops):
+                heavy = tuple(sorted(k for k, h in choice.items() if h))
+                parts = {}
+                for i in comp.atom_ids:
+                    if i in self.chain:
+                        parts[i] = next((j for j, fid in enumerate(self.chain[i])
+                                         if not choice[fid]), len(self.chain[i]))
+                ins = tuple(dict.fromkeys([*comp.inputs,
+                                           *(v for k in heavy for v in self.forks[k].key)]))
+                outs = [v for v in comp.outputs if v not in ins]
+                body = ", ".join(f"{self._part_name(i, parts[i])}"
+                                 f"({','.join(q.atoms[i].variables)})" if i in parts
+                                 else str(q.atoms[i]) for i in comp.atom_ids)
+                eng = Engine(f"Q({','.join(outs)} | {','.join(ins)}) = {body}")
+                strategies.append(_Strategy(heavy, parts, eng, ins))
+            self.factors.append(_Factor(list(comp.atom_ids), list(comp.inputs),
+                                        list(comp.outputs), strategies))
         self.base: dict[str, LsmRel] = {}
-        self.heavy_keys = np.zeros(0, np.int64)  # sorted X values of the heavy tree
+        self.heavy_sets: list[np.ndarray] = [np.zeros((0, len(f.key)), np.int64)
+                                             for f in self.forks]
         self.M = 1
         self.size = 0
         self._version = 0
         self.batches_applied = 0
-        self.rebalances = {"major": 0, "minor_moves": 0}
+        self.rebalances = self._counters({})
         self.load()
 
-    def _renamed(self, part: str, inputs, outputs) -> str:
-        body = ", ".join(f"{a.relation}__{part}({','.join(a.variables)})"
-                         if a.relation in self.column else str(a) for a in self.query.atoms)
-        return f"Q({','.join(outputs)} | {','.join(inputs)}) = {body}"
+    def _counters(self, saved: Mapping) -> dict:
+        """The rebalancing counters: ``major`` (rebuilds), ``minor_moves`` (key values moved
+        between parts) and ``fork_moves`` (those moves per fork id), from ``saved``."""
+        per = [int(x) for x in saved.get("fork_moves", [])]
+        return {"major": int(saved.get("major", 0)),
+                "minor_moves": int(saved.get("minor_moves", 0)),
+                "fork_moves": per if len(per) == len(self.forks) else [0] * len(self.forks)}
+
+    def _part_name(self, atom: int, part: int) -> str:
+        """The relation name of ``atom``'s part with ``part`` leading heavy forks."""
+        return f"{self.query.atoms[atom].relation}{self._sep}{atom}_{part}"
+
+    # ------------------------------------------------------------------ compatibility
+    @property
+    def fork(self) -> str:
+        """The variable of the first (outermost) fork."""
+        return self.forks[0].var
+
+    @property
+    def heavy_keys(self) -> np.ndarray:
+        """The heavy values of the first fork: 1-D when its key is one variable, else rows."""
+        h = self.heavy_sets[0]
+        return h[:, 0] if h.shape[1] == 1 else h
+
+    @property
+    def strategies(self) -> list[_Strategy]:
+        """Every strategy of every component."""
+        return [s for fac in self.factors for s in fac.strategies]
 
     # ------------------------------------------------------------------ partition
     def _threshold(self) -> Thresholds:
         return Thresholds.of(self.M, self.epsilon)
 
-    def _degrees(self, name: str, xs: np.ndarray) -> np.ndarray:
-        """Distinct tuples of relation ``name`` with X value xs[i]."""
-        col = f"c{self.column[name]}"
-        keys = np.unique(xs).reshape(-1, 1)
-        left = ZRel((col,), keys, np.ones(keys.shape[0], np.int64))
-        rows = self.base[name].join_from(left, support=True).marginalize((col,))
-        deg = np.zeros(keys.shape[0], np.int64)
-        pos = np.searchsorted(keys[:, 0], rows.keys[:, 0])
-        deg[pos] = rows.mult
-        return deg[np.searchsorted(keys[:, 0], xs)]
+    def _rel(self, atom: int) -> LsmRel:
+        return self.base[self.query.atoms[atom].relation]
 
-    def _max_degree(self, xs: np.ndarray) -> np.ndarray:
-        return np.max([self._degrees(r, xs) for r in self.parted], axis=0) if xs.shape[0] \
-            else np.zeros(0, np.int64)
+    def _with_keys(self, atom: int, fid: int, rows: np.ndarray, support: bool = False) -> ZRel:
+        """The tuples of ``atom``'s relation whose key of fork ``fid`` is among ``rows``
+        (sorted unique), columns: the key's, then the others."""
+        cols = self.keycols[(fid, atom)]
+        left = _ones(tuple(f"c{c}" for c in cols), rows)
+        return self._rel(atom).join_from(left, support=support)
 
-    def _split(self, name: str, rel: ZRel) -> tuple[ZRel, ZRel]:
-        """(light part, heavy part) of a relation's tuples by their X values."""
-        x = rel.keys[:, self.column[name]]
-        if self._threshold().all_heavy:  # ε = 0: every X value is heavy, new ones too
-            hv = np.ones(x.shape[0], bool)
-        else:  # a value not seen yet is light (TRANSIENTHLS)
-            hv = np.isin(x, self.heavy_keys)
-        return (ZRel(rel.vars, rel.keys[~hv], rel.mult[~hv]),
-                ZRel(rel.vars, rel.keys[hv], rel.mult[hv]))
+    def _degrees(self, fid: int, rows: np.ndarray) -> np.ndarray:
+        """Per key value of fork ``fid`` (sorted unique ``rows``): its largest number of
+        distinct tuples over the atoms under the fork."""
+        deg = np.zeros(rows.shape[0], np.int64)
+        if not rows.shape[0]:
+            return deg
+        k = rows.shape[1]
+        for i in self.forks[fid].atoms:
+            got = self._with_keys(i, fid, rows, support=True)
+            per = got.marginalize(got.vars[:k])
+            _, pos = _find(rows, per.keys)
+            deg[pos] = np.maximum(deg[pos], per.mult)
+        return deg
 
-    def _route(self, name: str, rel: ZRel, light: dict, heavy: dict) -> None:
-        """Add relation ``name``'s tuples ``rel`` to the two trees' tables: split by X value
-        for a partitioned relation, whole to both otherwise."""
-        if name in self.column:
-            lz, hz = self._split(name, rel)
-            light[f"{name}__L"], heavy[f"{name}__H"] = self._table(lz), self._table(hz)
+    def _key_values(self, fid: int, rels: Mapping[str, ZRel]) -> np.ndarray:
+        """The key values of fork ``fid`` in ``rels`` (relation -> tuples) over its atoms."""
+        k = len(self.forks[fid].key)
+        vals = [rels[self.query.atoms[i].relation].keys[:, self.keycols[(fid, i)]]
+                for i in self.forks[fid].atoms if self.query.atoms[i].relation in rels]
+        return _unique_rows(np.concatenate(vals)) if vals else np.zeros((0, k), np.int64)
+
+    def _strict(self, f: Fork, parent_rows: np.ndarray | None, sets: list) -> None:
+        """Add to ``sets`` the strictly heavy key values of fork ``f`` (all of them, or those
+        extending ``parent_rows`` of the enclosing fork) and, below them, of its nested
+        forks."""
+        if parent_rows is None:
+            cand = self._key_values(f.id, {r: rel.zrel() for r, rel in self.base.items()})
         else:
-            light[name] = heavy[name] = self._table(rel)
+            k = len(f.key)
+            vals = []
+            for i in f.atoms:
+                got = self._with_keys(i, f.parent, parent_rows)
+                cols = [got.vars.index(f"c{c}") for c in self.keycols[(f.id, i)]]
+                vals.append(got.keys[:, cols])
+            cand = _unique_rows(np.concatenate(vals)) if vals else np.zeros((0, k), np.int64)
+        th = self._threshold()
+        heavy = cand if th.all_heavy else cand[self._degrees(f.id, cand) >= th.strict]
+        sets[f.id] = _union(sets[f.id], heavy)
+        for c in f.children:
+            self._strict(c, heavy, sets)
+
+    def _parts(self, atom: int, keys: np.ndarray, sets: list) -> np.ndarray:
+        """Each tuple's part for ``atom``: how many forks on its path, outer first, hold its
+        key value as heavy before the first light one (TRANSIENTHLS: unseen values are
+        light; REMOVEHEAVYTAIL: nothing counts below a light one)."""
+        chain = self.chain[atom]
+        if self._threshold().all_heavy:  # ε = 0: every value is heavy, new ones too
+            return np.full(keys.shape[0], len(chain), np.int64)
+        part = np.zeros(keys.shape[0], np.int64)
+        alive = np.ones(keys.shape[0], bool)
+        for fid in chain:
+            if not alive.any():
+                break
+            alive &= _find(sets[fid], keys[:, self.keycols[(fid, atom)]])[0]
+            part += alive
+        return part
 
     @staticmethod
     def _table(rel: ZRel) -> dict:
@@ -186,29 +407,50 @@ class TradeoffEngine:
         t["mult"] = rel.mult
         return t
 
-    def _rebuild(self) -> None:
-        """Strict partition with the current M and both trees loaded (major rebalancing)."""
-        n = self.size
-        self.M = max(2 * n + 1, 1)
-        th = self._threshold()
-        xs = np.unique(np.concatenate([self.base[r].zrel().keys[:, self.column[r]]
-                                       for r in self.parted])) if self.parted else \
-            np.zeros(0, np.int64)
-        deg = self._max_degree(xs)
-        self.heavy_keys = xs[deg >= th.strict] if not th.all_heavy else xs
-        self._load_trees()
+    def _batches(self, fac: _Factor, rels: Mapping[str, ZRel], sets: list) -> list[dict]:
+        """Per strategy of ``fac``, the tables its engine reads from ``rels`` (relation ->
+        tuples): an atom under a fork gets the tuples of its part, another atom the whole
+        relation."""
+        q = self.query
+        routed = {i: self._parts(i, rels[q.atoms[i].relation].keys, sets)
+                  for i in fac.atoms if i in self.chain and q.atoms[i].relation in rels}
+        out = []
+        for s in fac.strategies:
+            t = {}
+            for i in fac.atoms:
+                name = q.atoms[i].relation
+                if name not in rels:
+                    continue
+                rel = rels[name]
+                if i not in s.parts:
+                    t[name] = self._table(rel)
+                else:
+                    sel = routed[i] == s.parts[i]
+                    t[self._part_name(i, s.parts[i])] = self._table(
+                        ZRel(rel.vars, rel.keys[sel], rel.mult[sel]))
+            out.append(t)
+        return out
 
-    def _load_trees(self) -> None:
-        """Both trees built from the base relations split by ``heavy_keys``."""
-        light, heavy = {}, {}
-        for name, rel in self.base.items():
-            self._route(name, rel.zrel(), light, heavy)
-        self.light.load(**light)
-        self.heavy.load(**heavy)
+    def _rebuild(self) -> None:
+        """Strict partition with the current M and every strategy loaded (major
+        rebalancing)."""
+        self.M = max(2 * self.size + 1, 1)
+        sets = [np.zeros((0, len(f.key)), np.int64) for f in self.forks]
+        for f in self.forks:
+            if f.parent is None:
+                self._strict(f, None, sets)
+        self.heavy_sets = sets
+        self._load_strategies()
+
+    def _load_strategies(self) -> None:
+        rels = {name: rel.zrel() for name, rel in self.base.items()}
+        for fac in self.factors:
+            for s, t in zip(fac.strategies, self._batches(fac, rels, self.heavy_sets)):
+                s.engine.load(**t)
 
     # ------------------------------------------------------------------ loading, batches
     def load(self, **tables) -> None:
-        """As :meth:`Engine.load`; partitions strictly and builds both trees."""
+        """As :meth:`Engine.load`; partitions strictly and builds every strategy."""
         base = {}
         for name, a in self.query.schemas.items():
             rel = (self._reader._read(name, tables[name], need_mult=False) if name in tables
@@ -226,30 +468,31 @@ class TradeoffEngine:
 
     def apply(self, batch: Mapping[str, object]) -> None:
         """As :meth:`Engine.apply`: the whole batch is checked first; on any error nothing
-        changes (the two trees and the partition are restored)."""
+        changes (every strategy and the partition are restored)."""
         if not isinstance(batch, Mapping):
             raise InputError("a batch is a mapping {relation name: table}")
         deltas = {name: self._reader._read(name, table, need_mult=True)
                   for name, table in batch.items()}
+        deltas = {name: d for name, d in deltas.items() if len(d)}
         grow = 0
         for name, d in deltas.items():
-            if len(d):
-                old = self.base[name].get(d)
-                after = checked_add(old, d.mult)
-                self._reader._refuse_negative(name, d.keys, after)
-                grow += int(((after != 0) & (old == 0)).sum() - ((after == 0) & (old != 0)).sum())
-        saved = [self.light._save(), self.heavy._save(),
-                 [(rel, rel.state()) for rel in self.base.values()]]
-        saved_part = (self.heavy_keys, self.M, self.size)
+            old = self.base[name].get(d)
+            after = checked_add(old, d.mult)
+            self._reader._refuse_negative(name, d.keys, after)
+            grow += int(((after != 0) & (old == 0)).sum() - ((after == 0) & (old != 0)).sum())
+        saved = [s.engine._save() for s in self.strategies]
+        saved.append([(rel, rel.state()) for rel in self.base.values()])
+        # a major rebalancing replaces the engines' relations: their old ones go back too
+        held = [(s.engine, s.engine.base, s.engine.views, s.engine._inserted)
+                for s in self.strategies]
+        saved_part = (list(self.heavy_sets), self.M, self.size, self._counters(self.rebalances))
         try:
-            light, heavy = {}, {}
             for name, d in deltas.items():
-                if not len(d):
-                    continue
                 self.base[name].merge(d)
-                self._route(name, d, light, heavy)
-            self.light.apply(light)
-            self.heavy.apply(heavy)
+            for fac in self.factors:
+                for s, t in zip(fac.strategies, self._batches(fac, deltas, self.heavy_sets)):
+                    if t:
+                        s.engine.apply(t)
             self.size += grow
             if not self.M // 4 <= self.size < self.M:
                 self.rebalances["major"] += 1
@@ -257,61 +500,175 @@ class TradeoffEngine:
             else:
                 self._minor(deltas)
         except BaseException:
+            for eng, base, views, inserted in held:
+                eng.base, eng.views, eng._inserted = base, views, inserted
             for part in saved:
                 Engine._restore(part)
-            self.heavy_keys, self.M, self.size = saved_part
+            self.heavy_sets, self.M, self.size, self.rebalances = saved_part
             raise
         self._version += 1
         self.batches_applied += 1
 
     def _minor(self, deltas: dict) -> None:
-        """Move the X values the batch touched whose degree crossed the thresholds."""
+        """Move the key values the batch touched whose degree crossed the thresholds, fork
+        by fork, outer forks first; then move the tuples whose part changed."""
+        if not deltas:
+            return
         th = self._threshold()
-        touched = [d.keys[:, self.column[n]] for n, d in deltas.items()
-                   if n in self.column and len(d)]
-        if not touched:
-            return
-        xs = np.unique(np.concatenate(touched))
-        deg = self._max_degree(xs)
-        if th.all_heavy:  # ε = 0: the heavy tree holds every value; keep its list exact
-            self.heavy_keys = np.union1d(np.setdiff1d(self.heavy_keys, xs[deg == 0]),
-                                         xs[deg > 0])
-            return
-        is_heavy = np.isin(xs, self.heavy_keys)
-        up = xs[~is_heavy & (deg >= th.up)]
-        down = xs[is_heavy & (deg < th.down)]
-        if not up.shape[0] and not down.shape[0]:
-            return
-        self.rebalances["minor_moves"] += int(up.shape[0] + down.shape[0])
-        light, heavy = {}, {}
-        for name in self.parted:
-            col = f"c{self.column[name]}"
-            moved = []
-            for keys, sign in ((up, 1), (down, -1)):  # +: light -> heavy
-                if keys.shape[0]:
-                    left = ZRel((col,), keys.reshape(-1, 1), np.ones(keys.shape[0], np.int64))
-                    rows = self.base[name].join_from(left).reorder(self.base[name].vars)
-                    moved.append((rows, sign))
-            lk = [r.keys for r, _ in moved]
-            if not sum(len(r) for r, _ in moved):
+        old = self.heavy_sets
+        sets = list(old)
+        moved = 0
+        for f in self.forks:  # outer forks first (ids count them so)
+            xs = self._key_values(f.id, deltas)
+            if f.parent is not None and xs.shape[0]:  # below a light value: not partitioned
+                k = len(self.forks[f.parent].key)
+                xs = xs[_find(sets[f.parent], np.ascontiguousarray(xs[:, :k]))[0]]
+            if not xs.shape[0]:
                 continue
-            to_light = consolidate(self.base[name].vars, np.concatenate(lk),
-                                   np.concatenate([-s * r.mult for r, s in moved]))
-            light[f"{name}__L"] = self._table(to_light)
-            heavy[f"{name}__H"] = self._table(ZRel(to_light.vars, to_light.keys, -to_light.mult))
-        self.light.apply(light)
-        self.heavy.apply(heavy)
-        self.heavy_keys = np.union1d(np.setdiff1d(self.heavy_keys, down), up)
+            deg = self._degrees(f.id, xs)
+            is_heavy = _find(sets[f.id], xs)[0]
+            if th.all_heavy:  # ε = 0: every present value is heavy; keep the sets exact
+                up, down = xs[~is_heavy & (deg > 0)], xs[is_heavy & (deg == 0)]
+            else:
+                up = xs[~is_heavy & (deg >= th.up)]
+                down = xs[is_heavy & (deg < th.down)]
+                moved += up.shape[0] + down.shape[0]
+                self.rebalances["fork_moves"][f.id] += int(up.shape[0] + down.shape[0])
+            if down.shape[0]:
+                sets[f.id] = _drop(sets[f.id], down)
+                k = len(f.key)
+                for g in f.walk():  # the heavy tail below a light value goes
+                    if g.id != f.id and sets[g.id].shape[0]:
+                        keep = ~_find(down, np.ascontiguousarray(sets[g.id][:, :k]))[0]
+                        sets[g.id] = sets[g.id][keep]
+            if up.shape[0]:
+                sets[f.id] = _union(sets[f.id], up)
+                for c in f.children:
+                    self._strict(c, up, sets)
+        self.heavy_sets = sets
+        if moved:
+            self.rebalances["minor_moves"] += int(moved)
+            self._reroute(old, sets)
+
+    def _reroute(self, old: list, new: list) -> None:
+        """Move the tuples whose part differs between the partitions ``old`` and ``new``
+        (an insert into the new part and a delete from the old one, in every strategy that
+        reads them)."""
+        changed = [np.zeros((0, len(f.key)), np.int64) if a is b else
+                   _union(_drop(a, b), _drop(b, a)) for f, a, b in zip(self.forks, old, new)]
+        for fac in self.factors:
+            batches: list[dict] = [{} for _ in fac.strategies]
+            for i in fac.atoms:
+                if i not in self.chain:
+                    continue
+                rel = self._rel(i)
+                found = [self._with_keys(i, fid, changed[fid]).reorder(rel.vars).keys
+                         for fid in self.chain[i] if changed[fid].shape[0]]
+                if not found:
+                    continue
+                keys = _unique_rows(np.concatenate(found))
+                if not keys.shape[0]:
+                    continue
+                mult = rel.get(_ones(rel.vars, keys))
+                p_old, p_new = self._parts(i, keys, old), self._parts(i, keys, new)
+                diff = p_old != p_new
+                for s, t in zip(fac.strategies, batches):
+                    part = s.parts[i]
+                    plus, minus = diff & (p_new == part), diff & (p_old == part)
+                    if plus.any() or minus.any():
+                        z = consolidate(rel.vars, np.concatenate([keys[plus], keys[minus]]),
+                                        np.concatenate([mult[plus], -mult[minus]]))
+                        t[self._part_name(i, part)] = self._table(z)
+            for s, t in zip(fac.strategies, batches):
+                if t:
+                    s.engine.apply(t)
 
     # ------------------------------------------------------------------ reading
+    def _strategy_rows(self, s: _Strategy, front: ZRel) -> ZRel:
+        """The requests ``front`` (REQ, component inputs) joined with the heavy key values of
+        the strategy's heavy forks: one row per request for the strategy's engine."""
+        rows = front
+        for fid in s.heavy:
+            rows = rows.join(_ones(self.forks[fid].key, self.heavy_sets[fid]))
+        return rows
+
+    def _factor_totals(self, fac: _Factor, requests: ZRel, n: int) -> np.ndarray:
+        """Per request, the component's answers' multiplicity summed over its outputs."""
+        front = requests.marginalize((REQ, *fac.inputs))
+        totals = np.zeros(n, np.int64)
+        for s in fac.strategies:
+            rows = self._strategy_rows(s, front)
+            if not len(rows):
+                continue
+            req = rows.column(REQ)
+            if s.inputs:
+                c = s.engine.count({v: rows.column(v) for v in s.inputs})
+                per = consolidate((REQ,), req.reshape(-1, 1), c.column("count").to_numpy())
+            else:  # one request serves all: the rows are the distinct requests
+                c = s.engine.count()
+                _exact_check([c])
+                per = consolidate((REQ,), req.reshape(-1, 1), np.full(req.shape[0], c))
+            at = per.keys[:, 0]
+            totals[at] = checked_add(totals[at], per.mult)
+        return totals
+
+    def _factor_answers(self, fac: _Factor, requests: ZRel) -> ZRel:
+        """(REQ, component outputs) -> multiplicity: the strategies' answers summed."""
+        front = requests.marginalize((REQ, *fac.inputs))
+        keys, mults = [], []
+        for s in fac.strategies:
+            rows = self._strategy_rows(s, front)
+            if not len(rows):
+                continue
+            if s.inputs:
+                ans = s.engine.request({v: rows.column(v) for v in s.inputs})
+                at = ans.column("request").to_numpy()
+                pick = np.arange(at.shape[0])
+            else:  # no inputs: the one answer set, for every request
+                ans = s.engine.request()
+                m = ans.num_rows
+                at = np.repeat(np.arange(len(rows)), m)
+                pick = np.tile(np.arange(m), len(rows))
+            cols = [rows.column(REQ)[at]]
+            for v in fac.outputs:
+                cols.append(rows.column(v)[at] if v in s.inputs
+                            else ans.column(v).to_numpy()[pick])
+            keys.append(np.stack(cols, axis=1))
+            mults.append(ans.column("mult").to_numpy()[pick])
+        if not keys:
+            return empty((REQ, *fac.outputs))
+        return consolidate((REQ, *fac.outputs), np.concatenate(keys).astype(np.int64),
+                           np.concatenate(mults))
+
     def count(self, inputs=None):
-        """As :meth:`Engine.count`: the light tree's plus the heavy tree's."""
-        if inputs is None:
-            total = self.light.count() + self.heavy.count()
+        """As :meth:`Engine.count`: per component the sum over its strategies, multiplied
+        across components (joined on the input variables components share)."""
+        if inputs is not None:
+            totals, n = self._request_totals(inputs)
+            return pa.table({"request": np.arange(n, dtype=np.int64), "count": totals})
+        seen: dict[str, int] = {}
+        for fac in self.factors:
+            for v in fac.inputs:
+                seen[v] = seen.get(v, 0) + 1
+        shared = {v for v, c in seen.items() if c > 1}
+        if not shared:
+            total = 1
+            for fac in self.factors:
+                part = sum(s.engine.count() for s in fac.strategies)
+                _exact_check([part])
+                total *= part
             _exact_check([total])
             return total
-        totals, n = self._request_totals(inputs)
-        return pa.table({"request": np.arange(n, dtype=np.int64), "count": totals})
+        result = scalar(1)
+        for fac in self.factors:
+            keep = tuple(v for v in fac.inputs if v in shared)
+            per = None
+            for s in fac.strategies:
+                z = _input_totals(s.engine, keep)
+                per = z if per is None else consolidate(
+                    keep, np.concatenate([per.keys, z.keys]), np.concatenate([per.mult, z.mult]))
+            result = result.join(per)
+        return checked_total(result.mult)
 
     def exists(self, inputs=None) -> pa.Table:
         """As :meth:`Engine.exists`."""
@@ -319,51 +676,30 @@ class TradeoffEngine:
         return pa.table({"request": np.arange(n, dtype=np.int64), "exists": totals != 0})
 
     def _request_totals(self, inputs) -> tuple[np.ndarray, int]:
-        totals, n = self.light._request_totals(inputs)
-        totals = totals.copy()
-        req, _ = self._heavy_requests(inputs)
-        if len(req[REQ]):
-            h = self.heavy.count({v: req[v] for v in (*self.query.inputs, self.fork)})
-            per = consolidate((REQ,), req[REQ][h.column("request").to_numpy()].reshape(-1, 1),
-                              h.column("count").to_numpy())  # summed per request, checked
-            at = per.keys[:, 0]
-            totals[at] = checked_add(totals[at], per.mult)
-        return totals, n
-
-    def _heavy_requests(self, inputs) -> tuple[dict, int]:
-        """The heavy tree's requests: every request once per heavy X value (k·N^{1−ε})."""
         requests, n = self._reader._requests(inputs)
-        h = self.heavy_keys
-        rows = np.repeat(np.arange(n, dtype=np.int64), h.shape[0])
-        out = {REQ: rows}
-        for j, v in enumerate(self.query.inputs, 1):
-            out[v] = requests.keys[rows, j]
-        out[self.fork] = np.tile(h, n)
-        return out, n
+        totals = np.ones(n, np.int64)
+        for fac in self.factors:
+            totals = checked_mul(totals, self._factor_totals(fac, requests, n))
+        return totals, n
 
     def _answers(self, inputs) -> tuple[pa.Table, int]:
         q = self.query
-        light = self.light.request(inputs)
-        req, n = self._heavy_requests(inputs)
-        cols = [light.column("request").to_numpy()] + [light.column(v).to_numpy()
-                                                       for v in q.outputs]
-        mults = [light.column("mult").to_numpy()]
-        keys = [np.stack(cols, axis=1) if cols[0].shape[0] else np.zeros((0, 1 + len(
-            q.outputs)), np.int64)]
-        if len(req[REQ]):
-            hin = {v: req[v] for v in (*q.inputs, self.fork)}
-            ans = self.heavy.request(hin)
-            at = ans.column("request").to_numpy()
-            hcols = [req[REQ][at]] + [req[self.fork][at] if v == self.fork
-                                      else ans.column(v).to_numpy() for v in q.outputs]
-            keys.append(np.stack(hcols, axis=1))
-            mults.append(ans.column("mult").to_numpy())
-        z = consolidate((REQ, *q.outputs), np.concatenate(keys).astype(np.int64),
-                        np.concatenate(mults))
-        data = {"request": z.keys[:, 0]}
+        requests, n = self._reader._requests(inputs)
+        if len(self.factors) > 1:  # a request without answers in one component has none
+            alive = np.ones(n, bool)
+            for fac in self.factors:
+                alive &= self._factor_totals(fac, requests, n) != 0
+            keep = alive[requests.keys[:, 0]]
+            requests = ZRel(requests.vars, requests.keys[keep], requests.mult[keep])
+        result = None
+        for fac in self.factors:
+            z = self._factor_answers(fac, requests)
+            result = z if result is None else result.join(z)
+        out = result.marginalize((REQ, *q.outputs))
+        data = {"request": out.keys[:, 0]}
         for k, v in enumerate(q.outputs, 1):
-            data[v] = z.keys[:, k]
-        data["mult"] = z.mult
+            data[v] = out.keys[:, k]
+        data["mult"] = out.mult
         return pa.table(data), n
 
     def request(self, inputs=None, *, limit: int | None = None) -> pa.Table:
@@ -393,45 +729,75 @@ class TradeoffEngine:
     switched_at = None
 
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:
-        """Write the query, ε, the base relations and the partition (the heavy X values, M)
-        to folder ``path`` atomically (see :mod:`gpu_ivm.cq.snapshot`); returns the
-        manifest."""
+        """Write the query, ε, the base relations and the partition (every fork's heavy key
+        values, M) to folder ``path`` atomically (see :mod:`gpu_ivm.cq.snapshot`); returns
+        the manifest."""
         from .snapshot import save
 
         return save(self, path, metadata=metadata)
 
     @classmethod
     def restore(cls, path) -> TradeoffEngine:
-        """An engine restored from a snapshot folder of a trade-off engine: both trees
+        """An engine restored from a snapshot folder of a trade-off engine: every strategy
         rebuilt from the relations with the saved partition (so rebalancing goes on as it
         would have), checked against the manifest's checksums and count."""
         from .snapshot import load
 
         return load(path, cls)
 
-    def _restore_state(self, base: dict, heavy_keys: np.ndarray, M: int,
+    def _restore_state(self, base: dict, heavy_sets: list[np.ndarray], M: int,
                        rebalances: dict) -> None:
-        """Install restored relations and partition and build both trees; ValueError when
-        the partition does not fit the relations."""
+        """Install restored relations and partition and build every strategy; ValueError
+        when the partition does not fit the query or the relations."""
         size = sum(len(rel) for rel in base.values())
         if not M // 4 <= size < M:
             raise ValueError(f"M = {M} does not bound the {size} tuples (M/4 <= N < M)")
-        if heavy_keys.ndim != 1 or (np.diff(heavy_keys) <= 0).any():
-            raise ValueError("the heavy values are not sorted and unique")
+        if len(heavy_sets) != len(self.forks):
+            raise ValueError(f"{len(heavy_sets)} heavy sets for {len(self.forks)} forks")
+        for f, h in zip(self.forks, heavy_sets):
+            if h.ndim != 2 or h.shape[1] != len(f.key):
+                raise ValueError(f"the heavy values of fork {f.var} are not rows of "
+                                 f"{len(f.key)} column(s)")
+            if h.shape[0] and not np.array_equal(_unique_rows(h), h):
+                raise ValueError(f"the heavy values of fork {f.var} are not sorted and unique")
+            if f.parent is not None and h.shape[0]:
+                k = len(self.forks[f.parent].key)
+                if not _find(heavy_sets[f.parent], np.ascontiguousarray(h[:, :k]))[0].all():
+                    raise ValueError(f"a heavy value of fork {f.var} lies below a light value "
+                                     f"of fork {self.forks[f.parent].var}")
         self.base = {name: LsmRel(rel) for name, rel in base.items()}
-        self.size, self.M, self.heavy_keys = size, int(M), heavy_keys
-        self.rebalances = {"major": int(rebalances.get("major", 0)),
-                           "minor_moves": int(rebalances.get("minor_moves", 0))}
-        self._load_trees()
+        self.size, self.M = size, int(M)
+        self.heavy_sets = [np.ascontiguousarray(h, np.int64) for h in heavy_sets]
+        self.rebalances = self._counters(rebalances)
+        self._load_strategies()
         self._version += 1
 
     def explain(self) -> str:
+        """The plan, the forks with their keys and heavy values, and every strategy."""
         th = self._threshold()
-        return (f"{self._reader.explain()}\n"
-                f"heavy/light at eps = {self.epsilon}: fork at {self.fork} over "
-                f"{', '.join(self.parted)}; M = {self.M}, theta cut-offs strict {th.strict}, "
-                f"up {th.up}, down {th.down}; {self.heavy_keys.shape[0]} heavy values\n"
-                f"light tree: {self.light.query}\nheavy tree: {self.heavy.query}")
+        lines = [self._reader.explain(),
+                 f"heavy/light at eps = {self.epsilon}: M = {self.M}, theta cut-offs strict "
+                 f"{th.strict}, up {th.up}, down {th.down}"]
+        for f in self.forks:
+            inside = "" if f.parent is None else f" (heavy side of {self.forks[f.parent].var})"
+            lines.append(f"fork at {f.var}{inside}: key ({','.join(f.key)}) over "
+                         f"{', '.join(str(self.query.atoms[i]) for i in f.atoms)}; "
+                         f"{self.heavy_sets[f.id].shape[0]} heavy values")
+        for k, fac in enumerate(self.factors, 1):
+            for s in fac.strategies:
+                heavy = ", ".join(self.forks[fid].var for fid in s.heavy) or "none"
+                lines.append(f"component {k}, heavy forks {heavy}: {s.engine.query}")
+        return "\n".join(lines)
+
+
+def _input_totals(eng: Engine, keep: tuple[str, ...]) -> ZRel:
+    """Per value of the input variables ``keep``, the engine's answers' multiplicity summed
+    over its other inputs and its outputs (from the views at its inputs' boundary)."""
+    result = scalar(1)
+    for comp in eng.components:
+        for rel in eng._boundary(comp, set(comp.inputs)):
+            result = rel.join_from(result)
+    return result.marginalize(keep)
 
 
 def engine(query: str | Query, relations=None, *, epsilon=1):
@@ -441,4 +807,3 @@ def engine(query: str | Query, relations=None, *, epsilon=1):
     if parse_epsilon(epsilon) == 1 or find_fork(query) is None:
         return Engine(query, relations)
     return TradeoffEngine(query, relations, epsilon=epsilon)
-
