@@ -32,7 +32,8 @@ import numpy as np
 from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
-from .overflow import VALUE_LIMIT, isqrt_ceil, max_abs, refuses, sum_squares
+from .kernels.phase_kernels import clip_threshold, phase_degrees, split_heavy
+from .overflow import LIMIT, VALUE_LIMIT, isqrt_ceil, max_abs, refuses, sum_squares
 from .partition import PartRel, sort_pairs
 from .selection import compress_many, run_starts, select_many
 from .views import ViewStore
@@ -236,29 +237,40 @@ class TriangleEngineBase:
         """Apply consolidated updates (sorted unique packed keys) to relation k; ``old``: the
         current multiplicities of ``keys`` when the caller knows them (set semantics)."""
         K = self.rels[k]
-        firsts = keys >> 32
+        xp = self.xp
         if old is None:
             old = K.get(keys, assume_sorted=True)
-        new = old + deltas
-        sc = (new != 0).astype(np.int64) - (old != 0)
-        starts = group_starts(firsts, self.xp)
-        ux = firsts[starts]
-        deg_new = K.degree(ux) + self.xp.add.reduceat(sc, starts)
-        hv = K.heavy[ux]
         th = K.th
-        xp = self.xp
         up = 1 if th.all_heavy else th.up
-        # the three selections' sizes are read in one transfer on a device
-        to_heavy, to_light, clear = compress_many(xp, [
-            (ux, ~hv & (deg_new >= up)),
-            (ux, hv & (deg_new < th.down) & (deg_new > 0)),
-            (ux, hv & (deg_new == 0))])
+        if xp is np:  # two compiled passes (kernels/phase_kernels.py)
+            ux, deg_new, to_heavy, to_light, clear = phase_degrees(
+                keys, old, deltas, K.h.live, K.l.live, K.heavy, clip_threshold(up),
+                clip_threshold(th.down))
+        else:
+            firsts = keys >> 32
+            new = old + deltas
+            sc = (new != 0).astype(np.int64) - (old != 0)
+            starts = group_starts(firsts, xp)
+            ux = firsts[starts]
+            deg_new = K.degree(ux) + xp.add.reduceat(sc, starts)
+            hv = K.heavy[ux]
+            # the three selections' sizes are read in one transfer on a device
+            to_heavy, to_light, clear = compress_many(xp, [
+                (ux, ~hv & (deg_new >= up)),
+                (ux, hv & (deg_new < th.down) & (deg_new > 0)),
+                (ux, hv & (deg_new == 0))])
         if to_heavy.shape[0] or to_light.shape[0]:
             self._move(k, to_heavy, to_light)
         dq = q_delta(keys, deltas) if q_delta is not None else 0
-        hm = K.heavy[firsts]
-        ih, il = select_many(xp, [hm, ~hm])
-        self._apply_part_deltas(k, keys[ih], deltas[ih], keys[il], deltas[il])
+        if xp is np:
+            ih, il = split_heavy(keys, K.heavy)
+        else:
+            hm = K.heavy[keys >> 32]
+            ih, il = select_many(xp, [hm, ~hm])
+        if ih.shape[0] == 0:  # every key light (ε = 1, or no hub touched): no copies
+            self._apply_part_deltas(k, keys[:0], deltas[:0], keys, deltas)
+        else:
+            self._apply_part_deltas(k, keys[ih], deltas[ih], keys[il], deltas[il])
         K.heavy[clear] = False
         if K.watch is not None:  # auto ε: light keys that grew past the rule's work bound
             K.track_lights(ux, deg_new)
@@ -542,6 +554,13 @@ class TriangleEngineBase:
         multiplicities are 1: there ‖E‖₂² = |E| is always exact. Returns what
         :meth:`_commit_norms` records once the batch is applied.
         """
+        if self.unit_multiplicities and len(self.rels) == 1 and list(updates) == [0]:
+            # the graph form's common case in a few integer operations (same bound, same
+            # result; a batch it would refuse goes the general way, which words the error)
+            K = self.rels[0]
+            x = isqrt_ceil(len(K)) + isqrt_ceil(updates[0].shape[0])
+            if max(1, x) ** 3 < LIMIT and K.max_abs + 1 < VALUE_LIMIT:
+                return {0: (x * x, K.max_abs + 1)}
 
         def bounds():
             xs, pending = [], {}

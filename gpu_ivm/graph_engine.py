@@ -23,7 +23,7 @@ import numpy as np
 from . import engine as _engine
 from . import io, snapshot, warmup
 from .backend import Backend
-from .encoding import pack, transpose, unpack
+from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, sum_products
 from .errors import ConflictError, InputError
 from .kernels import batch_prep
@@ -388,9 +388,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def _directed_delta(self, gkey: np.ndarray, net: np.ndarray):
         if self.directed:
             return gkey, net
-        tkey = transpose(gkey)
         # host arrays (the batch is prepared on the host); unique keys
-        return batch_prep.both_orientations(gkey, net, tkey, np.argsort(tkey))
+        return batch_prep.symmetric_delta(gkey, net)
 
     def _grouped_pairs(self, n_tuples: int) -> bool:
         """Whether a batch of ``n_tuples`` Δ tuples takes ``pair_weights_grouped`` (undirected,

@@ -48,7 +48,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import io, snapshot
-from .encoding import pack, transpose, unpack
+from .encoding import pack, unpack
 from .engine import BatchReport
 from .errors import InputError, IntegerOverflowError, InvariantError
 from .graph_engine import GraphEngine
@@ -203,8 +203,7 @@ class InsertOnlyGraphEngine(GraphEngine):
         ``absent``: the caller has checked that none is stored (the store skips its probe)."""
         if not keys.shape[0]:
             return
-        tkey = transpose(keys)
-        both, vals = batch_prep.both_orientations(keys, stamps, tkey, np.argsort(tkey))
+        both, vals = batch_prep.symmetric_delta(keys, stamps)
         self._store.grow_ids(max(len(self.encoder), 1))
         if absent:
             self._store.add_absent(both, vals)

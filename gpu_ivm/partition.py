@@ -176,6 +176,8 @@ class PartRel:
         """Multiplicities of packed keys (0 where absent)."""
         xp = self.xp
         keys = xp.asarray(keys, dtype=np.int64)
+        if self.h.size == 0:  # a heavy key without tuples holds 0 in both parts
+            return self.l.get(keys, assume_sorted)
         hv = self.heavy[keys >> 32]
         if xp is not np:  # probe both parts for every key: no host reads of the split
             return xp.where(hv, self.h.get(keys, assume_sorted), self.l.get(keys, assume_sorted))

@@ -286,8 +286,11 @@ class ZStore:
             self._append_run(keys[new], deltas[new])
             self._settle()
         # first keys whose tombstones now outnumber their live tuples (one selection)
-        fx = keys >> 32
-        bad = fx[run_starts(xp, fx) & (self.tomb[fx] > self.live[fx] + COMPACT_SLACK)]
+        if xp is np:
+            bad = _cpu_store_kernels.rows_to_compact(keys, self.tomb, self.live, COMPACT_SLACK)
+        else:
+            fx = keys >> 32
+            bad = fx[run_starts(xp, fx) & (self.tomb[fx] > self.live[fx] + COMPACT_SLACK)]
         if bad.shape[0]:
             self.sk.compact_keys(self.nt(), self.tomb, bad)
         if self.index_min:

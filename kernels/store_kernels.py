@@ -143,6 +143,23 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
 
 
 @nb.njit(cache=True)
+def rows_to_compact(keys, tomb, live, slack):
+    """The distinct first keys x of the sorted ``keys`` whose tombstones outnumber their live
+    tuples by more than ``slack`` (``tomb[x] > live[x] + slack``), in order."""
+    out = np.empty(keys.shape[0], np.int64)
+    k = 0
+    prev = -1
+    for i in range(keys.shape[0]):
+        x = keys[i] >> 32
+        if x != prev:
+            prev = x
+            if tomb[x] > live[x] + slack:
+                out[k] = x
+                k += 1
+    return out[:k]
+
+
+@nb.njit(cache=True)
 def probe_sorted(st, keys_in, out):
     """out[i] = multiplicity of keys_in[i] (sorted unique keys; 0 where absent)."""
     bits = st[12]
