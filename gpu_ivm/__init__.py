@@ -58,12 +58,14 @@ from .static import (
     list_triangles,
     vertex_triangle_counts,
 )
+from .window_device import DeviceSlidingWindow
 
 __all__ = [
     "Backend",
     "BackendUnavailableError",
     "BatchReport",
     "ConflictError",
+    "DeviceSlidingWindow",
     "GpuIvmError",
     "GraphEngine",
     "InputError",

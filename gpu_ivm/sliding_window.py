@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import io, stamp_warmup, static
+from .backend import Backend, get_backend
 from .encoding import IdEncoder, pack, unpack
 from .errors import InputError
 from .kernels import hashmap
@@ -104,14 +105,41 @@ class SlidingWindow:
         Also list each step's result changes: the triangles that appear and disappear and
         the per-vertex and per-edge counts that change (:meth:`last_changes`; costs about
         what the births cost again, see :mod:`gpu_ivm.window_changes`).
+    backend : str or Backend, optional
+        ``"cpu"``, ``"cuda"`` or ``"auto"`` (:func:`gpu_ivm.backend.get_backend`); default
+        from ``GPU_IVM_BACKEND`` or ``"cpu"``. ``"cuda"`` (or ``"auto"`` with a usable
+        device) makes the window a :class:`gpu_ivm.window_device.DeviceSlidingWindow`, whose
+        steps run on the CUDA kernels with the state on the device (same results, step by
+        step); without a usable device it raises
+        :class:`~gpu_ivm.errors.BackendUnavailableError` naming the problem.
 
     Arrivals are pushed in batches (:meth:`push`) whose times may be in any order but not
     before the end of the last closed step; steps close as soon as an arrival at or after
     their end is seen, and :meth:`close` closes the step holding the latest arrival.
+
+    >>> sw = SlidingWindow(window=10, step=5, start=0, backend="cpu")
+    >>> type(sw).__name__, sw.backend.name
+    ('SlidingWindow', 'cpu')
     """
 
+    _ON_DEVICE = False  # True on the subclass whose steps run on the cuda backend
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> SlidingWindow:
+        # SlidingWindow(..., backend="cuda") is a DeviceSlidingWindow (same parameters); a
+        # bare cls.__new__(cls) (copy, pickle) keeps the class
+        if cls is SlidingWindow and (args or kwargs) \
+                and get_backend(kwargs.get("backend")).name == "cuda":
+            from .window_device import DeviceSlidingWindow
+
+            cls = DeviceSlidingWindow
+        return super().__new__(cls)
+
     def __init__(self, window: int | str, step: int | str, *, start: int | None = None,
-                 track_changes: bool = False):
+                 track_changes: bool = False, backend: str | Backend | None = None):
+        self.backend = get_backend(backend)
+        if self.backend.name != "cpu" and not self._ON_DEVICE:
+            raise InputError(f"{type(self).__name__} runs on the cpu backend only",
+                             column="backend")
         self.window = parse_span(window, "window")
         self.step_len = parse_span(step, "step")
         self.t0 = None if start is None else int(start)
@@ -416,13 +444,18 @@ class SlidingWindow:
         hashmap.insert(self._htk, self._htv, pack(self._eu[:n], self._ev[:n]),
                         np.arange(n, dtype=np.int64))
 
+    def _compact_due(self) -> bool:
+        """The compaction rule: at least ``COMPACT_MIN`` stored edges, more than twice the
+        live ones."""
+        return self._n_eids >= COMPACT_MIN and self._n_eids > 2 * self.num_edges
+
     def _maybe_compact(self) -> None:
         """Drop the expired edges (new ids, table, adjacency and due lists) once they outnumber
         the live ones. (The garbage that row moves leave in the slab needs no rebuild of its
         own: a row of room C has left 4 + 8 + ... + C/2 < C behind and holds more than C/2,
         so the slab stays below four entries per stored one.)"""
-        stored = self._n_eids
-        if stored >= COMPACT_MIN and stored > 2 * self.num_edges:
+        if self._compact_due():
+            stored = self._n_eids
             old = np.flatnonzero(self._end[:stored] >= self.k)
             n = old.shape[0]
             kept = {name: getattr(self, name)[old]
@@ -448,12 +481,29 @@ class SlidingWindow:
 
         return save(self, path)
 
+    def _host_window(self) -> SlidingWindow:
+        """A window whose host arrays hold this one's state (itself; the device window
+        returns a host copy)."""
+        return self
+
     @classmethod
-    def restore(cls, path: str | os.PathLike[str]) -> SlidingWindow:
-        """A window restored from a snapshot folder, verified (checksums, count)."""
+    def restore(cls, path: str | os.PathLike[str], *,
+                backend: str | Backend | None = None) -> SlidingWindow:
+        """A window restored from a snapshot folder, verified (checksums, count), on
+        ``backend`` (as the constructor's; a snapshot of either backend restores on either)."""
         from .window_snapshot import load
 
-        return load(path, cls)
+        be = get_backend(backend)
+        if be.name != "cpu":
+            from .window_device import DeviceSlidingWindow
+
+            return DeviceSlidingWindow.restore(path, backend=be)
+        return load(path, _cpu_window)
+
+
+def _cpu_window(window: int | str, step: int | str, **kwargs: Any) -> SlidingWindow:
+    """A window on the cpu backend (what a restore fills)."""
+    return SlidingWindow(window, step, backend="cpu", **kwargs)
 
 
 # the kernel warm-up of the insert-only engine and the window runs a window of this class

@@ -41,7 +41,7 @@ def warm_up() -> None:
     finally:
         stamp_kernels.PAR_MIN = saved
     SlidingWindow = _window[0]
-    sw = SlidingWindow(window=4, step=2, start=0)
+    sw = SlidingWindow(window=4, step=2, start=0, backend="cpu")
     sw.push({"src": [1, 2, 3, 1, 2, 4, 1], "dst": [2, 3, 1, 2, 3, 5, 4],
              "time": [0, 1, 1, 3, 6, 6, 7]})  # births, an extension, expiries, store merges
     sw.close()

@@ -14,12 +14,16 @@ and the evaluation time is on the ``window`` line. Online runs take ``--snapshot
 [--snapshot-every K]`` (``DIR/snapshot-<k>``, k = steps closed, with a fingerprint of the
 events file and the window options) and ``--resume DIR`` (a ``kind: "resume"`` line, then the
 step lines after the snapshot's), with the batch replay's checks and messages
-(:mod:`gpu_ivm.cli`).
+(:mod:`gpu_ivm.cli`). ``--backend cuda`` (or ``$GPU_IVM_BACKEND``) runs the online window
+on the device (:class:`gpu_ivm.window_device.DeviceSlidingWindow`; its snapshots are the
+cpu window's format, so a run resumes on either backend); ``--offline`` runs on the cpu
+backend only. The ``window`` line names the backend.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -84,8 +88,10 @@ def _line(args, rep: dict, what: str = "triangles") -> None:
 def replay_events(args) -> int:
     from .lifespans import num_steps, parse_span
 
-    if args.backend not in (None, "cpu"):
-        raise InputError("--events runs on the cpu backend only", option="--backend")
+    if args.offline and args.backend not in (None, "cpu"):
+        raise InputError("--offline runs on the cpu backend only (the online window runs on "
+                         "cpu or cuda)", option="--backend")
+    backend = None if args.offline else _online_backend(args.backend)
     window = parse_span(args.window, "--window")
     step = parse_span(args.step, "--step")
     src, dst, t = read_events(args.events, args.time_col)
@@ -96,7 +102,8 @@ def replay_events(args) -> int:
     head = {"events": str(args.events), "rows": int(t.shape[0]),
             "self_loops": int(np.count_nonzero(src == dst)), "t_min": t_min, "t_max": t_max,
             "window": window, "step": step, "steps": K,
-            "method": "offline" if args.offline else "online"}
+            "method": "offline" if args.offline else "online",
+            "backend": "cpu" if backend is None else backend.name}
     last_count = None
     start = 0
     total = 0.0
@@ -118,11 +125,11 @@ def replay_events(args) -> int:
         last_count = prev
     else:
         _header(args, head)
-        sw, start = _online_start(args, head)
+        sw, start = _online_start(args, head, backend)
         if sw is None:
             from .sliding_window import SlidingWindow
 
-            sw = SlidingWindow(window=window, step=step, start=t_min)
+            sw = SlidingWindow(window=window, step=step, start=t_min, backend=backend)
             _snap(args, sw, head)
         total = _run_online(args, sw, start, src, dst, t, head)
         last_count = sw.count()
@@ -143,6 +150,18 @@ def replay_events(args) -> int:
         print(f"{done}, {t.shape[0]:,} events in {total:.2f} s ({head['method']}); final "
               f"count {last_count:,}")
     return 0
+
+
+def _online_backend(choice: str | None):
+    """The online window's backend: ``--backend``, else ``$GPU_IVM_BACKEND``, else cpu,
+    resolved before any work (a bad name or a missing device fails at once, naming it)."""
+    from .backend import ENV_VAR, get_backend
+
+    try:
+        return get_backend(choice)
+    except InputError:
+        raise InputError(f"${ENV_VAR}={os.environ.get(ENV_VAR)!r} is not a backend; use cpu, "
+                         "cuda or auto") from None
 
 
 def _header(args, head: dict) -> None:
@@ -203,7 +222,7 @@ def _snap(args, sw, head: dict) -> None:
     save_numbered(sw, args.snapshot_dir, sw.k, metadata={"cli": meta})
 
 
-def _online_start(args, head: dict):
+def _online_start(args, head: dict, backend):
     """(window, steps closed) restored from ``--resume``, or (None, 0) for a fresh run. Also
     fingerprints the events when snapshots are kept, and checks the --snapshot-dir series
     as the batch replay does."""
@@ -224,7 +243,7 @@ def _online_start(args, head: dict):
     if args.resume is None:
         return None, 0
     t_resume = time.perf_counter()
-    sw, latest = _resume(args, head)
+    sw, latest = _resume(args, head, backend)
     if sw is None:
         return None, 0
     cs.drop_newer(newer, latest)
@@ -238,7 +257,7 @@ def _online_start(args, head: dict):
     return sw, sw.k
 
 
-def _resume(args, head: dict):
+def _resume(args, head: dict, backend):
     """The window of the newest snapshot in ``--resume`` (or of the snapshot folder it names)
     and that folder; (None, None) with a note on stderr when there is none. A snapshot of
     another events file or of other options is refused (exit 2, naming what differs); a
@@ -249,8 +268,10 @@ def _resume(args, head: dict):
     from .snapshot import MANIFEST, SnapshotError
     from .window_snapshot import FORM
 
-    load = SlidingWindow.restore
-    found = cs.locate_run(args, load, FORM, "gpu-ivm replay --events")
+    def check(path):  # validates a snapshot (on the host: nothing uploaded)
+        return SlidingWindow.restore(path, backend="cpu")
+
+    found = cs.locate_run(args, check, FORM, "gpu-ivm replay --events")
     if found is None:
         return None, None
     loc, meta = found
@@ -267,7 +288,9 @@ def _resume(args, head: dict):
                          f"--events {meta.get('events')} ({short(rec_fp)}), this run's "
                          f"--events {args.events} differs ({', '.join(diff)}); resume with "
                          "the same events, or use another snapshot folder", option="--resume")
-    sw = cs.restore_located(loc, args, load, load)
+    # a snapshot of either backend, restored on this run's
+    sw = cs.restore_located(loc, args, lambda p: SlidingWindow.restore(p, backend=backend),
+                            check)
     if sw.k != meta.get("steps_closed") or sw.k > head["steps"] or sw._pending \
             or sw.t0 != head["t_min"]:
         raise SnapshotError(f"holds {sw.k} closed steps (recorded {meta.get('steps_closed')}, "

@@ -8,6 +8,12 @@ closed step: packed ids ``key`` u < v, true ``end``, calendar end ``cend``, birt
 (arrivals pushed but not yet in a closed step). Restoring rebuilds the store and the expiry
 schedule from the edges and checks the count against a static recount of them.
 
+The format holds no backend: a snapshot of the cuda backend's window
+(:class:`gpu_ivm.window_device.DeviceSlidingWindow`, whose state is copied to the host to be
+written) restores on the cpu backend and the other way round
+(``SlidingWindow.restore(path, backend=...)``; the device window restores on the host and
+uploads the state).
+
 Examples
 --------
 >>> import tempfile, pathlib
@@ -47,21 +53,22 @@ def save(sw, path, *, metadata: dict | None = None) -> dict:
     target = Path(path)
     if not target.parent.is_dir():
         raise sn.SnapshotError("the parent folder does not exist", file=target.parent)
-    e = np.flatnonzero(sw._end[: sw._n_eids] >= sw.k)  # the live edges, in key order
-    keys = pack(sw._eu[e], sw._ev[e])
+    h = sw._host_window()  # the state's arrays on the host (a copy from a device window)
+    e = np.flatnonzero(h._end[: sw._n_eids] >= sw.k)  # the live edges, in key order
+    keys = pack(h._eu[e], h._ev[e])
     order = np.argsort(keys)
     keys, e = keys[order], e[order]
     r = sw._ring
-    cal = np.array([sw._cal[(sw.k + 1 + i) % r] for i in range(r - 1)], np.int64)
+    cal = np.array([h._cal[(sw.k + 1 + i) % r] for i in range(r - 1)], np.int64)
     psrc, pdst, pt = sw._take_pending()
     sw._pending = [(psrc, pdst, pt)] if pt.shape[0] else []
     n = len(sw.encoder)
     enc = sw.encoder.decode(np.arange(n, dtype=np.int64)) if n else np.zeros(0, np.int64)
     tables = {
         "encoder.arrow": pa.table({"key": _key_array(enc)}),
-        "edges.arrow": pa.table({"key": pa.array(keys), "end": pa.array(sw._end[e]),
-                                 "cend": pa.array(sw._cend[e]),
-                                 "stamp": pa.array(sw._stamp[e])}),
+        "edges.arrow": pa.table({"key": pa.array(keys), "end": pa.array(h._end[e]),
+                                 "cend": pa.array(h._cend[e]),
+                                 "stamp": pa.array(h._stamp[e])}),
         "calendar.arrow": pa.table({"change": pa.array(cal)}),
         "pending.arrow": pa.table({"src": _key_array(np.asarray(psrc)),
                                    "dst": _key_array(np.asarray(pdst)),
@@ -86,10 +93,11 @@ def save_numbered(sw, folder, n: int, *, metadata: dict | None = None, keep: int
     return sn.save_numbered(sw, folder, n, metadata=metadata, keep=keep, writer=save)
 
 
-def load(path, cls: type):
+def load(path, cls):
     """A :class:`SlidingWindow` restored from ``path``, verified (checksums, ranges, the count
-    against a static recount of the stored window). ``cls`` is the ``SlidingWindow`` class
-    (passed by ``SlidingWindow.restore``, so this module need not import its module)."""
+    against a static recount of the stored window). ``cls`` makes an empty window on the cpu
+    backend (passed by ``SlidingWindow.restore``, so this module need not import its module;
+    the device window restores through it and uploads the result)."""
     from . import snapshot as sn
     from .encoding import unpack
     from .static import count_triangles_dense
