@@ -2,6 +2,7 @@
 
     python -m bench.cq_bench [--sizes 100000 1600000] [--peer-size 100000]
                              [--batch-size 1000] [--batches 30]
+    python -m bench.cq_bench --cyclic N [--skew] [--binary-build]
 
 - **flatness**: the CQAP_0 query ``Q(B,C | A) = R(A,B), S(A,C)`` over random relations of N
   tuples each (values in [0, N/10)), at every N of ``--sizes``: mean seconds per batch of
@@ -19,7 +20,12 @@
 - **cyclic queries** (``--cyclic N``, alone): the triangle with an input and the triangle
   count over random R, S, T of N tuples: load and batch seconds and the entries the views
   hold (the indicator projections keep the triangle's views at the triangles instead of
-  every 2-path); the count checked against the static three-relation triangle sum.
+  every 2-path); the count checked against the static three-relation triangle sum. The
+  triangle's view is built by Generic Join (:mod:`gpu_ivm.cq.wcoj`): the candidates it
+  visited and the largest binary-join intermediate of the load are printed. ``--skew``:
+  R(A,B) and S(B,C) take B from ``SkewedStream.HUBS`` hub values in ``HUB_SHARE`` of their
+  tuples (R ⋈ S through a hub: its degree squared), T stays uniform. ``--binary-build``:
+  the views built by binary joins as before Generic Join (the same engine otherwise).
 
 - **the ε knob**: ``Q(C | A) = R(A,B), S(B,C)`` (hierarchical, CQAP_1: δ = 1) over relations
   whose B values are Zipf-distributed (a few B values of degree far above √N), at each ε of
@@ -284,21 +290,43 @@ CYCLIC_QUERIES = {
 }
 
 
-def measure_cyclic(n: int, batch_size: int, n_batches: int, seed: int = 0) -> list[dict]:
+class SkewedCycleStream(SkewedStream):
+    """R(A,B) and S(B,C) as in :class:`SkewedStream` (B a hub value in ``HUB_SHARE`` of
+    the tuples), T(C,A) uniform."""
+
+    def __init__(self, n: int, domain: int, seed: int) -> None:
+        super().__init__(n, domain, seed)
+        self.held["T"] = self._new("T", n)
+
+    def _new(self, name: str, k: int) -> np.ndarray:
+        if name == "T":
+            return self.rng.integers(0, self.domain, (k, 2))
+        return super()._new(name, k)
+
+
+def measure_cyclic(n: int, batch_size: int, n_batches: int, seed: int = 0, *,
+                   skew: bool = False, binary_build: bool = False) -> list[dict]:
     """Non-hierarchical queries (the triangle with and without an input) over random R, S,
-    T of ``n`` tuples each (values in [0, n/10)): load seconds, mean seconds per batch
-    (inserts into R and T), the entries held in all views and leaves, and the count checked
-    after the last batch against ``gpu_ivm.static.relation_triangle_sum`` (other code)."""
+    T of ``n`` tuples each (values in [0, n/10); ``skew``: :class:`SkewedCycleStream`): load
+    seconds, mean seconds per batch (half deletes, half inserts, over R, S and T), the
+    entries held in all views and leaves, the load's join work (Generic Join's candidates,
+    the largest binary-join intermediate; ``binary_build``: no Generic Join), and the count
+    checked after the last batch against ``gpu_ivm.static.relation_triangle_sum`` (other
+    code)."""
     from gpu_ivm.cq import Engine
     from gpu_ivm.static import relation_triangle_sum
 
     recs = []
     for name, query in CYCLIC_QUERIES.items():
-        st = Stream("RST", n, max(n // 10, 1), seed)
+        domain = max(n // 10, 1)
+        st = SkewedCycleStream(n, domain, seed) if skew else Stream("RST", n, domain, seed)
         eng = Engine(query)
+        if binary_build:
+            eng._wcoj = set()
         t = time.perf_counter()
         eng.load(**st.tables())
         load_s = time.perf_counter() - t
+        build = dict(getattr(eng, "build_stats", {}))
         batches = [_as_tables(st.batch(batch_size)) for _ in range(n_batches)]
         secs = _timed_batches(eng, batches)
         rels = []
@@ -311,7 +339,10 @@ def measure_cyclic(n: int, batch_size: int, n_batches: int, seed: int = 0) -> li
                      "batches": n_batches, "load_s": load_s, "mean_s": float(np.mean(secs)),
                      "batch_s": secs, "entries": int(sum(len(v.zrel()) for v in held)),
                      "indicators": len(getattr(eng, "indicators", ())), "count": eng.count(),
-                     "count_ok": eng.count() == want})
+                     "count_ok": eng.count() == want, "skew": skew,
+                     "wcoj_views": build.get("wcoj_views", 0),
+                     "wcoj_candidates": build.get("candidates", 0),
+                     "binary_intermediate": build.get("binary_intermediate", 0)})
     return recs
 
 
@@ -335,12 +366,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cyclic", type=int, default=None, metavar="N",
                    help="only the non-hierarchical queries (indicator projections) at N "
                         "tuples per relation")
+    p.add_argument("--skew", action="store_true",
+                   help="with --cyclic: hub B values in R(A,B) and S(B,C)")
+    p.add_argument("--binary-build", action="store_true",
+                   help="with --cyclic: build the views by binary joins (no Generic Join)")
     args = p.parse_args(argv)
     if args.cyclic is not None:
-        for r in measure_cyclic(args.cyclic, args.batch_size, args.batches):
-            print(f"{r['query']}: N = {r['n']:,}: load {r['load_s']:.2f} s, "
-                  f"{r['mean_s'] * 1e3:.2f} ms per batch, {r['entries']:,} entries held "
-                  f"({r['indicators']} indicator projection(s)), count {r['count']:,} "
+        for r in measure_cyclic(args.cyclic, args.batch_size, args.batches, skew=args.skew,
+                                binary_build=args.binary_build):
+            print(f"{r['query']}{' (skewed)' if r['skew'] else ''}: N = {r['n']:,}: load "
+                  f"{r['load_s']:.2f} s, {r['mean_s'] * 1e3:.2f} ms per batch, "
+                  f"{r['entries']:,} entries held ({r['indicators']} indicator "
+                  f"projection(s)), {r['wcoj_views']} view(s) by Generic Join "
+                  f"({r['wcoj_candidates']:,} candidates), largest binary intermediate "
+                  f"{r['binary_intermediate']:,}, count {r['count']:,} "
                   f"{'checked' if r['count_ok'] else 'DIFFERS'}", flush=True)
         return 0
     for r in measure_flat(args.sizes, args.batch_size, args.batches):

@@ -10,9 +10,14 @@ width found by :mod:`gpu_ivm.cq.widths`, with the indicator projections that GYO
 (:mod:`gpu_ivm.cq.indicators`): ``I_Z R`` is a leaf of the view it hangs under, kept from a
 support count per Z value (distinct tuples of the atom with that value), and changes by ±1
 when a batch takes a count from 0 or to 0; that change goes up the tree like a leaf delta.
-Views are built by binary joins, each step taking the child that shares the most variables
-with what is joined so far (a lookup before an expansion), not by a worst-case optimal
-join. A batch is applied one relation at a time, one atom
+A view whose relations form a cycle, or where a binary plan could pass through a join of
+some of them larger than the AGM bound of all (:func:`~gpu_ivm.cq.wcoj.needs_wcoj`), is built
+by a worst-case optimal join (Generic Join over the sorted keys, :mod:`gpu_ivm.cq.wcoj`),
+in O(N^{ρ*(bag)}) candidates, so a view tree is built within the thesis's O(N^w); the
+delta of such a view is joined the same way with the delta's atom fixed (each delta row
+expands through the relation it has the fewest matches in). Every other view is built by
+binary joins, each step taking the child that shares the most variables with what is joined
+so far (a lookup before an expansion). A batch is applied one relation at a time, one atom
 occurrence at a time (self-joins included), each step seeing the state left by the previous
 one, which is the product rule without δR ⋈ δS cross terms.
 
@@ -58,6 +63,7 @@ from .planner import VONode, dep_sets, plan
 from .requests import RequestCursor, check_limit
 from .syntax import Query
 from .tables import int_columns
+from .wcoj import generic_join, needs_wcoj
 from .zrel import ZRel, checked_add, checked_total, consolidate, empty, scalar
 
 __all__ = ["Engine", "UnsupportedQueryError"]
@@ -130,6 +136,9 @@ class _IndicatorView:
 
     def join_from(self, left: ZRel) -> ZRel:
         return self.counts.join_from(left, support=True)
+
+    def count_from(self, left: ZRel) -> np.ndarray:
+        return self.counts.count_from(left)
 
     def zrel(self) -> ZRel:
         return _ones(self.counts.zrel())
@@ -206,6 +215,13 @@ class Engine:
         self._aliased = {id(n) for c in self.components for r in c.roots for n in r.walk()
                          if id(n) in self._free_nodes and not n.atoms and len(n.children) == 1
                          and not n.indicators and set(n.children[0].dep) == set(n.bag)}
+        # the views built by a worst-case optimal join (cyclic bags; see gpu_ivm.cq.wcoj)
+        self._wcoj = {id(n) for c in self.components for r in c.roots for n in r.walk()
+                      if needs_wcoj(self._edges(n))}
+        #: what the last load's view builds did: views built by the worst-case optimal join,
+        #: the candidates it visited, its largest level of partial tuples, and the largest
+        #: intermediate of a binary join (for inspection and tests)
+        self.build_stats: dict[str, int] = {}
         self.base: dict[str, LsmRel] = {}
         self.views: dict[tuple, LsmRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
@@ -277,6 +293,23 @@ class Engine:
         out += [(("I", k), _indicator(views[("S", k)])) for k in node.indicators]
         return out
 
+    def _edges(self, node: _Node) -> list[set[str]]:
+        """The variables of each relation joined into ``node``'s view (as
+        :meth:`_children_rels` lists them)."""
+        out = [set(self.query.atoms[i].variables) for i in node.atoms]
+        out += [set(c.dep) for c in node.children]
+        out += [set(self.indicators[k][1]) for k in node.indicators]
+        return out
+
+    def _join_node(self, node: _Node, rels: list[ZRel]) -> ZRel:
+        """The join of ``rels`` (the relations under ``node``) over ``node.bag``: by Generic
+        Join where :func:`~gpu_ivm.cq.wcoj.needs_wcoj` says so, else by binary joins."""
+        stats = self.build_stats
+        if id(node) in self._wcoj:
+            stats["wcoj_views"] = stats.get("wcoj_views", 0) + 1
+            return generic_join(rels, node.bag, stats)
+        return self._join_all(rels, stats).marginalize(node.bag)
+
     @staticmethod
     def _next_join(have: set[str], rels: list) -> int:
         """Which of ``rels`` (objects with ``vars``) to join next onto a relation over
@@ -293,6 +326,7 @@ class Engine:
     def _rebuild(self, base: dict[str, ZRel]) -> None:
         """Base relations ``base`` and every view built from them (static evaluation)."""
         views: dict[tuple, ZRel] = {}
+        self.build_stats = {}
         for i, atom in enumerate(self.query.atoms):
             views[("L", i)] = self._atom_rel(i, base[atom.relation])
         for k, (j, _, _) in enumerate(self.indicators):
@@ -313,19 +347,23 @@ class Engine:
                     self.views[("V", id(node))] = self.views[("C", id(node.children[0]))]
 
     @classmethod
-    def _join_all(cls, rels: list[ZRel]) -> ZRel:
-        """The join of ``rels``: the smallest first, then by :meth:`_next_join`."""
+    def _join_all(cls, rels: list[ZRel], stats: dict | None = None) -> ZRel:
+        """The join of ``rels`` by binary joins: the smallest first, then by
+        :meth:`_next_join`; ``stats["binary_intermediate"]``, if ``stats`` is given, keeps
+        the largest intermediate."""
         rest = list(rels)
         v = rest.pop(min(range(len(rest)), key=lambda k: len(rest[k])))
         while rest:
             v = v.join(rest.pop(cls._next_join(set(v.vars), rest)))
+            if stats is not None and rest:
+                stats["binary_intermediate"] = max(stats.get("binary_intermediate", 0), len(v))
         return v
 
     def _build(self, views, node: _Node) -> None:
         for c in node.children:
             self._build(views, c)
-        v = self._join_all([rel for _, rel in self._children_rels(views, node)])
-        views[("V", id(node))] = v.marginalize(node.bag)
+        views[("V", id(node))] = self._join_node(
+            node, [rel for _, rel in self._children_rels(views, node)])
         views[("C", id(node))] = views[("V", id(node))].marginalize(node.dep)
 
     def _propagate(self, i: int, delta: ZRel) -> None:
@@ -357,14 +395,17 @@ class Engine:
     def _up(self, key, node: _Node | None, delta: ZRel) -> None:
         """Take the delta of child ``key`` of ``node`` up the tree: at each node the delta is
         looked up in the node's other children (lookup- or expand-joins on the variables
-        they share, in :meth:`_next_join` order), marginalized and merged into the node's
-        views, in place."""
+        they share, in :meth:`_next_join` order; at a view built by Generic Join, by
+        :meth:`_delta_join`), marginalized and merged into the node's views, in place."""
         views = self.views
         while node is not None and len(delta):
-            dv = delta
             rest = [rel for k, rel in self._children_rels(views, node) if k != key]
-            while rest:
-                dv = rest.pop(self._next_join(set(dv.vars), rest)).join_from(dv)
+            if id(node) in self._wcoj:
+                dv = self._delta_join(delta, rest, node.bag)
+            else:
+                dv = delta
+                while rest:
+                    dv = rest.pop(self._next_join(set(dv.vars), rest)).join_from(dv)
             dv = dv.marginalize(node.bag)
             if ("V", id(node)) in views and id(node) not in self._aliased:  # free ones only
                 views[("V", id(node))].merge(dv)
@@ -372,6 +413,42 @@ class Engine:
             key = ("C", id(node))
             views[key].merge(delta)
             node = node.parent
+
+    @classmethod
+    def _delta_join(cls, dv: ZRel, rest: list, bag: tuple[str, ...]) -> ZRel:
+        """``dv ⋈ rest`` (LsmRels or indicator views) over a cyclic bag, in the manner of
+        Generic Join with the delta's atom fixed: every lookup first (a relation whose
+        variables the delta rows bind already filters them), then each row expands through
+        the relation in which it has the fewest matches (:meth:`LsmRel.count_from`), the
+        others then looking the new values up; rows with no match in some relation are
+        dropped. Through a hub value the rows expand through the small side of the
+        intersection, where a fixed order would expand through the hub's whole degree."""
+        while rest:
+            have = set(dv.vars)
+            look = next((k for k, r in enumerate(rest) if set(r.vars) <= have), None)
+            if look is not None:
+                dv = rest.pop(look).join_from(dv)
+                continue
+            if len(rest) == 1:
+                return rest[0].join_from(dv)
+            counts = np.stack([r.count_from(dv) for r in rest])
+            best = counts.argmin(axis=0)
+            best[counts.min(axis=0) == 0] = -1  # no match in some relation: no result
+            parts = []
+            for k in range(len(rest)):
+                sel = best == k
+                if sel.any():
+                    part = ZRel(dv.vars, dv.keys[sel], dv.mult[sel])
+                    part = cls._delta_join(rest[k].join_from(part),
+                                           rest[:k] + rest[k + 1:], bag)
+                    parts.append(part.reorder(tuple(v for v in bag if v in part.vars)))
+            if not parts:
+                return empty(tuple(v for v in bag if v in have or any(
+                    v in r.vars for r in rest)))
+            # the parts extend disjoint sets of the delta's rows: their rows are distinct
+            return consolidate(parts[0].vars, np.concatenate([p.keys for p in parts]),
+                               np.concatenate([p.mult for p in parts]), unique=True)
+        return dv
 
     # ----------------------------------------------------------------------------- public API
     def load(self, **tables) -> None:
@@ -604,8 +681,10 @@ class Engine:
         if key in self.views:  # (in bag order: an aliased view has its child's order)
             return self.views[key].zrel().reorder(node.dep if marginal else node.bag).to_dict()
         # a bound variable's bag view is not kept: evaluated here from its children
-        v = self._join_all([rel.zrel() for _, rel in self._children_rels(self.views, node)])
-        return v.marginalize(node.bag).to_dict()
+        rels = [rel.zrel() for _, rel in self._children_rels(self.views, node)]
+        if id(node) in self._wcoj:
+            return generic_join(rels, node.bag).to_dict()
+        return self._join_all(rels).marginalize(node.bag).to_dict()
 
     # ----------------------------------------------------------------------------- persistence
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:

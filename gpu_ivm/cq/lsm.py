@@ -159,6 +159,20 @@ class LsmRel:
         # left's rows are unique and so are a probe's matches: the joined rows are unique
         return consolidate(left.vars + extra, out_keys, mult, unique=True)
 
+    def count_from(self, left: ZRel) -> np.ndarray:
+        """Per row of ``left``, how many rows of ``self`` agree with it on the variables
+        both have, counted run by run: exact with one run, an upper bound with several (a
+        key inserted in one run and deleted in a newer one counts twice). What a join
+        through ``self`` would expand each row to, found by the searches of a lookup."""
+        shared = tuple(v for v in self.vars if v in left.vars)
+        idx = self._index(shared)
+        probes = np.ascontiguousarray(left.keys[:, [left.vars.index(v) for v in shared]])
+        out = np.zeros(len(left), np.int64)
+        for keys, _, fence in idx.runs:
+            lo, hi = prefix_ranges(keys, probes, fence)
+            out += hi - lo
+        return out
+
     def get(self, rel: ZRel) -> np.ndarray:
         """The current multiplicity of each of ``rel``'s keys (0 where absent)."""
         r = rel.reorder(self.vars)
