@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_ivm.kernels import batch_prep, phase_kernels, store_kernels
 
 from gpu_ivm.encoding import pack, transpose
-from gpu_ivm.kernels import batch_prep, phase_kernels, store_kernels
 
 
 def _random_phase(rng, ids: int, n: int):
