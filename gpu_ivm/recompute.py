@@ -63,6 +63,9 @@ class AdaptivePolicy:
         # batches does not overcharge large ones
         self.delta_fixed_sec = 0.0
         self._fixed: deque[float] = deque(maxlen=SAMPLES)
+        # the last SAMPLES delta batches' times, of any size: no batch costs less than the
+        # fixed part, so their minimum bounds it (see observe_delta)
+        self._recent: deque[float] = deque(maxlen=SAMPLES)
         self._rates: deque[float] = deque(maxlen=SAMPLES)
         self._snapshot_rates: deque[float] = deque(maxlen=SAMPLES)  # see _rate
         self.rebuild_sec_per_tuple: float | None = None  # full preprocessing
@@ -153,7 +156,9 @@ class AdaptivePolicy:
         """Refine the delta path's model, seconds = fixed + units · rate, from a delta batch:
         a batch of little work (``FIXED_UNITS`` units or fewer) measures the fixed part, a
         larger one the rate of what is left beyond it. Each is the median of the last
-        ``SAMPLES`` measurements: one slow batch (a collection, a cold cache) moves neither.
+        ``SAMPLES`` measurements: one slow batch (a collection, a cold cache) moves neither;
+        and the fixed part is at most the cheapest of the last ``SAMPLES`` delta batches of
+        any size (a batch cannot cost less than it).
         ``timed=False``: the batch rebuilt a stale state first (cold caches), and measures
         nothing."""
         if not timed or not self.enabled or self.force:  # a model nothing will read
@@ -162,10 +167,18 @@ class AdaptivePolicy:
         # what choose() saw before the batch changed the state, else read now
         snapshot = self.last_snapshot if self.last_units else self.on_snapshot(engine, phases)
         units = self.last_units or self.units(engine, phases)
+        self._recent.append(seconds)
         if units <= FIXED_UNITS:
             self._fixed.append(seconds)
-            self.delta_fixed_sec = median(self._fixed)  # 9 floats: no array (np.median 40 µs)
-        elif units > 1000:
+        # Batches of little work come mostly at a stream's start (a graph that starts empty),
+        # when the first calls are cold: measured alone they could fix the fixed part at
+        # milliseconds for good (later batches have more work and never refresh it), and the
+        # delta path then looked 10-20x dearer than it ran (small SNAP windows recounted
+        # for hundreds of batches). A batch costs at least the fixed part, so the cheapest
+        # of the recent batches, whatever their work, bounds it.
+        if self._fixed:  # 9 floats: no array (np.median 40 µs)
+            self.delta_fixed_sec = min(median(self._fixed), min(self._recent))
+        if units > 1000:
             rate = max(seconds - self.delta_fixed_sec, 0.25 * seconds) / units
             if snapshot:
                 self._snapshot_rates.append(rate)

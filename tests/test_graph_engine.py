@@ -159,6 +159,25 @@ def test_policy_explores_deltas_with_growing_waits():
     assert pol.choose(eng, phases) == "delta" and pol.explore_every == recompute.EXPLORE_FIRST
 
 
+def test_policy_fixed_cost_is_bounded_by_the_cheapest_recent_batch():
+    """Tiny batches measure the delta path's fixed cost, but they come mostly at a stream's
+    start, cold: three of 2**-7 s, then only batches of more work at 2**-12 s. No batch costs
+    less than the fixed part, so it drops to 2**-12 s, and a recount (2**-10 s, plus the
+    amortized rebuild) no longer looks cheaper than the deltas that run 4x faster. Without
+    the bound the fixed part stayed at 2**-7 s for good (small SNAP windows recounted for
+    hundreds of batches)."""
+    pol, eng, phases = _policy(100, 2.0 ** -20)
+    for _ in range(3):
+        pol.observe_delta(2.0 ** -7, eng, phases)
+    assert pol.delta_fixed_sec == 2.0 ** -7
+    pol.units = lambda engine, phases: 5000
+    for _ in range(9):
+        pol.observe_delta(2.0 ** -12, eng, phases)
+    assert pol.delta_fixed_sec == 2.0 ** -12
+    eng.stale = False
+    assert pol.choose(eng, phases) == "delta"
+
+
 def test_policy_rates_batches_on_the_snapshot_apart():
     """A batch against the compact copy of the graph is estimated at a rate of its own:
     seeded at sec_per_unit / SNAPSHOT_SPEEDUP, then the median of such batches' measured
