@@ -29,7 +29,7 @@ import numpy as np
 
 from .jit import helper
 
-__all__ = ["extend_level"]
+__all__ = ["check_extend", "extend_level", "extend_tuple"]
 
 
 @nb.njit(cache=True, inline="always")
@@ -68,53 +68,82 @@ def _upper(vals, lo, hi, v):
     return lo
 
 
-@helper
-def _extend(vals, lo, hi, out_parent, out_val, out_lo, out_hi, cur, tlo, thi, work):
-    """Per partial tuple p (a column of ``lo``/``hi``): the values present in every
-    relation's range, in ascending order, each with its parent p and the sub-range of every
-    relation holding it. ``cur``, ``tlo``, ``thi``: scratch of one entry per relation;
-    ``work[0]`` counts the candidates visited. Returns the number of values written."""
+@nb.njit(cache=True, inline="always")
+def extend_tuple(vals, lo, hi, p, cur, start, row, write, n, out_parent, out_val, out_lo,
+                 out_hi):
+    """The extensions of partial tuple p (a column of ``lo``/``hi``): the values present in
+    every relation's range, in ascending order, each with the sub-range of every relation
+    holding it. With ``write`` they are written from output ``n`` on (parent p, value,
+    sub-ranges); without, only counted. ``cur``, ``start``: scratch of one entry per
+    relation in their row ``row``. Returns ``(extensions, candidates visited)``.
+
+    Shared unchanged by the CPU pass (one scratch row, every tuple in turn) and the CUDA
+    twin (one thread and one scratch row per partial tuple, counting, then writing)."""
     k = lo.shape[0]
-    n = 0
-    for p in range(lo.shape[1]):
-        s = 0
-        for j in range(1, k):
-            if hi[j, p] - lo[j, p] < hi[s, p] - lo[s, p]:
-                s = j
-        end = hi[s, p]
-        if end <= lo[s, p]:
-            continue
+    s = 0
+    for j in range(1, k):
+        if hi[j, p] - lo[j, p] < hi[s, p] - lo[s, p]:
+            s = j
+    end = hi[s, p]
+    found = 0
+    work = 0
+    if end <= lo[s, p]:
+        return found, work
+    for j in range(k):
+        cur[row, j] = lo[j, p]
+    i = lo[s, p]
+    while i < end:
+        v = vals[i]
+        e = _upper(vals, i + 1, end, v)
+        work += 1
+        ok = True
         for j in range(k):
-            cur[j] = lo[j, p]
-        i = lo[s, p]
-        while i < end:
-            v = vals[i]
-            e = _upper(vals, i + 1, end, v)
-            work[0] += 1
-            ok = True
-            for j in range(k):
-                if j == s:
-                    tlo[j] = i
-                    thi[j] = e
-                    continue
-                a = _lower(vals, cur[j], hi[j, p], v)
-                cur[j] = a
-                if a == hi[j, p] or vals[a] != v:
-                    ok = False
-                    break
-                b = _upper(vals, a + 1, hi[j, p], v)
-                tlo[j] = a
-                thi[j] = b
-                cur[j] = b
-            if ok:
+            if j == s:
+                continue
+            a = _lower(vals, cur[row, j], hi[j, p], v)
+            cur[row, j] = a
+            if a == hi[j, p] or vals[a] != v:
+                ok = False
+                break
+            start[row, j] = a
+            cur[row, j] = _upper(vals, a + 1, hi[j, p], v)
+        if ok:
+            if write:
                 out_parent[n] = p
                 out_val[n] = v
                 for j in range(k):
-                    out_lo[j, n] = tlo[j]
-                    out_hi[j, n] = thi[j]
+                    if j == s:
+                        out_lo[j, n] = i
+                        out_hi[j, n] = e
+                    else:
+                        out_lo[j, n] = start[row, j]
+                        out_hi[j, n] = cur[row, j]
                 n += 1
-            i = e
+            found += 1
+        i = e
+    return found, work
+
+
+@helper
+def _extend(vals, lo, hi, out_parent, out_val, out_lo, out_hi, cur, start, work):
+    """Every partial tuple's extensions (:func:`extend_tuple`) in turn; ``cur``, ``start``:
+    scratch of one row of one entry per relation; ``work[0]`` counts the candidates
+    visited. Returns the number of values written."""
+    n = 0
+    for p in range(lo.shape[1]):
+        found, w = extend_tuple(vals, lo, hi, p, cur, start, 0, True, n, out_parent, out_val,
+                                out_lo, out_hi)
+        n += found
+        work[0] += w
     return n
+
+
+def check_extend(vals, lo, hi) -> None:
+    """Refuse ranges that do not fit (ValueError): ``lo`` and ``hi`` of one shape ``(k, P)``
+    with ``k >= 1`` relations, ``vals`` 1-D."""
+    if len(vals.shape) != 1 or len(lo.shape) != 2 or lo.shape != hi.shape or lo.shape[0] < 1:
+        raise ValueError(f"extend_level: vals {vals.shape}, lo {lo.shape} and hi {hi.shape} "
+                         "do not fit")
 
 
 def extend_level(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray):
@@ -126,6 +155,7 @@ def extend_level(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray):
     vals = np.ascontiguousarray(vals, dtype=np.int64)
     lo = np.ascontiguousarray(lo, dtype=np.int64)
     hi = np.ascontiguousarray(hi, dtype=np.int64)
+    check_extend(vals, lo, hi)
     k = lo.shape[0]
     cap = int((hi - lo).min(axis=0).clip(0).sum()) if lo.shape[1] else 0
     out_parent = np.empty(cap, np.int64)
@@ -135,6 +165,6 @@ def extend_level(vals: np.ndarray, lo: np.ndarray, hi: np.ndarray):
     work = np.zeros(1, np.int64)
     n = 0
     if cap:
-        n = _extend(vals, lo, hi, out_parent, out_val, out_lo, out_hi, np.empty(k, np.int64),
-                    np.empty(k, np.int64), np.empty(k, np.int64), work)
+        n = _extend(vals, lo, hi, out_parent, out_val, out_lo, out_hi,
+                    np.empty((1, k), np.int64), np.empty((1, k), np.int64), work)
     return out_parent, out_val, out_lo, out_hi, n, int(work[0])

@@ -35,6 +35,7 @@ def cases(repo: str) -> dict:
     from kernels import cuda_hash as h
     from kernels import cuda_launch as launch
     from kernels import cuda_lex as lex
+    from kernels import cuda_lex_join as lj
     from kernels import cuda_offline as off
     from kernels import cuda_query as q
     from kernels import cuda_stamp as stamp
@@ -59,6 +60,10 @@ def cases(repo: str) -> dict:
         lex._heads_kernel: ((m,), (i,), n, n),
         lex._group_sums_kernel: ((i, i, i), (i, i, i, i), n),
         lex._group_scatter_kernel: ((m,), (i, i, i, i), i, (m, i), n, n),
+        lj._expand_count_kernel: ((m, m), (i, i), n),
+        lj._expand_fill_kernel: ((m, i), (m, i), (i, i, i, i), (m, i), n, n, n),
+        lj._extend_count_kernel: ((i, m, m), (m, m), (i, i), n),
+        lj._extend_fill_kernel: ((i, m, m), (m, m), i, (i, i, m, m), n),
         s._probe_kernel: (st, (i, i), n),
         s._run_bits_kernel: ((i, i), n, n, n),
         s._merge_rank_kernel: ((i,) * 7, n, n, n, n),

@@ -51,13 +51,15 @@ the same state (nothing to rebuild); :attr:`Engine.switched_at` says at which ba
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
+from . import ops
 from .lsm import LsmRel
 from .planner import VONode, dep_sets, plan
 from .requests import RequestCursor, check_limit
@@ -150,6 +152,18 @@ def _indicator(counts):
     return _ones(counts) if isinstance(counts, ZRel) else _IndicatorView(counts)
 
 
+def _on_backend(method: Callable) -> Callable:
+    """Run an :class:`Engine` method with the engine's operator set in force
+    (:func:`gpu_ivm.cq.ops.using`)."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with ops.using(self._ops):
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 class Engine:
     """Maintain ``query`` under batches of inserts and deletes; answer access requests.
 
@@ -162,6 +176,14 @@ class Engine:
         it a table's columns other than ``mult`` are taken in their order.
     mode : {"general", "insert_only", "auto"}, default "general"
         See the module docstring; ``"insert-only"`` is accepted too.
+    backend : {"cpu", "cuda"}, default "cpu"
+        Where the operators run (:mod:`gpu_ivm.cq.ops`): the CPU's Numba kernels, or their
+        CUDA twins (lookup, expand-join, merge, group-and-sum, Generic Join levels, and the
+        sort by the array module's ``lexsort``). The engine's state and its host-side glue
+        stay in host memory on both, so on a device every operator copies its arguments over
+        and its results back (see docs/gpu.md). ``"cuda"`` without a device, and without
+        Numba's CUDA simulator, raises :class:`~gpu_ivm.errors.BackendUnavailableError`; the
+        ``GPU_IVM_BACKEND`` variable is not read.
 
     Examples
     --------
@@ -173,10 +195,16 @@ class Engine:
     """
 
     def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None,
-                 *, mode: str = "general"):
+                 *, mode: str = "general", backend: str = "cpu"):
+        from ..backend import get_backend
         from ..insert_only import check_mode
 
         self.mode = check_mode(mode)
+        if backend not in ("cpu", "cuda"):
+            raise InputError(f"unknown backend {backend!r}; the query engine runs on 'cpu' or "
+                             "'cuda'", column="backend")
+        self.backend = get_backend(backend)  # refuses cuda without a device or simulator
+        self._ops = ops.for_backend(self.backend.name)
         self.insert_only_active = self.mode != "general"
         self.switched_at: int | None = None  # auto mode: the batch of the first delete
         self.plan = plan(query)
@@ -227,7 +255,8 @@ class Engine:
         self._version = 0  # load() and apply() count up: a request cursor's state
         self._inserted = 0.0  # multiplicities ever inserted: a bound of every multiplicity
         self.batches_applied = 0
-        self._rebuild(self._empty_base())
+        with ops.using(self._ops):
+            self._rebuild(self._empty_base())
 
     # ----------------------------------------------------------------------------- reading
     def _read(self, name: str, table, need_mult: bool, deletes: list | None = None) -> ZRel:
@@ -451,6 +480,7 @@ class Engine:
         return dv
 
     # ----------------------------------------------------------------------------- public API
+    @_on_backend
     def load(self, **tables) -> None:
         """Replace the database: ``load(R=table, S=table)``; ``mult`` optional (default 1).
 
@@ -477,6 +507,7 @@ class Engine:
                          "inserts only (use mode='auto' or 'general' for streams with "
                          f"deletes); {what}", column="mult", row=row)
 
+    @_on_backend
     def apply(self, batch: Mapping[str, object]) -> None:
         """Apply ``{relation: table with a mult column}``: +k inserts, -k deletes.
 
@@ -548,6 +579,7 @@ class Engine:
                     rels.append(self.views[("C", id(c))])
         return rels
 
+    @_on_backend
     def count(self, inputs=None) -> int | pa.Table:
         """The result multiplicity summed over all input and output tuples; with ``inputs``
         (a request table as for :meth:`request`), per request: an Arrow table
@@ -618,6 +650,7 @@ class Engine:
         data["mult"] = out.mult
         return pa.table(data), n
 
+    @_on_backend
     def request(self, inputs=None, *, limit: int | None = None) -> pa.Table:
         """Answer a batch of access requests; returns a pyarrow Table
         ``(request, outputs..., mult)`` with ``request`` the 0-based row of the request,
@@ -632,6 +665,7 @@ class Engine:
             return self.cursor(inputs, limit=limit).next()
         return self._answers(inputs)[0]
 
+    @_on_backend
     def cursor(self, inputs=None, *, limit: int) -> RequestCursor:
         """A :class:`~gpu_ivm.cq.requests.RequestCursor` over the answers of a batch of
         access requests, ``limit`` answers per request per page, in the order of
@@ -663,6 +697,7 @@ class Engine:
             result = front if result is None else result.join(front)
         return result
 
+    @_on_backend
     def exists(self, inputs=None) -> pa.Table:
         """Per request, whether it has an answer: an Arrow table ``request, exists``
         (from the same views as :meth:`count`; the multiplicities are positive, so an answer
@@ -670,6 +705,7 @@ class Engine:
         totals, n = self._request_totals(inputs)
         return pa.table({"request": np.arange(n, dtype=np.int64), "exists": totals != 0})
 
+    @_on_backend
     def view(self, var: str, component: int = 0, marginal: bool = False) -> dict[tuple, int]:
         """The view ``V_var`` (or ``V'_var`` with ``marginal``) of a fracture component, as
         {key tuple in bag order: multiplicity}; for inspection and tests."""

@@ -11,8 +11,9 @@ batch; here a relation is a log-structured set of sorted runs instead:
   tuple is merged O(log N) times over its life: O(|δ| log N) amortized per batch, plus the
   sort of the delta, independent of the relation's size;
 - :meth:`LsmRel.join_from` answers ``left ⋈ self`` by looking each left row up in an index of
-  ``self`` sorted by the shared variables first (:mod:`gpu_ivm.kernels.lex_search`, two binary
-  searches per run): O(|left| · #runs · log N + |output|);
+  ``self`` sorted by the shared variables first and expanding it through its range
+  (:mod:`gpu_ivm.kernels.lex_expand`: a binary search and a gallop per run, then the two-pass
+  expand): O(|left| · #runs · log N + |output|);
 - an index per needed order (shared variables first) is built from the relation the first
   time a lookup asks for it and is maintained with every merge after that.
 
@@ -34,8 +35,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.lex_search import fences, merge_sorted, prefix_ranges
-from .zrel import ZRel, checked_add, checked_mul, consolidate
+from ..kernels.lex_expand import RIGHT
+from ..kernels.lex_search import fences
+from . import ops
+from .zrel import ZRel, checked_add, join_sorted
 
 __all__ = ["LsmRel", "MERGE_RATIO"]
 
@@ -47,16 +50,6 @@ Run = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 
 def _run(keys: np.ndarray, mult: np.ndarray) -> Run:
     return keys, mult, fences(keys)
-
-
-def _ranges_rows(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(probe of each match, row of each match) for the ranges [lo[q], hi[q])."""
-    cnt = hi - lo
-    total = int(cnt.sum())
-    pidx = np.repeat(np.arange(lo.shape[0], dtype=np.int64), cnt)
-    starts = np.cumsum(cnt) - cnt
-    rows = lo[pidx] + (np.arange(total, dtype=np.int64) - starts[pidx])
-    return pidx, rows
 
 
 class _Index:
@@ -76,35 +69,32 @@ class _Index:
         runs.append(_run(d.keys, d.mult))
         while len(runs) > 1 and runs[-2][1].shape[0] <= MERGE_RATIO * runs[-1][1].shape[0]:
             (k1, m1, _), (k2, m2, _) = runs[-2], runs[-1]
-            keys, mult = merge_sorted(k1, m1, k2, m2)  # one linear pass
+            keys, mult = ops.current().merge_sorted(k1, m1, k2, m2)  # one linear pass
             runs[-2:] = [_run(keys, mult)] if mult.shape[0] else []
 
-    def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(probe, keys, mult)`` of the consolidated rows whose first columns equal a probe
-        row, sorted by probe, then key."""
-        parts = []
-        for keys, mult, fence in self.runs:
-            lo, hi = prefix_ranges(keys, probes, fence)
-            pidx, rows = _ranges_rows(lo, hi)
-            parts.append((pidx, keys[rows], mult[rows]))
-        if not parts:
-            k = len(self.order)
-            return (np.zeros(0, np.int64), np.zeros((0, k), np.int64), np.zeros(0, np.int64))
-        if len(parts) == 1:  # one run: unique non-zero keys, in probe order already
-            return parts[0]
-        # each run's matches are sorted by (probe, key): merged run by run in linear passes,
-        # equal keys of different runs summed and zero totals dropped
-        rows, mult = np.column_stack([parts[0][0], parts[0][1]]), parts[0][2]
-        for pidx, keys, m in parts[1:]:
-            rows, mult = merge_sorted(rows, mult, np.column_stack([pidx, keys]), m)
-        return rows[:, 0].copy(), np.ascontiguousarray(rows[:, 1:]), mult
+    def lookup(self, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, mult)``: the consolidated rows whose first columns equal a probe row,
+        each after its probe's number (``(probe, key...)``), sorted by probe, then key, with
+        their multiplicities. Each run's matches are gathered by the expand kernel (the probe
+        number as the left row), then the runs' matches merged run by run in linear passes,
+        equal keys of different runs summed and zero totals dropped."""
+        op = ops.current()
+        n = probes.shape[0]
+        ids = np.arange(n, dtype=np.int64).reshape(n, 1)
+        rows = np.zeros((0, 1 + len(self.order)), np.int64)
+        mult = np.zeros(0, np.int64)
+        for r, (keys, m, fence) in enumerate(self.runs):
+            k, km = op.expand_join(ids, ids[:, 0], probes, keys, m, 0, RIGHT, fence)
+            rows, mult = (k, km) if r == 0 else op.merge_sorted(rows, mult, k, km)
+        return rows, mult
 
     def consolidated(self) -> ZRel:
         """The relation in this order as one run (the runs are replaced by it)."""
         if len(self.runs) > 1:
             keys, mult, _ = self.runs[-1]
+            merge = ops.current().merge_sorted
             for k, m, _ in reversed(self.runs[:-1]):  # the smallest first: O(n log #runs)
-                keys, mult = merge_sorted(k, m, keys, mult)
+                keys, mult = merge(k, m, keys, mult)
             self.runs = [_run(keys, mult)] if mult.shape[0] else []
         if not self.runs:
             k = len(self.order)
@@ -148,16 +138,25 @@ class LsmRel:
     def join_from(self, left: ZRel, *, support: bool = False) -> ZRel:
         """``left ⋈ self`` (``left ⋈ supp(self)`` with ``support``): the variables of ``left``,
         then those of ``self`` it lacks; each left row is looked up on the variables both
-        have."""
+        have and expanded through its matches (one run: straight from the run; several: from
+        their summed matches, :meth:`_Index.lookup`)."""
         shared = tuple(v for v in self.vars if v in left.vars)
         idx = self._index(shared)
-        probes = np.ascontiguousarray(left.keys[:, [left.vars.index(v) for v in shared]])
-        pidx, keys, mult = idx.lookup(probes)
-        extra = idx.order[len(shared):]
-        out_keys = np.concatenate([left.keys[pidx], keys[:, len(shared):]], axis=1)
-        mult = left.mult[pidx] if support else checked_mul(left.mult[pidx], mult)
-        # left's rows are unique and so are a probe's matches: the joined rows are unique
-        return consolidate(left.vars + extra, out_keys, mult, unique=True)
+        if len(idx.runs) == 1:  # left's rows are unique and so are a probe's matches
+            keys, mult, fence = idx.runs[0]
+            return join_sorted(left, ZRel(idx.order, keys, mult), len(shared),
+                               support=support, fence=fence)
+        probes = left.keys[:, [left.vars.index(v) for v in shared]]
+        rows, mult = idx.lookup(probes)
+        # left row q's matches are the rows that start with q: expanded by the same kernel
+        n = len(left)
+        numbered = ZRel(("#left", *left.vars),
+                        np.concatenate([np.arange(n, dtype=np.int64).reshape(n, 1), left.keys],
+                                       axis=1), left.mult)
+        out = join_sorted(numbered, ZRel(("#left", *idx.order), rows, mult), 1 + len(shared),
+                          support=support)
+        return ZRel(left.vars + idx.order[len(shared):], np.ascontiguousarray(out.keys[:, 1:]),
+                    out.mult)
 
     def count_from(self, left: ZRel) -> np.ndarray:
         """Per row of ``left``, how many rows of ``self`` agree with it on the variables
@@ -169,7 +168,7 @@ class LsmRel:
         probes = np.ascontiguousarray(left.keys[:, [left.vars.index(v) for v in shared]])
         out = np.zeros(len(left), np.int64)
         for keys, _, fence in idx.runs:
-            lo, hi = prefix_ranges(keys, probes, fence)
+            lo, hi = ops.current().prefix_ranges(keys, probes, fence)
             out += hi - lo
         return out
 
@@ -179,7 +178,7 @@ class LsmRel:
         probes = np.ascontiguousarray(r.keys)
         out = np.zeros(len(r), np.int64)
         for keys, mult, fence in self._indexes[self.vars].runs:  # at most one row per run
-            lo, hi = prefix_ranges(keys, probes, fence)
+            lo, hi = ops.current().prefix_ranges(keys, probes, fence)
             hit = hi > lo
             out[hit] = checked_add(out[hit], mult[lo[hit]])
         return out if r is rel else out[_positions(rel, r)]
@@ -196,5 +195,5 @@ class LsmRel:
 def _positions(rel: ZRel, reordered: ZRel) -> np.ndarray:
     """For each row of ``rel``, its row in ``reordered`` (the same tuples, columns permuted)."""
     cols = [rel.vars.index(v) for v in reordered.vars]
-    lo, _ = prefix_ranges(reordered.keys, np.ascontiguousarray(rel.keys[:, cols]))
+    lo, _ = ops.current().prefix_ranges(reordered.keys, rel.keys[:, cols])
     return lo

@@ -9,7 +9,8 @@ instead (Generic Join / Leapfrog Triejoin): each relation is sorted in the join'
 order, every partial tuple keeps the range of each relation's rows that agree with it, and
 the next variable's values are the intersection of the ranges of the relations that contain
 it, found by walking the smallest range and looking its values up in the others
-(:func:`gpu_ivm.kernels.lex_join.extend_level`, one compiled pass per variable). The partial
+(:func:`gpu_ivm.kernels.lex_join.extend_level`, one compiled pass per variable; its CUDA
+twin on the cuda backend, :func:`gpu_ivm.kernels.cuda_lex_join.extend_level`). The partial
 tuples after d variables are in the join of the relations' projections onto those
 variables, so no level holds more than the AGM bound, and the candidates visited are
 O(N^{ρ*}) over the whole join, whatever the variable order.
@@ -41,7 +42,7 @@ import itertools
 
 import numpy as np
 
-from ..kernels.lex_join import extend_level
+from . import ops
 from .planner import is_alpha_acyclic
 from .widths import rho_star
 from .zrel import ZRel, checked_mul, empty
@@ -101,6 +102,7 @@ def generic_join(rels: list[ZRel], order: tuple[str, ...] | None = None,
             continue
         rs.append(r.reorder(tuple(v for v in order if v in r.vars)))
     m = len(rs)
+    extend = ops.current().extend_level
     lo = np.zeros((m, 1), np.int64)
     hi = np.array([[len(r)] for r in rs], np.int64).reshape(m, 1)
     cols: list[np.ndarray] = []
@@ -112,8 +114,8 @@ def generic_join(rels: list[ZRel], order: tuple[str, ...] | None = None,
         # partial tuple's range are one sorted column
         columns = [rs[j].keys[:, rs[j].vars.index(x)] for j in parts]
         offs = np.cumsum([0] + [len(c) for c in columns[:-1]]).astype(np.int64)[:, None]
-        parent, val, nlo, nhi, n, work = extend_level(np.concatenate(columns),
-                                                      lo[parts] + offs, hi[parts] + offs)
+        parent, val, nlo, nhi, n, work = extend(np.concatenate(columns), lo[parts] + offs,
+                                                hi[parts] + offs)
         candidates += work
         parent = parent[:n]
         lo, hi = lo[:, parent], hi[:, parent]

@@ -1,14 +1,18 @@
 """Z-relations as sorted int64 key columns with int64 multiplicities, and their batch operators.
 
 A :class:`ZRel` has named variables, an ``(n, k)`` int64 key array sorted lexicographically
-with unique rows, and non-zero multiplicities. The operators are vectorized NumPy (sort, scan,
-searchsorted, gather); multiplications and sums are checked for int64 overflow.
+with unique rows, and non-zero multiplicities. The operators run the kernels of the operator
+set in force (:func:`gpu_ivm.cq.ops.current`: the CPU's Numba kernels, or their CUDA twins);
+multiplications and sums are checked for int64 overflow.
 
-- :func:`consolidate`: sort, sum the multiplicities of equal keys, drop zeros;
-- :meth:`ZRel.join`: natural join, multiplicities multiply (a lookup-join when the right
-  side's variables are a subset of the left's, an expand-join otherwise);
-- :meth:`ZRel.marginalize`: sum over the variables not kept;
-- :meth:`ZRel.merge`: ``V + δV``.
+- :func:`consolidate`: sort, sum the multiplicities of equal keys, drop zeros (the sort, then
+  the group-and-sum ``reduce_sorted``);
+- :meth:`ZRel.join`: natural join, multiplicities multiply: the right side sorted by the
+  shared variables, then the two-pass ``expand_join`` (a lookup-join when the right side's
+  variables are a subset of the left's, an expand-join otherwise);
+- :meth:`ZRel.marginalize`: sum over the variables not kept (``reduce_sorted``, after a sort
+  unless the kept variables are a prefix);
+- :meth:`ZRel.merge`: ``V + δV`` (the linear merge ``merge_sorted``).
 
 >>> r = consolidate(("A", "B"), [[1, 2], [1, 3], [1, 2]], [1, 1, 1])
 >>> r.keys.tolist(), r.mult.tolist()
@@ -31,9 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import IntegerOverflowError
-from ..kernels.lex_reduce import reduce_sorted
+from ..kernels.lex_expand import LEFT, PRODUCT
+from . import ops
 
-__all__ = ["ZRel", "consolidate", "empty", "scalar"]
+__all__ = ["ZRel", "consolidate", "empty", "join_sorted", "scalar"]
 
 _SAFE = 2.0 ** 62
 _I64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -67,8 +72,9 @@ def checked_total(mult: np.ndarray) -> int:
     return tot
 
 
-def _lex_order(keys: np.ndarray) -> np.ndarray:
-    """A stable order that sorts the rows lexicographically."""
+def host_lex_order(keys: np.ndarray) -> np.ndarray:
+    """A stable order that sorts the rows lexicographically (NumPy: ``lexsort``, or one
+    ``argsort`` of the packed rows; the CPU operator set's sort)."""
     if keys.shape[1] == 0:
         return np.arange(len(keys))
     if keys.shape[1] > 1 and len(keys) >= 4096:  # one int64 per row sorts about 2x faster
@@ -91,7 +97,7 @@ def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:
 
 def dense_ids(keys: np.ndarray) -> np.ndarray:
     """Rank of each row among the distinct rows (lexicographic), as int64."""
-    order = _lex_order(keys)
+    order = host_lex_order(keys)
     starts = _group_starts(keys[order])
     flag = np.zeros(len(keys), dtype=np.int64)
     if len(starts):
@@ -165,62 +171,28 @@ class ZRel:
         """Σ over the variables not in ``keep``; the result has columns in ``keep`` order."""
         cols = [self.vars.index(v) for v in keep]
         if cols == list(range(len(cols))):  # a prefix: the rows are in its order already
-            return ZRel(tuple(keep), *reduce_sorted(self.keys, self.mult, len(cols)))
+            return ZRel(tuple(keep), *ops.current().reduce_sorted(self.keys, self.mult,
+                                                                  len(cols)))
         return consolidate(tuple(keep), self.keys[:, cols], self.mult)
 
     def merge(self, delta: ZRel) -> ZRel:
-        """``self + delta`` (same variables, any column order)."""
+        """``self + delta`` (same variables, any column order): one linear merge of the two
+        sorted relations."""
         d = delta.reorder(self.vars)
-        packed = pack(self.keys, d.keys) if len(d) * 8 < len(self) else None
-        if packed is None:
-            return consolidate(self.vars, np.concatenate([self.keys, d.keys]),
-                               np.concatenate([self.mult, d.mult]))
-        ps, pd = packed  # both sorted: keys are sorted lexicographically and unique
-        pos = np.searchsorted(ps, pd)
-        hit = pos < len(ps)
-        hit[hit] = ps[pos[hit]] == pd[hit]
-        mult = self.mult.copy()
-        mult[pos[hit]] = checked_add(mult[pos[hit]], d.mult[hit])
-        miss = ~hit
-        keys = np.insert(self.keys, pos[miss], d.keys[miss], axis=0)
-        mult = np.insert(mult, pos[miss], d.mult[miss])
-        nz = mult != 0
-        if not nz.all():
-            keys, mult = keys[nz], mult[nz]
-        return ZRel(self.vars, np.ascontiguousarray(keys), mult)
+        return ZRel(self.vars, *ops.current().merge_sorted(self.keys, self.mult, d.keys,
+                                                           d.mult))
 
     def support(self) -> ZRel:
         """The same keys with multiplicity 1."""
         return ZRel(self.vars, self.keys, np.ones(len(self), dtype=np.int64))
 
-    def join(self, other: ZRel) -> ZRel:
-        """Natural join; the result's variables are ``self.vars`` then other's new ones."""
-        shared = [v for v in self.vars if v in other.vars]
-        extra = [v for v in other.vars if v not in self.vars]
-        a_sh = self.keys[:, [self.vars.index(v) for v in shared]]
-        b_sh = other.keys[:, [other.vars.index(v) for v in shared]]
-        packed = pack(a_sh, b_sh)
-        if packed is None:
-            ids = dense_ids(np.concatenate([a_sh, b_sh]))
-            ida, idb = ids[:len(self)], ids[len(self):]
-        else:
-            ida, idb = packed
-        if tuple(shared) == other.vars[:len(shared)] or not len(shared):
-            order = np.arange(len(other))  # other is sorted by its leading columns already
-        else:
-            order = np.argsort(idb, kind="stable")
-        sb = idb[order]
-        lo = np.searchsorted(sb, ida, "left")
-        cnt = np.searchsorted(sb, ida, "right") - lo
-        total = int(cnt.sum())
-        a_idx = np.repeat(np.arange(len(self)), cnt)
-        starts = np.cumsum(cnt) - cnt
-        b_idx = order[lo[a_idx] + (np.arange(total) - starts[a_idx])]
-        keys = np.concatenate([self.keys[a_idx],
-                               other.keys[b_idx][:, [other.vars.index(v) for v in extra]]],
-                              axis=1)
-        mult = checked_mul(self.mult[a_idx], other.mult[b_idx])
-        return consolidate(self.vars + tuple(extra), keys, mult, unique=True)
+    def join(self, other: ZRel, *, support: bool = False) -> ZRel:
+        """Natural join (``self ⋈ supp(other)`` with ``support``); the result's variables are
+        ``self.vars`` then other's new ones. ``other`` is sorted by the shared variables
+        first, then every row of ``self`` meets its range there (:func:`join_sorted`)."""
+        shared = tuple(v for v in self.vars if v in other.vars)
+        extra = tuple(v for v in other.vars if v not in self.vars)
+        return join_sorted(self, other.reorder(shared + extra), len(shared), support=support)
 
     def to_dict(self) -> dict[tuple, int]:
         """{key tuple: multiplicity} with Python ints (for tests and small outputs)."""
@@ -232,12 +204,40 @@ def consolidate(vars, keys, mult, unique: bool = False) -> ZRel:
     vars = tuple(vars)
     mult = np.asarray(mult, dtype=np.int64).reshape(-1)
     keys = np.asarray(keys, dtype=np.int64).reshape(len(mult), len(vars))
-    order = _lex_order(keys)
+    op = ops.current()
+    order = op.lex_order(keys)
     keys, mult = keys[order], mult[order]
     if not unique:
-        return ZRel(vars, *reduce_sorted(keys, mult, len(vars)))
+        return ZRel(vars, *op.reduce_sorted(keys, mult, len(vars)))
     nz = mult != 0
     return ZRel(vars, np.ascontiguousarray(keys[nz]), mult[nz])
+
+
+def join_sorted(left: ZRel, right: ZRel, shared: int, *, support: bool = False,
+                fence: np.ndarray | None = None) -> ZRel:
+    """``left ⋈ right`` where ``right``'s first ``shared`` variables are the variables both
+    have (and its rows are sorted, as a ZRel's are): each row of ``left`` is looked up by its
+    values of them and expanded through its range by the two-pass ``expand_join`` kernel of
+    the operator set in force; multiplicities multiply (checked), or are ``left``'s with
+    ``support``. The rows come out in ``left``'s order, each one's matches in ``right``'s:
+    sorted and unique, since ``left``'s are. ``fence``: ``right``'s fences, if it has them.
+
+    >>> r = consolidate(("A", "B"), [[1, 2], [3, 4]], [2, 1])
+    >>> s = consolidate(("B", "C"), [[2, 5], [2, 6]], [3, 1])
+    >>> j = join_sorted(r, s, 1)
+    >>> j.vars, j.keys.tolist(), j.mult.tolist()
+    (('A', 'B', 'C'), [[1, 2, 5], [1, 2, 6]], [6, 2])
+    """
+    names = right.vars[:shared]
+    if any(v not in left.vars for v in names) or any(v in left.vars
+                                                       for v in right.vars[shared:]):
+        raise ValueError(f"join_sorted: {right.vars} does not start with the {shared} "
+                         f"variables it shares with {left.vars}")
+    probes = left.keys[:, [left.vars.index(v) for v in names]]
+    keys, mult = ops.current().expand_join(left.keys, left.mult, probes, right.keys,
+                                           right.mult, shared, LEFT if support else PRODUCT,
+                                           fence)
+    return ZRel(left.vars + right.vars[shared:], keys, mult)
 
 
 def empty(vars) -> ZRel:
