@@ -169,3 +169,46 @@ def test_query_cli_snapshots_and_resume(tmp_path, capsys):
     write(rel / "R.parquet", {(9, 9): 1}, ["x", "y"])
     assert main(argv + ["--resume", str(snaps)]) == 2
     assert "other relations" in capsys.readouterr().err
+
+
+def test_query_cli_backend_option(tmp_path, capsys, monkeypatch):
+    """``--backend cpu`` is the default's run (same counts); ``--backend cuda`` without a
+    device or the simulator stops before any work with exit 1 and says why; a name that is
+    not a backend is refused by argparse; a snapshot restores on either backend and a bad
+    name is the caller's error, not a damaged snapshot."""
+    from gpu_ivm.cq.engine import Engine
+    from gpu_ivm.cq.tradeoff import TradeoffEngine
+    from gpu_ivm.errors import InputError
+
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    rel = tmp_path / "rel"
+    rel.mkdir()
+    write(rel / "R.parquet", {(1, 2): 1, (1, 3): 2}, ["x", "y"])
+    write(rel / "S.parquet", {(2, 3): 1, (3, 4): 1}, ["x", "y"])
+    base = ["query", QUERY, "--relations", str(rel), "--json"]
+    assert main(base) == 0
+    default = capsys.readouterr().out
+    assert main(base + ["--backend", "cpu"]) == 0
+    assert capsys.readouterr().out.split('"seconds"')[0] == default.split('"seconds"')[0]
+    from gpu_ivm.backend import get_backend
+
+    try:
+        get_backend("cuda")
+        has_cuda = True
+    except Exception:
+        has_cuda = False
+    if not has_cuda:
+        assert main(base + ["--backend", "cuda"]) == 1
+        assert "cuda" in capsys.readouterr().err.lower()
+    with pytest.raises(SystemExit):
+        main(base + ["--backend", "tpu"])
+    for make in (lambda: TradeoffEngine(QUERY, epsilon="1/2", backend="tpu"),
+                 lambda: Engine(QUERY, backend="tpu")):
+        with pytest.raises(InputError, match="'cpu' or 'cuda'"):
+            make()
+    eng = Engine(QUERY)
+    eng.load(R={"a": [1, 1], "b": [2, 3]}, S={"b": [2, 3], "c": [3, 4]})
+    eng.snapshot(tmp_path / "snap")
+    assert Engine.restore(tmp_path / "snap", backend="cpu").count() == eng.count()
+    with pytest.raises(InputError, match="'cpu' or 'cuda'"):
+        Engine.restore(tmp_path / "snap", backend="tpu")

@@ -23,6 +23,9 @@
   one that never forks runs at ε = 1, the thesis's choice for it). Its snapshots record ε
   and the partition; ``--resume`` refuses a snapshot taken at another ε. ``--mode`` other
   than ``general`` runs at ε = 1 only.
+- ``--backend cpu|cuda`` (default cpu): where the engine's operators run, the CPU kernels or
+  their CUDA twins (``Engine(backend=...)``; cuda needs a device or Numba's simulator). A
+  snapshot holds no backend: ``--resume`` restores it on this run's.
 
 A missing relation file, an unknown file in a batch folder, or any bad value stops the run
 with exit code 2 before that batch changes anything.
@@ -131,11 +134,11 @@ def cmd_query(args) -> int:
         from .tradeoff import engine
 
         try:
-            eng = engine(args.query, epsilon=eps)
+            eng = engine(args.query, epsilon=eps, backend=args.backend)
         except UnsupportedQueryError as err:
             raise InputError(str(err), option="--epsilon") from None
     else:
-        eng = Engine(args.query, mode=args.mode)
+        eng = Engine(args.query, mode=args.mode, backend=args.backend)
     query = str(eng.query)
     requests = _requests(args.requests) if args.requests is not None else None
     out = Path(args.out) if args.out is not None else None
@@ -249,6 +252,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="insert-only: refuse any row with a negative mult (exit 2, nothing "
                         "applied); auto: insert-only until the first delete (default general)")
     q.add_argument("--json", action="store_true", help="one JSON object per line")
-    q.set_defaults(backend=None)
+    q.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], type=str.lower,
+                   help="where the operators run: the CPU kernels or their CUDA twins "
+                        "(default cpu; docs/queries-cq.md)")
     q.set_defaults(fn=cmd_query)
     return q

@@ -44,7 +44,9 @@ def resume(args, query: str, relations_fp: dict, batch_names: list[str], cls: ty
     from ..snapshot import MANIFEST, SnapshotError
     from .snapshot import FORM
 
-    load = cls.restore
+    def load(path):
+        return cls.restore(path, backend=getattr(args, "backend", "cpu"))
+
     found = cs.locate_run(args, load, FORM, "gpu-ivm query")
     if found is None:
         return None, None

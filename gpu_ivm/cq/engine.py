@@ -152,6 +152,15 @@ def _indicator(counts):
     return _ones(counts) if isinstance(counts, ZRel) else _IndicatorView(counts)
 
 
+def check_backend(backend: str) -> str:
+    """``backend`` if the query engine runs there (``"cpu"`` or ``"cuda"``), else an
+    :class:`~gpu_ivm.errors.InputError` naming the choices."""
+    if backend not in ("cpu", "cuda"):
+        raise InputError(f"unknown backend {backend!r}; the query engine runs on 'cpu' or "
+                         "'cuda'", column="backend")
+    return backend
+
+
 def _on_backend(method: Callable) -> Callable:
     """Run an :class:`Engine` method with the engine's operator set in force
     (:func:`gpu_ivm.cq.ops.using`)."""
@@ -200,10 +209,7 @@ class Engine:
         from ..insert_only import check_mode
 
         self.mode = check_mode(mode)
-        if backend not in ("cpu", "cuda"):
-            raise InputError(f"unknown backend {backend!r}; the query engine runs on 'cpu' or "
-                             "'cuda'", column="backend")
-        self.backend = get_backend(backend)  # refuses cuda without a device or simulator
+        self.backend = get_backend(check_backend(backend))  # cuda: a device or the simulator
         self._ops = ops.for_backend(self.backend.name)
         self.insert_only_active = self.mode != "general"
         self.switched_at: int | None = None  # auto mode: the batch of the first delete
@@ -731,12 +737,13 @@ class Engine:
         return save(self, path, metadata=metadata)
 
     @classmethod
-    def restore(cls, path) -> Engine:
+    def restore(cls, path, *, backend: str = "cpu") -> Engine:
         """An engine restored from a snapshot folder: the views rebuilt from the relations,
-        checked against the manifest's checksums and count."""
+        checked against the manifest's checksums and count; ``backend`` as in the constructor
+        (a snapshot holds no backend: either restores on either)."""
         from .snapshot import load
 
-        return load(path, cls)
+        return load(path, cls, backend=backend)
 
     def explain(self) -> str:
         """The plan: fracture, class, widths, variable orders, view trees."""

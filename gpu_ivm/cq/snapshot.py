@@ -83,12 +83,14 @@ def save_numbered(eng, folder, n: int, *, metadata: dict | None = None, keep: in
     return sn.save_numbered(eng, folder, n, metadata=metadata, keep=keep, writer=save)
 
 
-def load(path: str | os.PathLike[str], cls: type):
-    """An engine of class ``cls`` restored from ``path``, verified (checksums, shapes,
-    non-negative multiplicities, the count)."""
+def load(path: str | os.PathLike[str], cls: type, backend: str = "cpu"):
+    """An engine of class ``cls`` on ``backend`` restored from ``path``, verified
+    (checksums, shapes, non-negative multiplicities, the count)."""
     from .. import snapshot as sn
+    from .engine import check_backend
     from .zrel import consolidate
 
+    check_backend(backend)  # a bad name is the caller's error, not the manifest's
     folder, man, mpath, table = sn.open_folder(path, FORM, "a query engine's")
     tradeoff = hasattr(cls, "_restore_state")
     if ("epsilon" in man) != tradeoff:
@@ -98,8 +100,10 @@ def load(path: str | os.PathLike[str], cls: type):
         raise sn.SnapshotError(f"is a snapshot of {what}", file=mpath)
     try:
         relations = {k: v for k, v in man["columns"].items() if v}
-        eng = cls(man["query"], relations=relations, epsilon=man["epsilon"]) if tradeoff \
-            else cls(man["query"], relations=relations, mode=man.get("mode", "general"))
+        eng = cls(man["query"], relations=relations, epsilon=man["epsilon"],
+                  backend=backend) if tradeoff else \
+            cls(man["query"], relations=relations, mode=man.get("mode", "general"),
+                backend=backend)
         applied, count = int(man["batches_applied"]), int(man["count"])
         active = bool(man.get("insert_only_active", eng.mode != "general"))
         switched = man.get("switched_at")

@@ -248,9 +248,11 @@ class TradeoffEngine:
     """
 
     def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None,
-                 *, epsilon) -> None:
+                 *, epsilon, backend: str = "cpu") -> None:
         self.epsilon = parse_epsilon(epsilon)
-        self._reader = Engine(query, relations)  # reads and checks tables as Engine does
+        # reads and checks tables as Engine does (and refuses a bad or unavailable backend)
+        self._reader = Engine(query, relations, backend=backend)
+        self.backend = self._reader.backend
         self.query: Query = self._reader.query
         q = self.query
         forest = fork_forest(q)
@@ -287,7 +289,8 @@ class TradeoffEngine:
                 body = ", ".join(f"{self._part_name(i, parts[i])}"
                                  f"({','.join(q.atoms[i].variables)})" if i in parts
                                  else str(q.atoms[i]) for i in comp.atom_ids)
-                eng = Engine(f"Q({','.join(outs)} | {','.join(ins)}) = {body}")
+                eng = Engine(f"Q({','.join(outs)} | {','.join(ins)}) = {body}",
+                             backend=self.backend.name)
                 strategies.append(_Strategy(heavy, parts, eng, ins))
             self.factors.append(_Factor(list(comp.atom_ids), list(comp.inputs),
                                         list(comp.outputs), strategies))
@@ -737,13 +740,14 @@ class TradeoffEngine:
         return save(self, path, metadata=metadata)
 
     @classmethod
-    def restore(cls, path) -> TradeoffEngine:
+    def restore(cls, path, *, backend: str = "cpu") -> TradeoffEngine:
         """An engine restored from a snapshot folder of a trade-off engine: every strategy
         rebuilt from the relations with the saved partition (so rebalancing goes on as it
-        would have), checked against the manifest's checksums and count."""
+        would have), checked against the manifest's checksums and count; ``backend`` as for
+        :class:`Engine` (a snapshot holds no backend: either restores on either)."""
         from .snapshot import load
 
-        return load(path, cls)
+        return load(path, cls, backend=backend)
 
     def _restore_state(self, base: dict, heavy_sets: list[np.ndarray], M: int,
                        rebalances: dict) -> None:
@@ -800,10 +804,10 @@ def _input_totals(eng: Engine, keep: tuple[str, ...]) -> ZRel:
     return result.marginalize(keep)
 
 
-def engine(query: str | Query, relations=None, *, epsilon=1):
+def engine(query: str | Query, relations=None, *, epsilon=1, backend: str = "cpu"):
     """:class:`TradeoffEngine` for ε < 1 when the query forks; otherwise ``Engine`` (ε = 1, or
     a query that never forks, such as a CQAP_0 query, for which ε = 1 is the thesis's
-    choice at every ε)."""
+    choice at every ε); ``backend`` as for :class:`Engine`."""
     if parse_epsilon(epsilon) == 1 or find_fork(query) is None:
-        return Engine(query, relations)
-    return TradeoffEngine(query, relations, epsilon=epsilon)
+        return Engine(query, relations, backend=backend)
+    return TradeoffEngine(query, relations, epsilon=epsilon, backend=backend)
