@@ -372,6 +372,23 @@ class SlidingWindow:
         """File edges under the step after their calendar end (their expiry check)."""
         sk.due_push(self._due_head, self._next, self._cend, eids)
 
+    def _arrivals(self, k: int, src, dst, t):
+        """The arrivals of step k that count (no self-loop, alive at k) as (a, b, last):
+        endpoint ids a < b, new user keys committed, the adjacency's and the per-edge arrays'
+        room grown; None when no arrival counts."""
+        last = last_steps(t, self.t0, self.window, self.step_len)
+        keep = (src != dst) & (last >= k)
+        if not keep.all():
+            src, dst, last = src[keep], dst[keep], last[keep]
+        if not src.shape[0]:
+            return None
+        m = src.shape[0]
+        ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
+        self.encoder.commit(new)
+        self._grow_ids(len(self.encoder))
+        self._grow(self._n_eids + m)
+        return np.minimum(ids[:m], ids[m:]), np.maximum(ids[:m], ids[m:]), last
+
     def _step(self, k: int, src, dst, t) -> WindowStep:
         t_start = time.perf_counter()
         slot = k % self._ring
@@ -395,17 +412,10 @@ class SlidingWindow:
         self._cal[slot] = 0
         n_arr = int(t.shape[0])
         births = exts = 0
-        last = last_steps(t, self.t0, self.window, self.step_len)
-        keep = (src != dst) & (last >= k)
-        if not keep.all():
-            src, dst, last = src[keep], dst[keep], last[keep]
-        if src.shape[0]:
-            m = src.shape[0]
-            ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
-            self.encoder.commit(new)
-            self._grow_ids(len(self.encoder))
-            a, b = np.minimum(ids[:m], ids[m:]), np.maximum(ids[:m], ids[m:])
-            self._grow(self._n_eids + m)
+        arrivals = self._arrivals(k, src, dst, t)
+        if arrivals is not None:
+            a, b, last = arrivals
+            m = a.shape[0]
             # 2. one pass over the arrivals: a live edge's true end moves (it is revisited
             # when due); a dead or unseen edge is born (unseen ones get ids)
             born = np.empty(m, np.int64)

@@ -62,7 +62,6 @@ import numpy as np
 
 from .backend import Backend, get_backend
 from .errors import InputError, InvariantError
-from .lifespans import last_steps
 from .sliding_window import SlidingWindow, WindowStep
 
 # per edge id, as the CPU window's (sliding_window._PER_EDGE), with their fill values; the
@@ -238,23 +237,15 @@ class DeviceSlidingWindow(SlidingWindow):
         d["cal"][slot] = 0
         n_arr = int(t.shape[0])
         births = exts = 0
-        last = last_steps(t, self.t0, self.window, self.step_len)
-        keep = (src != dst) & (last >= k)
-        if not keep.all():
-            src, dst, last = src[keep], dst[keep], last[keep]
-        if src.shape[0]:
-            m = src.shape[0]
-            ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
-            self.encoder.commit(new)
-            self._grow_ids(len(self.encoder))
-            self._grow(self._n_eids + m)
-            table = (d["htk"], d["htv"])
-            a = xp.asarray(np.minimum(ids[:m], ids[m:]))
-            b = xp.asarray(np.maximum(ids[:m], ids[m:]))
+        arrivals = self._arrivals(k, src, dst, t)
+        if arrivals is not None:
+            a, b, last = (xp.asarray(x) for x in arrivals)
+            m = a.shape[0]
+            table = (d["htk"], d["htv"])  # _grow may have laid the table out again
             born, fresh = xp.empty(m, np.int64), xp.empty(m, np.int64)
             # 2. the arrivals: live edges' ends move, dead or unseen edges are born
             births, nf, exts, self._n_eids = cws.classify_arrivals(
-                a, b, xp.asarray(last), k, d["htk"], d["htv"], self._n_eids, self._seq,
+                a, b, last, k, d["htk"], d["htv"], self._n_eids, self._seq,
                 d["end"], d["cend"], d["stamp"], d["mark"], d["eu"], d["ev"], born, fresh,
                 d["first"], d["top"])
             if nf:
