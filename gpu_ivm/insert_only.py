@@ -2,17 +2,19 @@
 
 ``GraphEngine(mode="insert_only")`` builds an :class:`InsertOnlyGraphEngine`. Under inserts
 only, the triangle count needs no heavy/light partition and no auxiliary view (paper 003,
-Example 5.3; digest ``paper-insert-only-vs-insert-delete.md`` §8a): the edges are kept in one
-append-only sorted-run store (:class:`gpu_ivm.store.ZStore`, both directions, no tombstones)
-whose value is the edge's *stamp*, its position in the arrival order. A batch's new edges get
-consecutive stamps, are stored, and then each new edge (u, v) with stamp s counts the common
-neighbours w whose edges (u, w) and (v, w) have stamps below s: the ordered delta rule, so each
-new triangle is counted exactly once, by its youngest edge, and the work per edge is one pass
-over the two neighbour rows (O(N^{1/2}) amortized per insert by the paper's argument): the
-edges are grouped by their endpoint of larger degree, whose row is marked once per group
-(:func:`gpu_ivm.kernels.stamp_kernels.closed_by_batch_serial`).
+Example 5.3; digest ``paper-insert-only-vs-insert-delete.md`` §8a): the edges are kept on the
+sliding window's layout (:class:`gpu_ivm.insert_only_state.EdgeState`: an edge hash table,
+per-edge endpoints and *stamps*, the position in the arrival order, and one unsorted row per
+vertex, append-only). A batch's new edges get consecutive stamps, are stored, and then each
+new edge (u, v) with stamp s counts the common neighbours w whose edges (u, w) and (v, w) have
+stamps below s: the ordered delta rule, so each new triangle is counted exactly once, by its
+youngest edge. The batch's edges are grouped by their endpoint of larger degree; a group marks
+that row once and reads its edges' short rows, or reads each short row and probes the edge
+table, whichever reads less (O(min degree) per lone edge). Checking, storing and counting a
+batch is one compiled call (:func:`gpu_ivm.kernels.insert_adj.insert_batch`); a batch that
+repeats an edge or inserts a stored one takes the general engine's conflict rules.
 
-A batch so large that the row merges (the sum of its edges' endpoint degrees) would exceed
+A batch so large that its work (the sum of its edges' smaller endpoint degrees) would exceed
 ``RECOUNT_RATIO`` times the stored entries is counted by a static recount of the stored graph
 instead (``path == "insert_only_recount"``; same result).
 
@@ -52,16 +54,20 @@ from .encoding import pack, unpack
 from .engine import BatchReport
 from .errors import InputError, IntegerOverflowError, InvariantError
 from .graph_engine import GraphEngine
+from .insert_only_state import EdgeState
 from .kernels import batch_prep
 from .kernels import stamp_kernels as sk
 from .overflow import isqrt_ceil, refuses
-from .store import ZStore
 from .triangle_log import TriangleLog, by_key
 
 MODES = ("general", "insert_only", "auto")
-# a batch whose row merges (sum of its edges' endpoint degrees) exceed this many times the
-# stored entries is counted by a static recount of the whole graph instead (same result)
-RECOUNT_RATIO = 2
+# a batch whose work (sum of its edges' smaller endpoint degrees) exceeds this many times the
+# stored entries (both directions) is counted by a static recount of the whole graph instead
+# (same result). Measured on R-MAT 18 (3.8M edges), one thread: the batch's kernel beats the
+# recount up to about 20-30 (10^5 edges into 3.4M: ratio 3.7, 0.2 against 0.6 s; 10^6 edges
+# into an empty graph: ratio 37, 0.69 against 0.46 s)
+RECOUNT_RATIO = 16
+_NO_LIMIT = 1 << 62
 
 
 def check_mode(mode: str) -> str:
@@ -100,9 +106,8 @@ class InsertOnlyGraphEngine(GraphEngine):
                              f"{self.backend.name!r})", column="backend")
         self.mode = mode
         self.insert_only_active = True
-        self._store = ZStore(0)
+        self._edges = EdgeState()
         self._seq = 0  # stamps handed out so far (stamp of an edge: 1 ..)
-        self._marks = np.zeros(0, np.int64)  # zeroed scratch of the marked intersections
         # track_changes: every triangle with its birth batch, and the counts per vertex and
         # per edge (gpu_ivm.triangle_log); every edge then gets a stamp of its own at load
         self._log = TriangleLog() if track_changes else None
@@ -111,29 +116,23 @@ class InsertOnlyGraphEngine(GraphEngine):
     @property
     def size(self) -> int:
         if self.insert_only_active:
-            return len(self._store)
+            return 2 * self._edges.n  # both directions, as the general engine counts them
         return super().size
 
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.insert_only_active:
             return super().edges()
-        keys, _ = self._store.items()
-        a, b = unpack(keys)
-        keep = a < b
-        return self.encoder.decode(a[keep]), self.encoder.decode(b[keep])
+        a, b = unpack(self.stamped_edges()[0])
+        return self.encoder.decode(a), self.encoder.decode(b)
 
     def stamped_edges(self) -> tuple[np.ndarray, np.ndarray]:
         """(packed keys u < v, stamps) of the stored edges, in key order (insert-only state)."""
-        keys, stamps = self._store.items()
-        a, b = unpack(keys)
-        keep = a < b
-        return keys[keep], stamps[keep]
+        return self._edges.stamped()
 
     def _static_count(self) -> int:
         from .static import count_triangles_dense
 
-        keys, _ = self.stamped_edges()
-        a, b = unpack(keys)
+        a, b = self._edges.endpoints()
         return count_triangles_dense(a, b, max(len(self.encoder), 1))
 
     def recount(self) -> int:
@@ -147,22 +146,13 @@ class InsertOnlyGraphEngine(GraphEngine):
         return 6 * self._static_count()
 
     def check_invariants(self) -> None:
-        """Insert-only state: both directions stored with equal stamps, degrees right, stamps
-        in [1, stamps handed out], Q equal to a static recount; else the general checks."""
+        """Insert-only state: the edge table, the per-edge arrays and the rows agree
+        (:meth:`gpu_ivm.insert_only_state.EdgeState.check`: edges u < v over known ids, each
+        once, in the table under its id, in both its rows; degrees; stamps in [1, stamps
+        handed out]), Q equal to a static recount; else the general checks."""
         if not self.insert_only_active:
             return super().check_invariants()
-        keys, stamps = self._store.items()
-        a, b = unpack(keys)
-        rev = np.argsort(pack(b, a), kind="stable")
-        if not np.array_equal(pack(b, a)[rev], keys) or not np.array_equal(stamps[rev], stamps):
-            raise InvariantError("insert-only store is not symmetric with equal stamps")
-        if keys.shape[0] and (stamps.min() < 1 or stamps.max() > self._seq):
-            raise InvariantError("insert-only stamps outside [1, stamps handed out]")
-        deg = np.bincount(a, minlength=self._store.id_capacity)
-        if not np.array_equal(deg, self._store.live[: deg.shape[0]]):
-            raise InvariantError("insert-only degrees differ from the stored rows")
-        if (a == b).any():
-            raise InvariantError("insert-only store holds a self-loop")
+        self._edges.check(len(self.encoder), self._seq)
         if self.Q != 6 * self._static_count():
             raise InvariantError(f"insert-only count {self.Q // 6} differs from a static "
                                  "recount")
@@ -182,12 +172,13 @@ class InsertOnlyGraphEngine(GraphEngine):
         a, b = ids[:n][~loops], ids[n:][~loops]
         keys = np.unique(pack(np.minimum(a, b), np.maximum(a, b)))
         if self._log is None:
-            self._store_new(keys, np.ones(keys.shape[0], np.int64))
+            stamps = np.ones(keys.shape[0], np.int64)
             self._seq = 1
         else:
             stamps = 1 + np.arange(keys.shape[0], dtype=np.int64)
-            self._store_new(keys, stamps)
             self._seq = max(int(keys.shape[0]), 1)
+        self._store_new(keys, stamps)
+        if self._log is not None:
             self._log_static(keys, stamps, birth=-1)
         self.Q = 6 * self._static_count()
         self.batches_applied = 0
@@ -198,17 +189,11 @@ class InsertOnlyGraphEngine(GraphEngine):
                             triangles=self.count(), delta=self.count(), path="load",
                             self_loops=int(np.count_nonzero(loops)))
 
-    def _store_new(self, keys: np.ndarray, stamps: np.ndarray, absent: bool = False) -> None:
-        """Store undirected keys (u < v, sorted, unique) in both directions with their stamps;
-        ``absent``: the caller has checked that none is stored (the store skips its probe)."""
-        if not keys.shape[0]:
-            return
-        both, vals = batch_prep.symmetric_delta(keys, stamps)
-        self._store.grow_ids(max(len(self.encoder), 1))
-        if absent:
-            self._store.add_absent(both, vals)
-        else:
-            self._store.add(both, vals)
+    def _store_new(self, keys: np.ndarray, stamps: np.ndarray) -> None:
+        """The state of the undirected keys (u < v, unique) with their stamps, replacing an
+        empty one (load, snapshot restore)."""
+        a, b = unpack(keys)
+        self._edges = EdgeState.from_edges(a, b, stamps, max(len(self.encoder), 1))
 
     # ------------------------------------------------------------------ batches
     @staticmethod
@@ -216,6 +201,8 @@ class InsertOnlyGraphEngine(GraphEngine):
         """Refuse, before any change, a batch after which the count could leave int64: with
         unit multiplicities and ``entries`` stored (both directions of each edge), every value
         the kernels sum is bounded as in :mod:`gpu_ivm.overflow` by ‖E‖₂³ = entries^1.5."""
+        if entries < 1 << 38:  # ceil(sqrt) <= 2**19: the bound is below 2**57 (a quick exit)
+            return
         if refuses([isqrt_ceil(entries)] * 3):
             raise IntegerOverflowError(
                 f"a graph of {entries // 2:,} edges could give triangle counts beyond int64")
@@ -239,60 +226,75 @@ class InsertOnlyGraphEngine(GraphEngine):
         m = src.shape[0]
         n0 = len(self.encoder)
         ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
-        # the batch's distinct edges (u < v, sorted), their row counts, and which of them join
-        # two known vertices (only those can be stored already)
-        key = batch_prep.pair_keys(ids, m, False)
-        order = np.argsort(key)
-        gkey, net, starts, kk = batch_prep.sum_groups(key, order, sign, n0)
-        present = np.zeros(gkey.shape[0], np.int64)
-        if kk.shape[0]:
-            present[kk] = self._store.get(gkey[kk], assume_sorted=True) != 0
-        bad = present + net > 1
+        st = self._edges
+        self._check_size(2 * (st.n + m))
+        st.reserve(n0 + new.shape[0], m)
+        first = st.n
         ignored = 0
-        if bad.any():
-            if self.on_conflict == "error":
-                rows_kept = np.arange(m) if row_idx is None else row_idx
-                raise self._conflict(bad, starts, order, rows_kept, sign, present, u)
-            ignored = int(net[bad].sum())
-            gkey = gkey[~bad]
-        gkey = self._commit_keys(gkey, new, n0)
-        self._check_size(len(self._store) + 2 * int(gkey.shape[0]))
-        B = gkey.shape[0]
-        stamps = self._seq + 1 + np.arange(B, dtype=np.int64)
-        self._store_new(gkey, stamps, absent=True)  # present ones were refused or dropped
-        self._seq += B
-        ga, gb = unpack(gkey)
-        deg = self._store.live
+        bad, delta = self._insert(ids[:m], ids[m:])
+        if bad < 0:  # no conflict: every new key is used
+            self.encoder.commit(new)
+        else:  # a stored or repeated edge: refused, or its rows skipped (on_conflict)
+            a, b, ignored = self._without_conflicts(ids, m, n0, new, sign, row_idx, u)
+            bad, delta = self._insert(a, b)
+            if bad >= 0:
+                raise InvariantError(f"insert-only edge {bad} of a batch without conflicts "
+                                     "was found stored")
+        B = st.n - first
         path = "insert_only"
-        if (B and self._log is None
-                and int((deg[ga] + deg[gb]).sum()) > RECOUNT_RATIO * len(self._store)):
-            # the row merges would cost more than a static recount of the stored graph
+        if self._log is not None:  # list the new triangles (their number is the delta)
+            delta = self._log_batch(first)
+        elif delta < 0:  # the row work would cost more than a static recount of the graph
             q = 6 * self._static_count()
             delta, path = (q - self.Q) // 6, "insert_only_recount"
-        else:
-            if self._marks.shape[0] != self._store.id_capacity + 1:
-                self._marks = np.zeros(self._store.id_capacity + 1, np.int64)
-            if self._log is not None:  # list the new triangles (their number is the delta)
-                delta = self._log_batch(gkey, ga, gb, stamps)
-            else:
-                out = np.zeros(B, np.int64)
-                if B:
-                    sk.closed_by_batch(self._store.nt(), deg, ga, gb, stamps, out,
-                                       self._marks)
-                delta = int(out.sum())
         self.Q += 6 * delta
         rep = self._report(t0, batch=self.batches_applied, rows=rows, updates=int(B),
                            triangles=self.count(), delta=delta, path=path,
                            ignored=ignored, self_loops=n_loops)
         return self._done(rep, batch_id)
 
+    def _insert(self, a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
+        """Store and count the edges {a[i], b[i]} (:meth:`EdgeState.insert`); the count is -1
+        with track_changes (the caller lists) or when a static recount is cheaper."""
+        m = int(a.shape[0])
+        self._seq, seq = self._seq + m, self._seq
+        limit = min(RECOUNT_RATIO * 2 * (self._edges.n + m), _NO_LIMIT)
+        # all threads from PAR_MIN work on, and from an eighth of the vertex ids (each thread
+        # zeroes marks for every id); PAR_MIN = 0 (tests): always
+        par_min = sk.PAR_MIN and max(sk.PAR_MIN, self._edges.off.shape[0] // 8)
+        bad, delta = self._edges.insert(a, b, seq, par_min=min(par_min, _NO_LIMIT),
+                                        limit=limit, count=self._log is None)
+        if bad >= 0:
+            self._seq = seq
+        return bad, delta
+
+    def _without_conflicts(self, ids, m, n0, new, sign, row_idx, u):
+        """The batch's edges (ids) without the conflicting ones, with the new keys they use
+        committed: (a, b, rows ignored); or the ConflictError of the earliest conflicting row
+        (``on_conflict="error"``, nothing changed)."""
+        key = batch_prep.pair_keys(ids, m, False)
+        order = np.argsort(key)
+        gkey, net, starts, kk = batch_prep.sum_groups(key, order, sign, n0)
+        present = np.zeros(gkey.shape[0], np.int64)
+        if kk.shape[0]:
+            present[kk] = self._edges.lookup(gkey[kk]) >= 0
+        bad = present + net > 1
+        if self.on_conflict == "error":
+            rows_kept = np.arange(m) if row_idx is None else row_idx
+            raise self._conflict(bad, starts, order, rows_kept, sign, present, u)
+        gkey = self._commit_keys(gkey[~bad], new, n0)
+        a, b = unpack(gkey)
+        return a, b, int(net[bad].sum())
+
     # ------------------------------------------------------------------ change tracking
-    def _log_batch(self, gkey, ga, gb, stamps) -> int:
-        """List the batch's new triangles by the ordered rule, append them to the log and
-        return how many."""
-        self._log.add_edges(gkey, stamps)
-        e, w, s1, s2 = sk.closed_by_batch_list(self._store.nt(), self._store.live, ga, gb,
-                                               stamps, self._marks)
+    def _log_batch(self, first: int) -> int:
+        """List the new triangles of the edges from id ``first`` on by the ordered rule,
+        append them to the log and return how many."""
+        st = self._edges
+        ga, gb = st.eu[first:st.n].copy(), st.ev[first:st.n].copy()
+        stamps = st.stamp[first:st.n].copy()
+        self._log.add_edges(pack(ga, gb), stamps)
+        e, w, s1, s2 = st.list_new(first)
         if not e.shape[0]:
             self._log.clear_last()
             return 0
@@ -387,13 +389,13 @@ class InsertOnlyGraphEngine(GraphEngine):
                              "applied", column="sign", row=r)
         n_edges = self.num_edges
         ts = time.perf_counter()
-        store, seq = self._store, self._seq
+        edges, seq = self._edges, self._seq
         self.switch_to_general()
         switch_s = time.perf_counter() - ts
         try:
             rep = super().apply(updates, batch_id=batch_id)
         except BaseException:  # a refused batch leaves the engine insert-only, as it was
-            self._store, self._seq, self.insert_only_active = store, seq, True
+            self._edges, self._seq, self.insert_only_active = edges, seq, True
             raise
         rep.seconds = time.perf_counter() - t0
         rep.path = "switched"
@@ -414,7 +416,8 @@ class InsertOnlyGraphEngine(GraphEngine):
         from .warmup import warm_up
 
         warm_up()  # the general kernels, as a general engine's load() does
-        keys, _ = self._store.items()
+        gkey, _ = self.stamped_edges()
+        keys, _ = batch_prep.symmetric_delta(gkey, np.ones(gkey.shape[0], np.int64))
         q = self.Q
         self._grow_ids(max(len(self.encoder), 1))
         self._build(self.backend.to_device(keys), self.xp.ones(keys.shape[0], np.int64))
@@ -422,7 +425,7 @@ class InsertOnlyGraphEngine(GraphEngine):
             raise InvariantError(f"insert-only count {q // 6} differs from the general "
                                  f"engine's recount {self.Q // 6}")
         self.insert_only_active = False
-        self._store = ZStore(0)
+        self._edges = EdgeState()
 
 
 def _chunks(cols: dict, chunk_size: int):

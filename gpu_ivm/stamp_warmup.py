@@ -2,8 +2,9 @@
 
 Numba's compiled kernels are cached on disk but loaded into the process at their first call;
 ``warm_up()`` runs a tiny workload through the insert-only engine (one-thread and all-thread
-variants), a sliding window and the offline evaluator, so that no user batch or step pays for
-it. ``InsertOnlyGraphEngine.load()``, the first ``SlidingWindow`` of a process and
+variants, the listing of ``track_changes``, a batch with conflicts), a sliding window and the
+offline evaluator, so that no user batch or step pays for it.
+``InsertOnlyGraphEngine.load()``, the first ``SlidingWindow`` of a process and
 ``gpu-ivm replay --events`` call it.
 
 >>> warm_up()  # a no-op after the first call
@@ -34,10 +35,12 @@ def warm_up() -> None:
 
     saved = stamp_kernels.PAR_MIN
     try:
-        for par_min in (0, 1 << 62):
+        for par_min, track in ((0, False), (1 << 62, False), (1 << 62, True)):
             stamp_kernels.PAR_MIN = par_min
-            g = GraphEngine(mode="insert_only")
+            g = GraphEngine(mode="insert_only", track_changes=track, on_conflict="ignore")
             g.apply({"src": [1, 2, 3, 1], "dst": [2, 3, 1, 4], "sign": [1, 1, 1, 1]})
+            # a stored edge and a repeated one: the conflict path (rows skipped)
+            g.apply({"src": [2, 4, 5, 5], "dst": [1, 3, 2, 2], "sign": [1, 1, 1, 1]})
     finally:
         stamp_kernels.PAR_MIN = saved
     SlidingWindow = _window[0]

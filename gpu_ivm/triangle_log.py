@@ -4,10 +4,9 @@ per-edge counts: what ``GraphEngine(mode="insert_only", track_changes=True)`` ke
 Under inserts only a triangle, once formed, never goes away, so the whole result is the union
 of the batches' new triangles, each stamped with the batch that closed it (its *birth*, -1
 for :meth:`~gpu_ivm.graph_engine.GraphEngine.load`). The ordered delta rule lists each new
-triangle once, by its youngest edge (:func:`gpu_ivm.kernels.stamp_kernels.
-closed_by_batch_list`); this log appends them, updates the per-vertex counts (by vertex id)
-and the per-edge counts (by edge stamp: every stored edge has its own stamp in this mode),
-and answers:
+triangle once, by its youngest edge (:func:`gpu_ivm.kernels.insert_adj.list_new`); this log
+appends them, updates the per-vertex counts (by vertex id) and the per-edge counts (by edge
+stamp: every stored edge has its own stamp in this mode), and answers:
 
 - :meth:`TriangleLog.changes`: the last batch's new triangles, and the vertices and edges
   whose counts changed, with old and new counts, as Arrow tables (each triangle's and

@@ -1,7 +1,11 @@
 """Kernels of the insert-only and known-lifespan modes: common neighbours with stamp tests.
 
-The insert-only edges live in a :class:`gpu_ivm.store.ZStore` (both directions, no deletes,
-so no tombstones) whose value is a positive stamp, the arrival order of the edge.
+These count on stamped edges kept in a :class:`gpu_ivm.store.ZStore` (both directions, no
+deletes, so no tombstones) whose value is a positive stamp, the arrival order of the edge:
+the insert-only engine's state until it moved to the sliding window's layout
+(:mod:`gpu_ivm.kernels.insert_adj`, which still takes ``PAR_MIN`` and
+:func:`long_endpoint_groups` from here); the CUDA twins (:mod:`gpu_ivm.kernels.cuda_stamp`)
+and their tests keep this layout.
 :func:`common_values` lists, for the common neighbours ``w`` of ``u`` and ``v``, the stored
 values of ``(u, w)`` and ``(v, w)``, merging (or galloping, when the lengths differ a lot) the
 sorted rows run pair by run pair; :func:`common_values_mk` does it by marks. Each ``w`` is
