@@ -2,7 +2,7 @@
 
     python -m bench.cq_bench [--sizes 100000 1600000] [--peer-size 100000]
                              [--batch-size 1000] [--batches 30]
-    python -m bench.cq_bench --cyclic N [--skew] [--binary-build]
+    python -m bench.cq_bench --cyclic N [--skew] [--binary-build] [--strategy auto]
 
 - **flatness**: the CQAP_0 query ``Q(B,C | A) = R(A,B), S(A,C)`` over random relations of N
   tuples each (values in [0, N/10)), at every N of ``--sizes``: mean seconds per batch of
@@ -26,6 +26,9 @@
   R(A,B) and S(B,C) take B from ``SkewedStream.HUBS`` hub values in ``HUB_SHARE`` of their
   tuples (R ⋈ S through a hub: its degree squared), T stays uniform. ``--binary-build``:
   the views built by binary joins as before Generic Join (the same engine otherwise).
+  ``--strategy auto``: each query on the planner's choice (``gpu_ivm.cq.engine``: the
+  triangle count on the triangle engine, IVM^ε) instead of the view trees (the default,
+  ``view-trees``).
 
 - **the ε knob**: ``Q(C | A) = R(A,B), S(B,C)`` (hierarchical, CQAP_1: δ = 1) over relations
   whose B values are Zipf-distributed (a few B values of degree far above √N), at each ε of
@@ -305,7 +308,8 @@ class SkewedCycleStream(SkewedStream):
 
 
 def measure_cyclic(n: int, batch_size: int, n_batches: int, seed: int = 0, *,
-                   skew: bool = False, binary_build: bool = False) -> list[dict]:
+                   skew: bool = False, binary_build: bool = False,
+                   strategy: str = "view_trees") -> list[dict]:
     """Non-hierarchical queries (the triangle with and without an input) over random R, S,
     T of ``n`` tuples each (values in [0, n/10); ``skew``: :class:`SkewedCycleStream`): load
     seconds, mean seconds per batch (half deletes, half inserts, over R, S and T), the
@@ -313,14 +317,14 @@ def measure_cyclic(n: int, batch_size: int, n_batches: int, seed: int = 0, *,
     the largest binary-join intermediate; ``binary_build``: no Generic Join), and the count
     checked after the last batch against ``gpu_ivm.static.relation_triangle_sum`` (other
     code)."""
-    from gpu_ivm.cq import Engine
+    from gpu_ivm.cq import Engine, engine
     from gpu_ivm.static import relation_triangle_sum
 
     recs = []
     for name, query in CYCLIC_QUERIES.items():
         domain = max(n // 10, 1)
         st = SkewedCycleStream(n, domain, seed) if skew else Stream("RST", n, domain, seed)
-        eng = Engine(query)
+        eng = Engine(query) if strategy == "view_trees" else engine(query, strategy=strategy)
         if binary_build:
             eng._wcoj = set()
         t = time.perf_counter()
@@ -334,12 +338,13 @@ def measure_cyclic(n: int, batch_size: int, n_batches: int, seed: int = 0, *,
             keys, mult = np.unique(st.held[r], axis=0, return_counts=True)
             rels.append((keys[:, 0], keys[:, 1], mult.astype(np.int64)))
         want = relation_triangle_sum(*rels, st.domain)
-        held = {id(v): v for v in eng.views.values()}.values()
+        held = {id(v): v for v in getattr(eng, "views", {}).values()}.values()
         recs.append({"query_name": name, "query": query, "n": n, "batch_size": batch_size,
                      "batches": n_batches, "load_s": load_s, "mean_s": float(np.mean(secs)),
                      "batch_s": secs, "entries": int(sum(len(v.zrel()) for v in held)),
                      "indicators": len(getattr(eng, "indicators", ())), "count": eng.count(),
                      "count_ok": eng.count() == want, "skew": skew,
+                     "engine": type(eng).__name__,
                      "wcoj_views": build.get("wcoj_views", 0),
                      "wcoj_candidates": build.get("candidates", 0),
                      "binary_intermediate": build.get("binary_intermediate", 0)})
@@ -370,11 +375,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --cyclic: hub B values in R(A,B) and S(B,C)")
     p.add_argument("--binary-build", action="store_true",
                    help="with --cyclic: build the views by binary joins (no Generic Join)")
+    p.add_argument("--strategy", default="view-trees", choices=["view-trees", "auto"],
+                   help="with --cyclic: the view trees for every query (default), or the "
+                        "planner's choice (the triangle engine for the triangle count)")
     args = p.parse_args(argv)
     if args.cyclic is not None:
         for r in measure_cyclic(args.cyclic, args.batch_size, args.batches, skew=args.skew,
-                                binary_build=args.binary_build):
-            print(f"{r['query']}{' (skewed)' if r['skew'] else ''}: N = {r['n']:,}: load "
+                                binary_build=args.binary_build,
+                                strategy=args.strategy.replace("-", "_")):
+            print(f"{r['query']}{' (skewed)' if r['skew'] else ''} [{r['engine']}]: "
+                  f"N = {r['n']:,}: load "
                   f"{r['load_s']:.2f} s, {r['mean_s'] * 1e3:.2f} ms per batch, "
                   f"{r['entries']:,} entries held ({r['indicators']} indicator "
                   f"projection(s)), {r['wcoj_views']} view(s) by Generic Join "

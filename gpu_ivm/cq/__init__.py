@@ -2,7 +2,7 @@
 
 ``Q(outputs | inputs) = R(A,B), S(B,C)``: see docs/queries-cq.md. :class:`Engine` maintains
 a query at ε = 1; :func:`engine` picks :class:`TradeoffEngine` (the heavy/light trade-off)
-below it.
+below it, and :class:`TriangleQueryEngine` (IVM^ε's triangle engine) for the triangle count.
 
 >>> from gpu_ivm import cq
 >>> cq.plan("Q(B,C,D,E | A) = R(A,B,C), S(A,B,D), T(A,E)").cls
@@ -16,7 +16,8 @@ from .oracle import access, evaluate, total
 from .planner import Plan, plan
 from .syntax import Atom, Query, QuerySyntaxError, parse_query
 from .tradeoff import TradeoffEngine, engine
+from .triangle_strategy import TriangleQueryEngine
 
 __all__ = ["Atom", "Engine", "Plan", "Query", "QuerySyntaxError", "TradeoffEngine",
-           "UnsupportedQueryError", "access", "engine", "evaluate", "parse_query", "plan",
-           "total"]
+           "TriangleQueryEngine", "UnsupportedQueryError", "access", "engine", "evaluate",
+           "parse_query", "plan", "total"]

@@ -23,6 +23,12 @@
   one that never forks runs at ε = 1, the thesis's choice for it). Its snapshots record ε
   and the partition; ``--resume`` refuses a snapshot taken at another ε. ``--mode`` other
   than ``general`` runs at ε = 1 only.
+- ``--strategy auto|view-trees`` (default auto): the triangle count ``Q( | ) = R(A,B),
+  S(B,C), T(C,A)`` (up to renaming, self-joins included) runs on the triangle engine,
+  IVM^ε (:class:`gpu_ivm.cq.triangle_strategy.TriangleQueryEngine`, which picks its own
+  ε; at ``--epsilon`` below 1, the CQAP trade-off's, the triangle is refused as before);
+  ``view-trees`` keeps the general view trees.
+  Both write the same snapshots, and ``--resume`` reads either's.
 - ``--backend cpu|cuda`` (default cpu): where the engine's operators run, the CPU kernels or
   their CUDA twins (``Engine(backend=...)``; cuda needs a device or Numba's simulator). A
   snapshot holds no backend: ``--resume`` restores it on this run's.
@@ -129,7 +135,14 @@ def cmd_query(args) -> int:
         raise InputError("--requests FILE and --out DIR go together",
                          option="--requests" if args.requests is None else "--out")
     eps = _check_epsilon(args)
-    if eps < 1:
+    strategy = getattr(args, "strategy", "auto").replace("-", "_")
+    from .triangle_strategy import is_triangle_count
+
+    if strategy == "auto" and eps == 1 and is_triangle_count(args.query):
+        from .tradeoff import engine
+
+        eng = engine(args.query, epsilon=eps, mode=args.mode, backend=args.backend)
+    elif eps < 1:
         from .engine import UnsupportedQueryError
         from .tradeoff import engine
 
@@ -251,6 +264,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     q.add_argument("--mode", default="general", choices=["general", "insert-only", "auto"],
                    help="insert-only: refuse any row with a negative mult (exit 2, nothing "
                         "applied); auto: insert-only until the first delete (default general)")
+    q.add_argument("--strategy", default="auto", choices=["auto", "view-trees"],
+                   help="auto (default): the planner's choice, the triangle engine (IVM^eps) "
+                   "for the triangle count Q( | ) = R(A,B), S(B,C), T(C,A); view-trees: the "
+                   "general view trees for every query")
     q.add_argument("--json", action="store_true", help="one JSON object per line")
     q.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], type=str.lower,
                    help="where the operators run: the CPU kernels or their CUDA twins "
