@@ -439,10 +439,15 @@ class SlidingWindow:
                 self.count_ += closed
         if track is not None:
             track.record(self, k, left, entered)
+        return self._closed(k, t_start, before, n_arr, births, exts, expired)
+
+    def _closed(self, k: int, t_start: float, before: int, arrivals: int, births: int,
+                exts: int, expired: int) -> WindowStep:
+        """Step k is done: compact if due, and its report."""
         self.k = k
         self._maybe_compact()
         return WindowStep(step=k, end=self.t0 + k * self.step_len, triangles=self.count_,
-                          delta=self.count_ - before, edges=self.num_edges, arrivals=n_arr,
+                          delta=self.count_ - before, edges=self.num_edges, arrivals=arrivals,
                           births=births, extensions=exts, expired=expired,
                           seconds=time.perf_counter() - t_start)
 

@@ -269,12 +269,7 @@ class DeviceSlidingWindow(SlidingWindow):
                 self.count_ += closed
         if track is not None:
             track.record(view, k, left, entered)
-        self.k = k
-        self._maybe_compact()
-        return WindowStep(step=k, end=self.t0 + k * self.step_len, triangles=self.count_,
-                          delta=self.count_ - before, edges=self.num_edges, arrivals=n_arr,
-                          births=births, extensions=exts, expired=expired,
-                          seconds=time.perf_counter() - t_start)
+        return self._closed(k, t_start, before, n_arr, births, exts, expired)
 
     # ------------------------------------------------------------------ results
     def _host(self, name: str) -> np.ndarray:
