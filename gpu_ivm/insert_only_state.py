@@ -92,8 +92,13 @@ class EdgeState:
             for name in _PER_EDGE:
                 setattr(self, name, _grown(getattr(self, name), cap))
         if 2 * need > self.htk.shape[0]:
+            # the old table's entries in its slot order: their new home slots then come in a
+            # few increasing streams (the hash's low bits are the old slot), so the rehash
+            # writes the new table almost in order instead of at random
+            live = self.htv != hashmap.EMPTY
+            keys, vals = self.htk[live], self.htv[live]
             self.htk, self.htv = wk.empty_table(max(need, self.htk.shape[0]))
-            self._index()
+            hashmap.insert(self.htk, self.htv, keys, vals)
 
     # ------------------------------------------------------------------ a batch
     def insert(self, a: np.ndarray, b: np.ndarray, seq: int, *, par_min: int,
