@@ -130,7 +130,8 @@ class EdgeState:
         e, w, s1, s2 = ia.list_new(self.off, self.ln, self.nbr, self.val, self.htk, self.htv,
                                    self.stamp, self.eu, self.ev, first, self.n - first,
                                    self.marks)
-        order = np.lexsort((w, e))  # independent of the rows' order (a restore rebuilds it)
+        # by edge, then w: independent of the rows' order (a restore rebuilds them)
+        order = np.argsort((e << 32) | w)
         return e[order], w[order], s1[order], s2[order]
 
     # ------------------------------------------------------------------ contents
