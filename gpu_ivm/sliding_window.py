@@ -129,9 +129,7 @@ class SlidingWindow:
         # bare cls.__new__(cls) (copy, pickle) keeps the class
         if cls is SlidingWindow and (args or kwargs) \
                 and get_backend(kwargs.get("backend")).name == "cuda":
-            from .window_device import DeviceSlidingWindow
-
-            cls = DeviceSlidingWindow
+            cls = _device_window()
         return super().__new__(cls)
 
     def __init__(self, window: int | str, step: int | str, *, start: int | None = None,
@@ -510,10 +508,25 @@ class SlidingWindow:
 
         be = get_backend(backend)
         if be.name != "cpu":
-            from .window_device import DeviceSlidingWindow
-
-            return DeviceSlidingWindow.restore(path, backend=be)
+            return _device_window().restore(path, backend=be)
         return load(path, _cpu_window)
+
+
+_DEVICE_WINDOW: list[type] = []  # the cuda window's class, registered by gpu_ivm.window_device
+
+
+def register_device_window(cls: type) -> None:
+    """Called by :mod:`gpu_ivm.window_device` (which the package imports) with
+    :class:`~gpu_ivm.window_device.DeviceSlidingWindow`, the class that
+    ``SlidingWindow(..., backend="cuda")`` and ``restore(..., backend="cuda")`` make: the
+    device module builds on this one, so this one does not import it."""
+    _DEVICE_WINDOW[:] = [cls]
+
+
+def _device_window() -> type:
+    if not _DEVICE_WINDOW:  # pragma: no cover - gpu_ivm/__init__ imports the device module
+        raise RuntimeError("gpu_ivm.window_device is not imported")
+    return _DEVICE_WINDOW[0]
 
 
 def _cpu_window(window: int | str, step: int | str, **kwargs: Any) -> SlidingWindow:

@@ -62,7 +62,7 @@ import numpy as np
 
 from .backend import Backend, get_backend
 from .errors import InputError, InvariantError
-from .sliding_window import SlidingWindow, WindowStep
+from .sliding_window import SlidingWindow, WindowStep, register_device_window
 
 # per edge id, as the CPU window's (sliding_window._PER_EDGE), with their fill values; the
 # due lists' scratch and the expired edges ride along (room for every stored edge)
@@ -302,3 +302,7 @@ class DeviceSlidingWindow(SlidingWindow):
         dev = cls(h.window, h.step_len, start=h.t0, track_changes=h.track_changes, backend=be)
         dev._from_cpu(h)
         return dev
+
+
+# SlidingWindow(..., backend="cuda") and its restore make this class (see the registration)
+register_device_window(DeviceSlidingWindow)

@@ -33,7 +33,7 @@ from test_cq_engine import answers, random_batch, random_db, table  # noqa: E402
 
 from gpu_ivm.cq import evaluate, ops, parse_query, total  # noqa: E402
 from gpu_ivm.cq.engine import Engine  # noqa: E402
-from gpu_ivm.cq.zrel import host_lex_order  # noqa: E402
+from gpu_ivm.cq.lex_order import host_lex_order  # noqa: E402
 from gpu_ivm.errors import IntegerOverflowError  # noqa: E402
 
 

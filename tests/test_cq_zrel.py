@@ -7,7 +7,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from gpu_ivm.cq.zrel import consolidate, pack
+from gpu_ivm.cq.lex_order import pack
+from gpu_ivm.cq.zrel import consolidate
 from gpu_ivm.errors import IntegerOverflowError
 
 

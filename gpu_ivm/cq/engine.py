@@ -152,15 +152,6 @@ def _indicator(counts):
     return _ones(counts) if isinstance(counts, ZRel) else _IndicatorView(counts)
 
 
-def check_backend(backend: str) -> str:
-    """``backend`` if the query engine runs there (``"cpu"`` or ``"cuda"``), else an
-    :class:`~gpu_ivm.errors.InputError` naming the choices."""
-    if backend not in ("cpu", "cuda"):
-        raise InputError(f"unknown backend {backend!r}; the query engine runs on 'cpu' or "
-                         "'cuda'", column="backend")
-    return backend
-
-
 def _on_backend(method: Callable) -> Callable:
     """Run an :class:`Engine` method with the engine's operator set in force
     (:func:`gpu_ivm.cq.ops.using`)."""
@@ -209,7 +200,7 @@ class Engine:
         from ..insert_only import check_mode
 
         self.mode = check_mode(mode)
-        self.backend = get_backend(check_backend(backend))  # cuda: a device or the simulator
+        self.backend = get_backend(ops.check_backend(backend))  # cuda: a device or simulator
         self._ops = ops.for_backend(self.backend.name)
         self.insert_only_active = self.mode != "general"
         self.switched_at: int | None = None  # auto mode: the batch of the first delete

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Ops", "cpu_ops", "cuda_ops", "current", "for_backend", "using"]
+from ..errors import InputError
+
+__all__ = ["Ops", "check_backend", "cpu_ops", "cuda_ops", "current", "for_backend", "using"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def cpu_ops() -> Ops:
         from ..kernels.lex_join import extend_level
         from ..kernels.lex_reduce import reduce_sorted
         from ..kernels.lex_search import merge_sorted, prefix_ranges
-        from .zrel import host_lex_order
+        from .lex_order import host_lex_order
 
         _CPU = Ops("cpu", prefix_ranges, merge_sorted, reduce_sorted, expand_join,
                    extend_level, host_lex_order)
@@ -151,3 +153,12 @@ def using(ops: Ops) -> Iterator[Ops]:
         yield ops
     finally:
         _CURRENT.reset(token)
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` if the query engine runs there (``"cpu"`` or ``"cuda"``), else an
+    :class:`~gpu_ivm.errors.InputError` naming the choices."""
+    if backend not in ("cpu", "cuda"):
+        raise InputError(f"unknown backend {backend!r}; the query engine runs on 'cpu' or "
+                         "'cuda'", column="backend")
+    return backend

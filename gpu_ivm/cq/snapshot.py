@@ -87,7 +87,7 @@ def load(path: str | os.PathLike[str], cls: type, backend: str = "cpu"):
     """An engine of class ``cls`` on ``backend`` restored from ``path``, verified
     (checksums, shapes, non-negative multiplicities, the count)."""
     from .. import snapshot as sn
-    from .engine import check_backend
+    from .ops import check_backend
     from .zrel import consolidate
 
     check_backend(backend)  # a bad name is the caller's error, not the manifest's

@@ -72,6 +72,7 @@ import pyarrow as pa
 from ..errors import InputError
 from ..rational import Thresholds, parse_epsilon
 from .engine import Engine, UnsupportedQueryError
+from .lex_order import pack
 from .lsm import LsmRel
 from .planner import plan
 from .requests import RequestCursor, check_limit
@@ -85,7 +86,6 @@ from .zrel import (
     consolidate,
     dense_ids,
     empty,
-    pack,
     scalar,
 )
 

@@ -49,8 +49,9 @@ import pyarrow as pa
 
 from ..errors import InputError
 from . import ops
-from .engine import Engine, UnsupportedQueryError, check_backend
+from .engine import Engine, UnsupportedQueryError
 from .lsm import LsmRel
+from .ops import check_backend
 from .planner import plan
 from .requests import RequestCursor, check_limit
 from .syntax import Query, parse_query
