@@ -33,6 +33,7 @@ def cases(repo: str) -> dict:
     sys.path.insert(0, repo)
     from kernels import cuda_delta as d
     from kernels import cuda_hash as h
+    from kernels import cuda_insert_adj as ia
     from kernels import cuda_launch as launch
     from kernels import cuda_lex as lex
     from kernels import cuda_lex_join as lj
@@ -104,6 +105,7 @@ def cases(repo: str) -> dict:
         stamp._list_kernel: (st, (i,) * 5, (i,) * 4, n),
         off._lifespan_kernel: ((i,) * 3, (i,) * 3, i, n),
         w._triangle_kernel: ((i,) * 4, (i, i), (i,) * 5, i, n, n, i, i, n, True),
+        ia._count_kernel: ((i,) * 4, (i, i), (i,) * 4, i, n, n),
         ws._claim_kernel: ((i,) * 4, (i, i), (i, i), n),
         ws._lead_kernel: ((i,) * 4, (i, i), (i, i), (i,) * 6, i, n, n),
         ws._settle_kernel: ((i,) * 4, (i, i), (i, i), (i,) * 6, (i,) * 4, n, n, n, n),

@@ -1,0 +1,189 @@
+"""The CUDA twin of the insert-only batch count (kernels/cuda_insert_adj.py) in Numba's CUDA
+simulator, against the CPU kernels (kernels/insert_adj.py), batch by batch.
+
+Run by ``tests/test_cuda_sim_insert_adj.py`` in a subprocess with ``NUMBA_ENABLE_CUDASIM=1``;
+to run it directly::
+
+    NUMBA_ENABLE_CUDASIM=1 .venv/bin/python -m pytest -q tests/cuda_sim_insert_adj_cases.py
+
+``GraphEngine(mode="insert_only")`` (cpu backend, itself tested against the static counter in
+``tests/test_insert_only*.py``) runs real streams; its batch call ``insert_batch`` is wrapped so
+that after each stored batch the twin runs on the very state the CPU count saw (the batch
+appended) and its total is compared with the CPU's delta, ``count_serial`` and ``count_par``.
+Hand-made states make a lone edge to a hub take each of the CPU's three ways (probe, marks of
+the short row, marks of the long row). Launches at the boundaries: 32 threads per block, at
+most 4 blocks.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+
+if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by the runner test
+    pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
+
+from gpu_ivm.kernels import cuda_insert_adj as cia  # noqa: E402
+from gpu_ivm.kernels import cuda_launch  # noqa: E402
+from gpu_ivm.kernels import insert_adj as ia  # noqa: E402
+
+from gpu_ivm import GraphEngine, insert_only  # noqa: E402
+from gpu_ivm.insert_only_state import EdgeState  # noqa: E402
+from gpu_ivm.static import count_triangles_arrays  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "CollegeMsg.txt.gz"
+
+
+@pytest.fixture(autouse=True)
+def _boundary_launch() -> Iterator[None]:
+    cfg = cuda_launch.CONFIG
+    saved = (cfg.tpb, cfg.max_blocks)
+    cfg.tpb, cfg.max_blocks = 32, 4
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)
+    yield
+    sys.setswitchinterval(old)
+    cfg.tpb, cfg.max_blocks = saved
+
+
+def _twin_total(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n, marks) -> int:
+    """The twin's total, checked against both CPU counts on the same state."""
+    got = cia.count_new(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n)
+    assert got == ia.count_serial(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n, marks)
+    assert got == ia.count_par(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n, 3)
+    assert not marks.any()
+    return got
+
+
+@pytest.fixture
+def checked(monkeypatch) -> list:
+    """Wrap ``insert_batch``: after each stored batch, the twin on the state it counted.
+    Yields the list of (batch size, twin total) per stored batch."""
+    real = ia.insert_batch
+    seen: list = []
+
+    def wrapped(a, b, htk, htv, n_eids, seq, eu, ev, stamp, off, ln, cap, nbr, val, used,
+                marks, par_min, threads, limit, count):
+        out = real(a, b, htk, htv, n_eids, seq, eu, ev, stamp, off, ln, cap, nbr, val, used,
+                   marks, par_min, threads, limit, count)
+        bad, nbr2, val2, _, _, delta = out
+        if bad < 0:
+            got = _twin_total(off, ln, nbr2, val2, htk, htv, stamp, eu, ev, n_eids,
+                              a.shape[0], marks)
+            if delta >= 0:
+                assert got == delta
+            seen.append((int(a.shape[0]), got))
+        return out
+
+    monkeypatch.setattr(ia, "insert_batch", wrapped)
+    # never recount a batch from scratch: every batch goes through insert_batch's count
+    monkeypatch.setattr(insert_only, "RECOUNT_RATIO", 1 << 62)
+    return seen
+
+
+def _run(batches, seen) -> GraphEngine:
+    """The batches without self-loops and without edges seen before (a stream the engine
+    takes as is), through the engine; checks the twins' sum against the static count."""
+    g = GraphEngine(mode="insert_only")
+    stored: set = set()
+    for src, dst in batches:
+        rows = []
+        for x, y in zip(src, dst):
+            k = (min(x, y), max(x, y))
+            if x != y and k not in stored:
+                stored.add(k)
+                rows.append((x, y))
+        if rows:
+            g.apply({"src": [x for x, _ in rows], "dst": [y for _, y in rows],
+                     "sign": [1] * len(rows)})
+    assert g.count() == sum(t for _, t in seen)
+    a, b = (np.array(c, np.int64) for c in zip(*sorted(stored)))
+    assert g.count() == count_triangles_arrays(a, b)
+    return g
+
+
+def test_random_stream_with_hub(checked) -> None:
+    rng = np.random.default_rng(7)
+    batches = []
+    for k in range(16):
+        m = int(rng.integers(1, 25))
+        src = rng.integers(0, 30, m)
+        dst = rng.integers(0, 30, m)
+        hub = rng.random(m) < 0.4  # about 40% of the edges touch the hub 0
+        src[hub] = 0
+        if k % 3 == 2:  # a lone edge to the hub
+            src, dst = src[:1] * 0, dst[:1] % 29 + 1
+        batches.append((src.tolist(), dst.tolist()))
+    _run(batches, checked)
+    assert len(checked) >= 12 and sum(t for _, t in checked) > 20
+
+
+def test_college_msg_daily(checked) -> None:
+    with gzip.open(DATA, "rt") as f:
+        rows = np.array([line.split() for _, line in zip(range(2000), f)], np.int64)
+    day = rows[:, 2] // 86400
+    cuts = np.flatnonzero(np.diff(day)) + 1
+    batches = [(r[:, 0].tolist(), r[:, 1].tolist()) for r in np.split(rows, cuts)]
+    _run(batches, checked)
+    assert len(checked) > 10 and sum(t for _, t in checked) > 0
+
+
+def _path(st: EdgeState, first: int, n: int) -> str:
+    """The way the CPU count takes for the batch of one group (insert_adj._older_range)."""
+    us, vs, ln = st.eu[first:first + n], st.ev[first:first + n], st.ln
+    big = us[0] if ln[us[0]] >= ln[vs[0]] else vs[0]
+    assert ((us == big) | (vs == big)).all()
+    short = int(sum(ln[v if u == big else u] for u, v in zip(us, vs)))
+    lone = n == 1
+    if ia.PROBE_COST * short <= (2 * short + ln[big] if lone else 2 * ln[big] + short):
+        return "probe"
+    return "mark short" if lone else "mark long"
+
+
+@pytest.mark.parametrize("hub_deg, small_deg, lone, way", [
+    (100, 2, True, "probe"),
+    (20, 5, True, "mark short"),
+    (20, 5, False, "mark long"),
+    (200, 1, False, "probe"),
+])
+def test_hub_batch_ways(hub_deg: int, small_deg: int, lone: bool, way: str) -> None:
+    """Edges to a hub 0 (neighbours 1 .. hub_deg); the small vertices (from 1000) share
+    small_deg of them; the batch is one edge to the hub (``lone``) or three."""
+    us, vs = [], []
+    for w in range(1, hub_deg + 1):
+        us.append(0)
+        vs.append(w)
+    small = [1000] if lone else [1000, 1001, 1002]
+    for x in small:
+        for w in range(1, small_deg + 1):
+            us.append(w)
+            vs.append(x)
+    st = EdgeState.from_edges(np.array(us), np.array(vs), np.arange(1, len(us) + 1), 1010)
+    st.reserve(1010, len(small))
+    a = np.array(small, np.int64)
+    b = np.zeros(len(small), np.int64)
+    first = st.n
+    bad, delta = st.insert(a, b, len(us), par_min=1 << 62)
+    assert bad == -1 and delta == len(small) * small_deg
+    assert _path(st, first, len(small)) == way
+    got = _twin_total(st.off, st.ln, st.nbr, st.val, st.htk, st.htv, st.stamp, st.eu, st.ev,
+                      first, len(small), st.marks)
+    assert got == delta
+    # the same edges, older than the hub's: the stamp tests count nothing
+    st2 = EdgeState.from_edges(np.array(us), np.array(vs), np.arange(1, len(us) + 1) + 10,
+                               1010)
+    st2.reserve(1010, len(small))
+    assert st2.insert(a, b, 0, par_min=1 << 62) == (-1, 0)
+    assert _twin_total(st2.off, st2.ln, st2.nbr, st2.val, st2.htk, st2.htv, st2.stamp, st2.eu,
+                       st2.ev, st2.n - len(small), len(small), st2.marks) == 0
+
+
+def test_empty_batch() -> None:
+    z = np.zeros(4, np.int64)
+    assert cia.count_new(z, z, z, z, z, z, z, z, z, 0, 0) == 0
