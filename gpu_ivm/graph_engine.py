@@ -54,6 +54,12 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     on_conflict : {"error", "ignore"}
         What to do with rows that insert a present edge or delete an absent one: raise
         :class:`~gpu_ivm.errors.ConflictError` (nothing changes), or skip and count them.
+        A batch is judged edge by edge on its net change: an edge's rows are summed, and an
+        edge whose sum would take it out of {0, 1} is the conflict (the error names the row
+        where, taken in order, it first leaves {0, 1}); ``"ignore"`` skips all of that
+        edge's rows in the batch. So an absent edge inserted twice in one batch stays
+        absent under ``"ignore"`` (both rows counted in ``ignored``), and a delete followed
+        by an insert of an absent edge nets to no change, without a conflict.
     adaptive : bool
         Recompute from scratch when a batch is so large that this is cheaper (same results).
     maintain : str or list of str

@@ -345,3 +345,32 @@ def test_empty_start_engine_calibrates_recompute_rate():
 
     src, dst = zip(*present)
     assert g.count() == count_triangles_arrays(np.array(src), np.array(dst))
+
+
+@pytest.mark.parametrize("mode", ["general", "insert_only"])
+def test_ignore_judges_each_edge_on_its_net_change(mode):
+    """The documented on_conflict rule: an edge's rows in a batch are summed; an edge whose
+    sum takes it out of {0, 1} is skipped whole under "ignore" (every row counted); a delete
+    then an insert of an absent edge nets to nothing (insert-only mode refuses deletes, so
+    it gets the insert-only part of the rule). The same batches as an independent fold over
+    the net changes."""
+    rows = [(2, 3, 1), (2, 3, 1), (1, 3, 1), (1, 2, 1), (3, 4, 1)]
+    if mode == "general":
+        rows += [(4, 5, -1), (4, 5, 1), (1, 4, 1), (1, 4, -1), (1, 4, 1)]
+    g = GraphEngine(mode=mode, on_conflict="ignore")
+    g.load({"src": np.array([1]), "dst": np.array([2])})
+    s, d, w = (np.array(c) for c in zip(*rows))
+    rep = g.apply({"src": s, "dst": d, "sign": w})
+    present = {(1, 2)}
+    net: dict = {}
+    for a, b, x in rows:
+        net[(min(a, b), max(a, b))] = net.get((min(a, b), max(a, b)), 0) + x
+    ignored = 0
+    for e, x in net.items():
+        after = (e in present) + x
+        if after in (0, 1):
+            present.discard(e) if after == 0 else present.add(e)
+        else:
+            ignored += sum(1 for a, b, _ in rows if (min(a, b), max(a, b)) == e)
+    assert sorted(zip(*[x.tolist() for x in g.edges()])) == sorted(present)
+    assert rep.ignored == ignored and (2, 3) not in present
