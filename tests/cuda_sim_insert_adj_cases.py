@@ -11,8 +11,10 @@ to run it directly::
 that after each stored batch the twin runs on the very state the CPU count saw (the batch
 appended) and its total is compared with the CPU's delta, ``count_serial`` and ``count_par``.
 Hand-made states make a lone edge to a hub take each of the CPU's three ways (probe, marks of
-the short row, marks of the long row). Launches at the boundaries: 32 threads per block, at
-most 4 blocks.
+the short row, marks of the long row). The twins of ``insert_batch`` and ``list_new`` run on
+copies of the state of every CPU ``insert_batch`` call along real runs (``twinned``), and on
+batches with a repeated or a stored key (the same conflict row, the state unchanged).
+Launches at the boundaries: 32 threads per block, at most 4 blocks.
 """
 
 from __future__ import annotations
@@ -187,3 +189,129 @@ def test_hub_batch_ways(hub_deg: int, small_deg: int, lone: bool, way: str) -> N
 def test_empty_batch() -> None:
     z = np.zeros(4, np.int64)
     assert cia.count_new(z, z, z, z, z, z, z, z, z, 0, 0) == 0
+
+
+# ----------------------------------------------------------------------------- insert_batch
+_CPU_INSERT = ia.insert_batch  # the CPU kernel itself (the fixtures below wrap the module's)
+_STATE = ("htk", "htv", "eu", "ev", "stamp", "off", "ln", "cap", "nbr", "val", "marks")
+
+
+def _table_map(htk, htv) -> dict:
+    live = htv != -1
+    return dict(zip(htk[live].tolist(), htv[live].tolist()))
+
+
+def _row_entries(off, ln, nbr, val) -> list:
+    """(vertex, neighbour, stamp) of every row entry, sorted."""
+    xs = np.flatnonzero(ln)
+    own = np.repeat(xs, ln[xs])
+    pos = np.concatenate([np.arange(off[x], off[x] + ln[x]) for x in xs]) if len(xs) else xs
+    return sorted(zip(own.tolist(), nbr[pos].tolist(), val[pos].tolist()))
+
+
+def _twin_batch(a, b, n_eids, seq, st: dict, used, count=True, limit=1 << 62) -> tuple:
+    """The CPU's insert_batch and the twin's on copies of the state ``st`` (name -> array);
+    asserts they agree (see cia.insert_batch) and returns the CPU's result."""
+    cpu = {k: v.copy() for k, v in st.items()}
+    gpu = {k: v.copy() for k, v in st.items()}
+    args = ("htk", "htv"), ("eu", "ev", "stamp", "off", "ln", "cap", "nbr", "val")
+    out_c = _CPU_INSERT(a, b, *(cpu[k] for k in args[0]), n_eids, seq,
+                            *(cpu[k] for k in args[1]), used, cpu["marks"], 0, 2, limit, count)
+    out_g = cia.insert_batch(a, b, *(gpu[k] for k in args[0]), n_eids, seq,
+                             *(gpu[k] for k in args[1]), used, gpu["marks"], 0, 2, limit,
+                             count)
+    bad = int(out_c[0])
+    assert int(out_g[0]) == bad
+    assert int(out_g[5]) == int(out_c[5])
+    assert _table_map(gpu["htk"], gpu["htv"]) == _table_map(cpu["htk"], cpu["htv"])
+    assert not gpu["marks"].any()
+    top = n_eids + (a.shape[0] if bad < 0 else 0)
+    for k in ("eu", "ev", "stamp"):
+        assert np.array_equal(gpu[k][:top], cpu[k][:top]), k
+    if bad >= 0:  # nothing changed
+        assert _table_map(gpu["htk"], gpu["htv"]) == _table_map(st["htk"], st["htv"])
+        for k in ("off", "ln", "cap"):
+            assert np.array_equal(gpu[k], st[k]), k
+        assert out_g[3] == used
+        return out_c, cpu
+    nbr_c, val_c, nbr_g, val_g = out_c[1], out_c[2], out_g[1], out_g[2]
+    for k in ("ln", "cap"):
+        assert np.array_equal(gpu[k], cpu[k]), k
+    assert out_g[3] - out_g[4] == out_c[3] - out_c[4]  # slab entries in rows' rooms
+    assert (_row_entries(gpu["off"], gpu["ln"], nbr_g, val_g)
+            == _row_entries(cpu["off"], cpu["ln"], nbr_c, val_c))
+    if count:  # the listing twin on the same state
+        lc = ia.list_new(cpu["off"], cpu["ln"], nbr_c, val_c, cpu["htk"], cpu["htv"],
+                         cpu["stamp"], cpu["eu"], cpu["ev"], n_eids, a.shape[0], cpu["marks"])
+        lg = cia.list_new(gpu["off"], gpu["ln"], nbr_g, val_g, gpu["htk"], gpu["htv"],
+                          gpu["stamp"], gpu["eu"], gpu["ev"], n_eids, a.shape[0])
+        assert len(lg[0]) == len(lc[0]) == max(int(out_c[5]), 0) or int(out_c[5]) < 0
+        assert sorted(zip(*(x.tolist() for x in lg))) == sorted(zip(*(x.tolist() for x in lc)))
+    cpu["nbr"], cpu["val"] = nbr_c, val_c
+    return out_c, cpu
+
+
+@pytest.fixture
+def twinned(monkeypatch) -> list:
+    """Wrap ``insert_batch``: each call also runs the twin on copies of its state and the two
+    are compared (:func:`_twin_batch`). Yields the list of (bad, delta) per call."""
+    real = _CPU_INSERT
+    seen: list = []
+
+    def wrapped(a, b, htk, htv, n_eids, seq, eu, ev, stamp, off, ln, cap, nbr, val, used,
+                marks, par_min, threads, limit, count):
+        st = dict(zip(_STATE, (htk, htv, eu, ev, stamp, off, ln, cap, nbr, val, marks)))
+        (bad, _, _, _, _, delta), _ = _twin_batch(a, b, n_eids, seq, st, used, count, limit)
+        out = real(a, b, htk, htv, n_eids, seq, eu, ev, stamp, off, ln, cap, nbr, val, used,
+                   marks, par_min, threads, limit, count)
+        assert (int(out[0]), int(out[5])) == (bad, delta)
+        seen.append((int(bad), int(delta)))
+        return out
+
+    monkeypatch.setattr(ia, "insert_batch", wrapped)
+    monkeypatch.setattr(insert_only, "RECOUNT_RATIO", 1 << 62)
+    return seen
+
+
+def test_insert_batch_random_stream(twinned) -> None:
+    rng = np.random.default_rng(11)
+    batches = []
+    for _ in range(10):
+        m = int(rng.integers(1, 40))
+        src = rng.integers(0, 30, m)
+        dst = rng.integers(0, 30, m)
+        src[rng.random(m) < 0.4] = 0  # a hub
+        batches.append((src.tolist(), dst.tolist()))
+    _run(batches, twinned)
+    assert len(twinned) >= 8 and sum(t for _, t in twinned) > 20
+
+
+def test_insert_batch_college_msg(twinned) -> None:
+    with gzip.open(DATA, "rt") as f:
+        rows = np.array([line.split() for _, line in zip(range(1500), f)], np.int64)
+    day = rows[:, 2] // 86400
+    cuts = np.flatnonzero(np.diff(day)) + 1
+    batches = [(r[:, 0].tolist(), r[:, 1].tolist()) for r in np.split(rows, cuts)]
+    _run(batches, twinned)
+    assert len(twinned) >= 8 and sum(t for _, t in twinned) > 0
+
+
+def _small_state() -> tuple[dict, int]:
+    us = np.array([0, 0, 1, 2, 5], np.int64)
+    vs = np.array([1, 2, 2, 3, 6], np.int64)
+    s = EdgeState.from_edges(us, vs, np.arange(1, 6), 64)
+    s.reserve(64, 64)
+    return {k: getattr(s, k) for k in _STATE}, s.used
+
+
+@pytest.mark.parametrize("a, b, bad", [
+    ([7, 8, 9, 8, 10], [8, 9, 10, 7, 11], 3),       # row 3 repeats row 0 (reversed)
+    ([7, 2, 9, 7], [8, 1, 10, 8], 1),                # row 1 is stored, row 3 repeats row 0
+    ([7, 9, 3, 9], [8, 10, 2, 10], 2),               # row 2 stored, row 3 repeats row 1
+    ([20] * 40, [21] * 40, 1),                       # one key 40 times
+    ([4, 3, 5], [1, 4, 4], -1),                      # no conflict: a triangle closes
+])
+def test_insert_batch_conflicts(a: list, b: list, bad: int) -> None:
+    st, used = _small_state()
+    out, _ = _twin_batch(np.array(a, np.int64), np.array(b, np.int64), 5, 5, st, used)
+    assert int(out[0]) == bad
