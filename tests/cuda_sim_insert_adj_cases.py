@@ -20,8 +20,6 @@ Launches at the boundaries: 32 threads per block, at most 4 blocks.
 from __future__ import annotations
 
 import gzip
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numba
@@ -31,8 +29,8 @@ import pytest
 if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by the runner test
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
 
+from cuda_sim_launch import boundary_launch  # noqa: E402
 from gpu_ivm.kernels import cuda_insert_adj as cia  # noqa: E402
-from gpu_ivm.kernels import cuda_launch  # noqa: E402
 from gpu_ivm.kernels import insert_adj as ia  # noqa: E402
 
 from gpu_ivm import GraphEngine, insert_only  # noqa: E402
@@ -42,16 +40,7 @@ from gpu_ivm.static import count_triangles_arrays  # noqa: E402
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "CollegeMsg.txt.gz"
 
 
-@pytest.fixture(autouse=True)
-def _boundary_launch() -> Iterator[None]:
-    cfg = cuda_launch.CONFIG
-    saved = (cfg.tpb, cfg.max_blocks)
-    cfg.tpb, cfg.max_blocks = 32, 4
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-4)
-    yield
-    sys.setswitchinterval(old)
-    cfg.tpb, cfg.max_blocks = saved
+_boundary_launch = pytest.fixture(autouse=True)(boundary_launch)
 
 
 def _twin_total(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n, marks) -> int:

@@ -14,9 +14,6 @@ batch edge closes with older edges.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-
 import numba
 import numpy as np
 import pytest
@@ -24,7 +21,8 @@ import pytest
 if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_sim_stamp.py
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
 
-from gpu_ivm.kernels import cuda_launch, cuda_stamp  # noqa: E402
+from cuda_sim_launch import boundary_launch  # noqa: E402
+from gpu_ivm.kernels import cuda_stamp  # noqa: E402
 from gpu_ivm.kernels import stamp_kernels as cpu  # noqa: E402
 
 from gpu_ivm.encoding import pack  # noqa: E402
@@ -33,16 +31,7 @@ from gpu_ivm.store import ZStore  # noqa: E402
 SIZES = [0, 1, 31, 32, 33, 130]
 
 
-@pytest.fixture(autouse=True)
-def _boundary_launch() -> Iterator[None]:
-    cfg = cuda_launch.CONFIG
-    saved = (cfg.tpb, cfg.max_blocks)
-    cfg.tpb, cfg.max_blocks = 32, 4
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-4)
-    yield
-    sys.setswitchinterval(old)
-    cfg.tpb, cfg.max_blocks = saved
+_boundary_launch = pytest.fixture(autouse=True)(boundary_launch)
 
 
 def stamped_graph(rng, nv: int, m: int, nbatches: int):

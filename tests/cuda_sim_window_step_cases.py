@@ -17,9 +17,7 @@ per block, at most 4 blocks.
 from __future__ import annotations
 
 import gzip
-import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import numba
@@ -29,7 +27,7 @@ import pytest
 if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by the runner test
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
 
-from gpu_ivm.kernels import cuda_launch  # noqa: E402
+from cuda_sim_launch import boundary_launch  # noqa: E402
 from gpu_ivm.kernels import cuda_window_step as cws  # noqa: E402
 from gpu_ivm.kernels.hashmap import EMPTY  # noqa: E402
 
@@ -39,16 +37,7 @@ from gpu_ivm.sliding_window import SlidingWindow  # noqa: E402
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "CollegeMsg.txt.gz"
 
 
-@pytest.fixture(autouse=True)
-def _boundary_launch() -> Iterator[None]:
-    cfg = cuda_launch.CONFIG
-    saved = (cfg.tpb, cfg.max_blocks)
-    cfg.tpb, cfg.max_blocks = 32, 4
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(1e-4)
-    yield
-    sys.setswitchinterval(old)
-    cfg.tpb, cfg.max_blocks = saved
+_boundary_launch = pytest.fixture(autouse=True)(boundary_launch)
 
 
 def random_stream(seed: int, n: int = 240, nv: int = 14):
