@@ -70,3 +70,22 @@ class RequestCursor:
     def __iter__(self):
         while not self.done:
             yield self.next()
+
+
+class RequestPaging:
+    """``request`` and ``cursor`` for an engine that answers a request table at once with
+    ``_answers(inputs) -> (answers table, number of requests)`` and counts its changes in
+    ``_version`` (the trade-off engine and the triangle strategy; :class:`Engine` has its
+    own, which also sets its backend's operators)."""
+
+    def request(self, inputs=None, *, limit: int | None = None) -> pa.Table:
+        """As :meth:`gpu_ivm.cq.Engine.request`."""
+        if limit is not None:
+            return self.cursor(inputs, limit=limit).next()
+        return self._answers(inputs)[0]
+
+    def cursor(self, inputs=None, *, limit: int) -> RequestCursor:
+        """As :meth:`gpu_ivm.cq.Engine.cursor`."""
+        check_limit(limit)
+        answers, n = self._answers(inputs)
+        return RequestCursor(answers, n, limit, self, self._version)

@@ -75,7 +75,7 @@ from .engine import Engine, UnsupportedQueryError
 from .lex_order import pack
 from .lsm import LsmRel
 from .planner import plan
-from .requests import RequestCursor, check_limit
+from .requests import RequestPaging
 from .syntax import Query
 from .zrel import (
     ZRel,
@@ -231,7 +231,7 @@ def _choices(forks: list[Fork]) -> list[dict[int, bool]]:
     return combos
 
 
-class TradeoffEngine:
+class TradeoffEngine(RequestPaging):
     """A hierarchical CQAP at ε < 1: per fracture component, one ε = 1 engine per strategy
     of Ω over the heavy and light parts (see the module docstring). Same API as
     :class:`~gpu_ivm.cq.engine.Engine` for ``load``, ``apply``, ``count``, ``request``,
@@ -704,18 +704,6 @@ class TradeoffEngine:
             data[v] = out.keys[:, k]
         data["mult"] = out.mult
         return pa.table(data), n
-
-    def request(self, inputs=None, *, limit: int | None = None) -> pa.Table:
-        """As :meth:`Engine.request`."""
-        if limit is not None:
-            return self.cursor(inputs, limit=limit).next()
-        return self._answers(inputs)[0]
-
-    def cursor(self, inputs=None, *, limit: int) -> RequestCursor:
-        """As :meth:`Engine.cursor`."""
-        check_limit(limit)
-        answers, n = self._answers(inputs)
-        return RequestCursor(answers, n, limit, self, self._version)
 
     # ------------------------------------------------------------------ snapshots
     @property

@@ -53,7 +53,7 @@ from .engine import Engine, UnsupportedQueryError
 from .lsm import LsmRel
 from .ops import check_backend
 from .planner import plan
-from .requests import RequestCursor, check_limit
+from .requests import RequestPaging
 from .syntax import Query, parse_query
 from .zrel import ZRel, checked_add
 
@@ -91,7 +91,7 @@ def is_triangle_count(query: str | Query) -> bool:
     return triangle_mapping(query) is not None
 
 
-class TriangleQueryEngine:
+class TriangleQueryEngine(RequestPaging):
     """The triangle count query on :class:`~gpu_ivm.relation_engine.RelationEngine`, with
     :class:`~gpu_ivm.cq.engine.Engine`'s interface (see the module docstring).
 
@@ -243,19 +243,6 @@ class TriangleQueryEngine:
         keep = totals != 0
         return pa.table({"request": np.arange(n, dtype=np.int64)[keep],
                          "mult": totals[keep]}), n
-
-    def request(self, inputs=None, *, limit: int | None = None) -> pa.Table:
-        """As :meth:`Engine.request`: ``request, mult`` (one row per request whose count is
-        not zero)."""
-        if limit is not None:
-            return self.cursor(inputs, limit=limit).next()
-        return self._answers(inputs)[0]
-
-    def cursor(self, inputs=None, *, limit: int) -> RequestCursor:
-        """As :meth:`Engine.cursor`."""
-        check_limit(limit)
-        answers, n = self._answers(inputs)
-        return RequestCursor(answers, n, limit, self, self._version)
 
     def exists(self, inputs=None) -> pa.Table:
         """As :meth:`Engine.exists`."""
