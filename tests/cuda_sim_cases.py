@@ -17,6 +17,7 @@ streams on both backends and must agree after every batch, with ``check_invarian
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from collections.abc import Iterator
 from fractions import Fraction
@@ -28,7 +29,7 @@ from conftest import tiny_storage
 from oracle import GraphOracle
 from streams import graph_batches
 
-if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_sim.py
+if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != "1":
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
 
 from gpu_ivm.kernels import cuda_launch  # noqa: E402

@@ -14,6 +14,7 @@ brute force (tests/test_cq_kernels.py, tests/test_cq_wcoj.py).
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import numba
 import numpy as np
 import pytest
 
-if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_sim_cq.py
+if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != "1":
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
 
 from gpu_ivm.kernels import cuda_launch, cuda_lex_join  # noqa: E402

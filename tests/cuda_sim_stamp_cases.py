@@ -14,11 +14,13 @@ batch edge closes with older edges.
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 import pytest
 
-if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_sim_stamp.py
+if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != "1":
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
 
 from cuda_sim_launch import boundary_launch  # noqa: E402

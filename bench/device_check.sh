@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One lease of a GPU machine (the device tool of this workplace, or any CUDA node with the
+# image's Python: numba-cuda, CuPy, pyarrow, tqdm, pytest): runs the package from the working
+# tree without installing it, the kernel and engine cases on the device, then bench.gpu_run.
+# Usage: bash bench/device_check.sh OUTDIR [gpu_run arguments...]
+set -u
+OUT=${1:-/tmp/out}; shift || true
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD GPU_IVM_CACHE_DIR=/tmp/gpu_ivm_cache
+# the editable install maps gpu_ivm.kernels -> kernels/ and gpu_ivm.spark_glue -> spark_glue/
+ln -sfn ../kernels gpu_ivm/kernels; ln -sfn ../spark_glue gpu_ivm/spark_glue
+PY=${PY:-python3}
+nvidia-smi -L
+$PY - <<'PY'
+import importlib, sys
+print(sys.version.split()[0])
+for m in ("numpy", "numba", "numba_cuda", "cupy", "pyarrow", "pytest", "xdist"):
+    try:
+        mod = importlib.import_module(m); print(m, getattr(mod, "__version__", "?"))
+    except Exception as e:
+        print(m, "MISSING", type(e).__name__, e)
+from gpu_ivm.backend import _device_problem
+print("device problem:", _device_problem())
+PY
+echo "== cases on the device"
+GPU_IVM_TEST_DEVICE=1 timeout ${CASES_S:-150} $PY -m pytest -q -p no:cacheprovider \
+  --timeout 100 -n ${WORKERS:-6} -rf ${CASES:-tests/cuda_sim_cases.py tests/cuda_sim_cq_cases.py \
+  tests/cuda_sim_window_device_cases.py tests/cuda_sim_insert_adj_cases.py} \
+  2>&1 | tee "$OUT/cases.log" | tail -n 60
+echo "== bench.gpu_run $*"
+timeout ${BENCH_S:-240} $PY -m bench.gpu_run --out "$OUT/gpu_run.jsonl" "$@" 2>&1 | tee "$OUT/gpu_run.log"

@@ -1,0 +1,157 @@
+"""``make bench-gpu``: the count engine on the cuda backend against the cpu backend, one run.
+
+    python -m bench.gpu_run [--scale 18] [--sizes 1000 10000 100000] [--batches 10]
+                            [--celebrity-scale 16] [--epsilon auto] [--out FILE.jsonl]
+
+Needs a CUDA device (CuPy and numba-cuda installed: ``pip install 'gpu_ivm[gpu-cu12]'`` or
+``[gpu-cu13]``); without one it prints why and exits with status 2, having run nothing.
+
+For each workload (the R-MAT mixed stream at every batch size, then celebrity churn) it loads
+the base graph into a cuda engine and a cpu engine, applies the same batches to both, and
+checks after every batch that the two counts agree (a mismatch is an error: exit status 1).
+Per batch it records the wall time of each backend (the device synchronized before the clock
+is read), the path the engine took (delta or recount), and on the cuda side the number of
+Numba kernel launches (every launch of the package goes through
+``gpu_ivm.kernels.cuda_launch.launch``, which this script counts). The first batch of each
+workload is applied untimed (it is where compilation would show). A table goes to stdout and
+one JSON line per (workload, backend) to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+
+def _device_or_reason() -> str | None:
+    from gpu_ivm.backend import _device_problem
+
+    return _device_problem()
+
+
+class LaunchCounter:
+    """Counts the package's Numba kernel launches (all go through ``cuda_launch.launch``)."""
+
+    def __init__(self) -> None:
+        from gpu_ivm.kernels import cuda_launch
+
+        self.mod = cuda_launch
+        self.n = 0
+        original = cuda_launch.launch
+
+        def counted(*args, **kw):
+            self.n += 1
+            return original(*args, **kw)
+
+        cuda_launch.launch = counted
+        # modules that imported the name directly
+        for mod in list(sys.modules.values()):
+            if getattr(mod, "__name__", "").startswith("gpu_ivm.kernels.") and \
+                    getattr(mod, "launch", None) is original:
+                mod.launch = counted
+
+
+def _workloads(args):
+    from gpu_ivm.workloads import celebrity_churn, mixed_stream
+
+    for b in args.sizes:
+        st = mixed_stream(args.scale, batch_size=b, n_batches=args.batches + 1, seed=1)
+        yield f"rmat{args.scale} B={b}", (st.base_src, st.base_dst), st.batches()
+    if args.celebrity_scale:
+        st = celebrity_churn(args.celebrity_scale, batch_size=1000,
+                             celebrity_degree=min(40_000, 1 << args.celebrity_scale),
+                             n_batches=args.batches + 1, seed=0)
+        yield f"celebrity{args.celebrity_scale} B=1000", (st.base_src, st.base_dst), \
+            st.batches()
+
+
+def _run(name, base, batches, args, counter, out) -> bool:
+    from gpu_ivm import GraphEngine
+    from gpu_ivm.backend import get_backend
+
+    cuda = get_backend("cuda")
+    engines = {}
+    load_s = {}
+    for be in ("cuda", "cpu"):
+        t = time.perf_counter()
+        engines[be] = GraphEngine(epsilon=args.epsilon, backend=be)
+        engines[be].load(base)
+        cuda.synchronize()
+        load_s[be] = time.perf_counter() - t
+    ok = engines["cuda"].count() == engines["cpu"].count()
+    times = {"cuda": [], "cpu": []}
+    launches, paths = [], []
+    for i, b in enumerate(batches):
+        counts = {}
+        for be in ("cuda", "cpu"):
+            n0 = counter.n
+            t = time.perf_counter()
+            rep = engines[be].apply(b)
+            cuda.synchronize()
+            dt = time.perf_counter() - t
+            counts[be] = rep.triangles
+            if i:
+                times[be].append(dt)
+                if be == "cuda":
+                    launches.append(counter.n - n0)
+                    paths.append(rep.path)
+        if counts["cuda"] != counts["cpu"]:
+            print(f"MISMATCH {name} batch {i}: cuda {counts['cuda']} cpu {counts['cpu']}")
+            ok = False
+    for be in ("cuda", "cpu"):
+        t = times[be]
+        med = statistics.median(t) if t else float("nan")
+        bsize = int(name.split("B=")[1])
+        rec = {"workload": name, "backend": be, "device": cuda.device if be == "cuda" else
+               platform.processor() or platform.machine(), "load_s": round(load_s[be], 4),
+               "median_batch_s": med, "updates_per_s": bsize / med if t else None,
+               "batches": len(t), "agree": ok}
+        if be == "cuda":
+            rec["launches_per_batch"] = statistics.median(launches) if launches else None
+            rec["paths"] = sorted(set(paths))
+        print(json.dumps(rec))
+        if out:
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+    return ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.gpu_run", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scale", type=int, default=18)
+    p.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    p.add_argument("--batches", type=int, default=10)
+    p.add_argument("--celebrity-scale", type=int, default=16)
+    p.add_argument("--epsilon", default="auto")
+    p.add_argument("--out", default=None)
+    p.add_argument("--simulator", action="store_true",
+                   help="accept Numba's CUDA simulator as the device (NUMBA_ENABLE_CUDASIM=1; "
+                        "for testing this script with tiny sizes)")
+    args = p.parse_args(argv)
+    from gpu_ivm.backend import simulator_enabled
+
+    problem = None if args.simulator and simulator_enabled() else _device_or_reason()
+    if problem is not None:
+        print(f"bench-gpu: no usable CUDA device, nothing was run ({problem}).")
+        return 2
+    counter = LaunchCounter()
+    out = open(args.out, "a") if args.out else None
+    ok = True
+    for name, base, batches in _workloads(args):
+        print(f"== {name}", flush=True)
+        try:
+            ok &= _run(name, base, batches, args, counter, out)
+        except Exception:
+            traceback.print_exc()
+            ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
