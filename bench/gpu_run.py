@@ -20,12 +20,18 @@ one JSON line per (workload, backend) to ``--out``.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import platform
+import pstats
 import statistics
 import sys
 import time
 import traceback
+from pathlib import Path
+
+RECORDS: list[dict] = []
 
 
 def _device_or_reason() -> str | None:
@@ -86,14 +92,20 @@ def _run(name, base, batches, args, counter, out) -> bool:
     ok = engines["cuda"].count() == engines["cpu"].count()
     times = {"cuda": [], "cpu": []}
     launches, paths = [], []
+    prof = cProfile.Profile() if args.profile else None
     for i, b in enumerate(batches):
         counts = {}
         for be in ("cuda", "cpu"):
             n0 = counter.n
+            profiled = prof is not None and be == "cuda" and i > 0
+            if profiled:
+                prof.enable()
             t = time.perf_counter()
             rep = engines[be].apply(b)
             cuda.synchronize()
             dt = time.perf_counter() - t
+            if profiled:
+                prof.disable()
             counts[be] = rep.triangles
             if i:
                 times[be].append(dt)
@@ -103,6 +115,8 @@ def _run(name, base, batches, args, counter, out) -> bool:
         if counts["cuda"] != counts["cpu"]:
             print(f"MISMATCH {name} batch {i}: cuda {counts['cuda']} cpu {counts['cpu']}")
             ok = False
+    if prof is not None and times["cuda"]:
+        _print_profile(name, prof, len(times["cuda"]), args.profile)
     for be in ("cuda", "cpu"):
         t = times[be]
         med = statistics.median(t) if t else float("nan")
@@ -115,10 +129,42 @@ def _run(name, base, batches, args, counter, out) -> bool:
             rec["launches_per_batch"] = statistics.median(launches) if launches else None
             rec["paths"] = sorted(set(paths))
         print(json.dumps(rec))
+        RECORDS.append(rec)
         if out:
             out.write(json.dumps(rec) + "\n")
             out.flush()
     return ok
+
+
+def _print_profile(name: str, prof: cProfile.Profile, n: int, top: int) -> None:
+    """The cuda batches' host-side profile: own time per batch of the ``top`` functions."""
+    rows = []
+    for (file, line, fn), (_, ncalls, tottime, cumtime, _) in pstats.Stats(prof).stats.items():
+        where = "/".join(file.rsplit("/", 2)[-2:])
+        rows.append((tottime / n, ncalls / n, cumtime / n, f"{where}:{line}:{fn}"))
+    rows.sort(reverse=True)
+    buf = io.StringIO()
+    buf.write(f"-- host profile of the cuda batches of {name} (per batch; {n} batches)\n")
+    buf.write(f"{'own ms':>9} {'calls':>8} {'cum ms':>9}  function\n")
+    for own, calls, cum, where in rows[:top]:
+        buf.write(f"{own * 1e3:9.3f} {calls:8.1f} {cum * 1e3:9.3f}  {where}\n")
+    print(buf.getvalue(), end="")
+
+
+def _table(records: list[dict]) -> str:
+    """The run's summary: one line per workload, cuda and cpu side by side."""
+    by = {}
+    for r in records:
+        by.setdefault(r["workload"], {})[r["backend"]] = r
+    lines = [f"{'workload':<22} {'cuda upd/s':>12} {'cpu upd/s':>12} {'cuda/cpu':>9} "
+             f"{'launches':>9} {'paths':<18} agree"]
+    for w, d in by.items():
+        c, h = d.get("cuda", {}), d.get("cpu", {})
+        cu, cp = c.get("updates_per_s") or 0.0, h.get("updates_per_s") or 0.0
+        lines.append(f"{w:<22} {cu:12,.0f} {cp:12,.0f} {cu / cp if cp else 0:9.2f} "
+                     f"{c.get('launches_per_batch') or 0:9.0f} "
+                     f"{','.join(c.get('paths', [])):<18} {c.get('agree')}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--celebrity-scale", type=int, default=16)
     p.add_argument("--epsilon", default="auto")
     p.add_argument("--out", default=None)
+    p.add_argument("--profile", type=int, default=0, metavar="TOP",
+                   help="cProfile the cuda batches and print the TOP functions by own time")
     p.add_argument("--simulator", action="store_true",
                    help="accept Numba's CUDA simulator as the device (NUMBA_ENABLE_CUDASIM=1; "
                         "for testing this script with tiny sizes)")
@@ -141,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench-gpu: no usable CUDA device, nothing was run ({problem}).")
         return 2
     counter = LaunchCounter()
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     out = open(args.out, "a") if args.out else None
     ok = True
     for name, base, batches in _workloads(args):
@@ -150,6 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:
             traceback.print_exc()
             ok = False
+    print(_table(RECORDS))
+    if not ok:
+        print("bench-gpu: FAILED (a count disagreed or a workload raised; see above)")
     return 0 if ok else 1
 
 

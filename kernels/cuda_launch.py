@@ -23,13 +23,27 @@ goes through it.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
 from numba import cuda
+from numba.core.errors import NumbaPerformanceWarning
 
 SIMULATOR: bool = bool(nb.config.ENABLE_CUDASIM)
+
+# NumPy 2.5 removed ``np.row_stack`` (an alias of ``vstack`` since NumPy 2.0); numba-cuda
+# releases of 2025-26 still register an overload for it when their target first loads, so the
+# first kernel compile fails with AttributeError (seen on an H100 image with numpy 2.5.2).
+# Restoring the alias before that point is harmless: it is what the name always meant.
+if not hasattr(np, "row_stack"):
+    np.row_stack = np.vstack
+
+# A batch of a few updates launches small grids by design; numba-cuda warns about each one
+# ("Grid size N will likely result in GPU under-utilization"). Only that message is silenced.
+warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU",
+                        category=NumbaPerformanceWarning)
 
 
 def _serialise_simulator_shared_arrays() -> None:

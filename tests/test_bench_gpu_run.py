@@ -1,0 +1,44 @@
+"""``make bench-gpu``'s runner (bench.gpu_run) where no GPU exists: it must say so, run
+nothing and fail with status 2; its summary table puts each workload's two backends side by
+side. (On a GPU it checks every count itself; bench/device_check.sh runs it there.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="the simulator stands in for a device")
+def test_without_a_gpu_it_says_so_and_runs_nothing(tmp_path) -> None:
+    from gpu_ivm.backend import cuda_usable
+
+    if cuda_usable():  # pragma: no cover - a machine with a GPU
+        pytest.skip("a CUDA device is present")
+    out = tmp_path / "sub" / "run.jsonl"
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    proc = subprocess.run([sys.executable, "-m", "bench.gpu_run", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "no usable CUDA device, nothing was run" in proc.stdout
+    assert not out.exists()
+
+
+def test_summary_table_pairs_the_backends() -> None:
+    from bench.gpu_run import _table
+
+    recs = [{"workload": "rmat18 B=1000", "backend": "cuda", "updates_per_s": 2000.0,
+             "launches_per_batch": 11, "paths": ["delta"], "agree": True},
+            {"workload": "rmat18 B=1000", "backend": "cpu", "updates_per_s": 500.0}]
+    lines = _table(recs).splitlines()
+    assert len(lines) == 2
+    cols = lines[1].split()
+    assert cols[:2] == ["rmat18", "B=1000"]
+    assert cols[2:5] == ["2,000", "500", "4.00"]
+    assert cols[5:] == ["11", "delta", "True"]
