@@ -14,6 +14,9 @@ under Numba's CUDA simulator and makes the mistakes a real device would punish v
   downloads (``asnumpy``, ``get``; their bytes in ``bytes_down``) and operations whose
   output size depends on the data (boolean-mask reads, ``nonzero``, ``flatnonzero``,
   ``unique``, ...), plus uploads (``xp.asarray`` of host data).
+- The work a real device would be asked to do is counted in :data:`WORK`: ``launches`` (Numba kernel
+  launches), ``cupy_ops`` (CuPy calls that run a kernel of CuPy's own: functions, ufuncs,
+  methods, gathers and scatters; one ``op:NAME`` entry per kind) and ``allocations``.
 
 Kernels launched in the simulator receive the underlying NumPy arrays (:func:`install`
 patches the simulator's kernel call to unwrap :class:`DeviceArray` arguments, also inside
@@ -70,6 +73,7 @@ SIZE_SYNC = frozenset("nonzero flatnonzero argwhere unique compress extract setd
 ALLOCATORS = ("empty", "zeros", "ones", "full", "arange", "eye", "identity", "linspace")
 
 STATS: Counter = Counter()
+WORK: Counter = Counter()  # launches, cupy_ops (op:NAME per kind), allocations, bytes_up
 
 
 class DeviceMemoryError(TypeError):
@@ -79,6 +83,12 @@ class DeviceMemoryError(TypeError):
 def _count(kind: str) -> None:
     STATS[kind] += 1
     STATS["syncs" if kind != "uploads" else "transfers"] += 1
+
+
+def _op(kind: str) -> None:
+    """One CuPy call that launches work on a real device (a kernel of CuPy's own)."""
+    WORK["cupy_ops"] += 1
+    WORK[f"op:{kind}"] += 1
 
 
 def _unwrap(x, where: str):
@@ -177,9 +187,13 @@ class DeviceArray(NDArrayOperatorsMixin):
         idx = _unwrap(idx, "indexing")
         if isinstance(idx, np.ndarray) and idx.dtype == np.bool_:
             _count("size_syncs")
+        if isinstance(idx, np.ndarray) or (isinstance(idx, tuple) and any(
+                isinstance(i, np.ndarray) for i in idx)):
+            _op("gather")
         return _wrap(self._a[idx])
 
     def __setitem__(self, idx, value) -> None:
+        _op("setitem")
         self._a[_unwrap(idx, "assignment")] = _unwrap(value, "assignment")
 
     # NumPy protocols: CuPy implements both, so np.f(device) runs CuPy's f
@@ -199,6 +213,7 @@ class DeviceArray(NDArrayOperatorsMixin):
         meth = getattr(self._a, name)
 
         def call(*args, **kwargs):
+            _op(f"method:{name}")
             if name == "repeat" and args and not isinstance(args[0], (int, np.integer)):
                 raise DeviceMemoryError("cupy.ndarray.repeat takes an int")
             if name == "searchsorted" and args and not isinstance(args[0], DeviceArray):
@@ -220,6 +235,7 @@ def _call(func, args, kwargs):
         raise DeviceMemoryError("cupy.searchsorted takes the values to find as a device array")
     if name in SIZE_SYNC:
         _count("size_syncs")
+    _op(name)
     out = kwargs.get("out")
     res = func(*_unwrap(args, f"np.{name}"), **_unwrap(kwargs, f"np.{name}"))
     if out is not None:
@@ -243,6 +259,7 @@ class _Ufunc:
 
 def _call_ufunc(uf, method, args, kwargs):
     where = f"cupy.{uf.__name__}.{method}"
+    _op(f"ufunc:{uf.__name__}")
     res = getattr(uf, method)(*_unwrap(args, where), **_unwrap(kwargs, where))
     if "out" in kwargs:  # the result lives in the caller's device array
         out = kwargs["out"]
@@ -267,6 +284,7 @@ def asarray(a, dtype=None, order=None):
     if isinstance(a, DeviceArray):
         return a if dtype is None or a.dtype == dtype else DeviceArray(a._a.astype(dtype))
     _count("uploads")
+    WORK["bytes_up"] += np.asarray(a).nbytes
     return DeviceArray(np.array(a, dtype=dtype, copy=True))
 
 
@@ -274,6 +292,8 @@ def ascontiguousarray(a, dtype=None):
     if not isinstance(a, DeviceArray):
         raise DeviceMemoryError("cupy.ascontiguousarray takes a device array; upload with "
                                 "xp.asarray")
+    if dtype is not None and a.dtype != dtype or not a._a.flags.c_contiguous:
+        _op("ascontiguousarray")
     return DeviceArray(np.ascontiguousarray(a._a, dtype))
 
 
@@ -289,6 +309,9 @@ def _allocator(name: str):
     f = getattr(np, name)
 
     def call(*args, **kwargs):
+        WORK["allocations"] += 1
+        if name != "empty":  # the others fill the memory: a kernel
+            _op(name)
         return DeviceArray(f(*_unwrap(args, name), **_unwrap(kwargs, name)))
 
     call.__name__ = name
@@ -345,6 +368,7 @@ def install() -> None:
     def call(self, *args):
         if self._device:
             return original(self, *args)
+        WORK["launches"] += 1
         return original(self, *(_unwrap_for_kernel(a) for a in args))
 
     FakeCUDAKernel.__call__ = call
@@ -352,11 +376,17 @@ def install() -> None:
 
 
 def reset() -> dict:
-    """Return the counters and zero them."""
+    """Return the host-sync counters (:data:`STATS`) and zero them and :data:`WORK`."""
     out = dict(STATS)
     STATS.clear()
+    WORK.clear()
     return out
 
 
-__all__ = ["DeviceArray", "DeviceMemoryError", "STATS", "asnumpy", "install", "module",
-           "reset"]
+def work() -> dict:
+    """The work counters (:data:`WORK`) since the last :func:`reset`."""
+    return dict(WORK)
+
+
+__all__ = ["DeviceArray", "DeviceMemoryError", "STATS", "WORK", "asnumpy", "install",
+           "module", "reset", "work"]
