@@ -23,6 +23,7 @@ goes through it.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 
@@ -38,7 +39,7 @@ SIMULATOR: bool = bool(nb.config.ENABLE_CUDASIM)
 # first kernel compile fails with AttributeError (seen on an H100 image with numpy 2.5.2).
 # Restoring the alias before that point is harmless: it is what the name always meant.
 if not hasattr(np, "row_stack"):
-    np.row_stack = np.vstack
+    setattr(np, "row_stack", np.vstack)  # noqa: B010 (the name NPY201 flags)
 
 # A batch of a few updates launches small grids by design; numba-cuda warns about each one
 # ("Grid size N will likely result in GPU under-utilization"). Only that message is silenced.
@@ -200,10 +201,45 @@ def device_view(a):
     if isinstance(a, np.ndarray) or not hasattr(a, "__cuda_array_interface__"):
         return a
     if not SIMULATOR:
+        from numba.cuda.api import from_cuda_array_interface
         from numba.cuda.cudadrv.devicearray import DeviceNDArray
 
-        return a if isinstance(a, DeviceNDArray) else cuda.as_cuda_array(a)
+        if isinstance(a, DeviceNDArray):
+            return a
+        cai = a.__cuda_array_interface__
+        return from_cuda_array_interface(cai, owner=a, sync=needs_stream_sync(cai))
     return _host_view(a.__cuda_array_interface__)
+
+
+# Version 3 of the CUDA array interface names the stream the producer last used ("stream":
+# None, 1 = the legacy default stream, 2 = the per-thread default stream, else a handle) and
+# asks the consumer to synchronize on it before use. numba-cuda does so by default, for every
+# array of every launch: a stream synchronization each, hundreds per batch (the host then
+# waits for the device at every launch). The package's launches go to numba's default stream,
+# the legacy one unless NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM=1, and work queued on one stream
+# runs in order: an array produced on that same stream needs no synchronization.
+# GPU_IVM_CAI_SYNC=always restores numba-cuda's behaviour (a safety switch, and the baseline of
+# docs/gpu.md's measurement).
+_ALWAYS_SYNC = os.environ.get("GPU_IVM_CAI_SYNC", "").strip().lower() == "always"
+
+
+def needs_stream_sync(cai: dict) -> bool:
+    """Whether an array with this interface must be synchronized on before a launch on
+    numba's default stream: only when it was produced on another stream.
+
+    >>> needs_stream_sync({"stream": None}), needs_stream_sync({"stream": 1})
+    (False, False)
+    >>> needs_stream_sync({"stream": 0x7F00DEADBEEF})
+    True
+    """
+    if _ALWAYS_SYNC:
+        return True
+    stream = cai.get("stream")
+    if stream is None:
+        return False
+    per_thread = bool(getattr(nb.config, "CUDA_PER_THREAD_DEFAULT_STREAM", 0)) or \
+        os.environ.get("NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in ("", "0")
+    return int(stream) != (2 if per_thread else 1)
 
 
 def _host_view(cai: dict) -> np.ndarray:
