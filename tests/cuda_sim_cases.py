@@ -26,6 +26,7 @@ import numba
 import numpy as np
 import pytest
 from conftest import tiny_storage
+from device_arrays import ON_DEVICE, InterfaceOnly, array_equal, dev, device_name, host, like
 from oracle import GraphOracle
 from streams import graph_batches
 
@@ -109,23 +110,24 @@ def sorted_unique(x: np.ndarray) -> np.ndarray:
 
 def store_state(s: ZStore) -> tuple:
     """The physical state of a store (only the used parts of its arrays)."""
-    return (s.keys[: s.used], s.vals[: s.used], np.asarray(s.bounds), np.asarray(s.dirptr),
-            np.asarray(s.dirlen), s.dirs[: s.dirs_used], s.runmask, s.live, s.tomb,
-            np.asarray([s.size]))
+    return tuple(host(x) for x in (
+        s.keys[: s.used], s.vals[: s.used], np.asarray(s.bounds), np.asarray(s.dirptr),
+        np.asarray(s.dirlen), s.dirs[: s.dirs_used], s.runmask, s.live, s.tomb,
+        np.asarray([s.size])))
 
 
 def assert_same_store(a: ZStore, b: ZStore, what: str = "store") -> None:
     for i, (x, y) in enumerate(zip(store_state(a), store_state(b))):
-        assert np.array_equal(x, y), f"{what}: field {i} differs"
+        assert array_equal(x, y), f"{what}: field {i} differs"
 
 
 def row_tables(s: ZStore) -> dict:
     """The row hash tables decoded: {x: {c: m}} with the deleted entries (m = 0) left out
     (slot positions differ with the slab's alignment, the contents must not)."""
     out = {}
-    ioff = np.asarray(s.ioff)
+    ioff, itab, imask = host(s.ioff), host(s.itab), host(s.imask)
     for x in np.flatnonzero(ioff >= 0).tolist():
-        t = np.asarray(s.itab[ioff[x] : ioff[x] + s.imask[x] + 1])
+        t = itab[ioff[x] : ioff[x] + imask[x] + 1]
         t = t[t != -1]
         vals = (t << 32) >> 32
         out[x] = {int(c): int(v) for c, v in zip((t >> 32) & 0xFFFFFFFF, vals) if v}
@@ -174,7 +176,11 @@ def test_kernel_set_matches_cpu_signatures() -> None:
     for name in ("count_oriented", "count_oriented_cycles", "in_tails", "n_blocks",
                  "relation_triangle_kernel", "count_oriented_edges", "edge_triangles"):
         assert callable(getattr(K.static, name)), name
-    assert BACKEND.name == "cuda" and BACKEND.xp is np and BACKEND.device == "simulator"
+    if ON_DEVICE:  # a device's array module is CuPy, the simulator's NumPy
+        import cupy as xp
+    else:
+        xp = np
+    assert BACKEND.name == "cuda" and BACKEND.xp is xp and BACKEND.device == device_name()
 
 
 @pytest.mark.parametrize("n", SIZES + [1024, 2000])
@@ -187,24 +193,7 @@ def test_exclusive_scan(n: int, blocks: int) -> None:
         vals = rng.integers(-5, 9, n).astype(np.int64)
         out = cuda_launch.exclusive_scan(vals)
         assert out.shape == (n + 1,)
-        assert np.array_equal(out, np.r_[0, np.cumsum(vals)])
-
-
-class InterfaceOnly:
-    """A device array as a foreign library hands it over: only ``__cuda_array_interface__``
-    (version 3) plus ``shape``/``dtype``; no NumPy conversion (``__array__`` raises), so a
-    kernel can reach the memory only through the interface's pointer."""
-
-    def __init__(self, a: np.ndarray, strides=None) -> None:
-        self._a = a
-        self.shape, self.dtype = a.shape, a.dtype
-        ptr = a.ctypes.data if a.size else 0  # CuPy hands zero-length arrays a null pointer
-        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str,
-                                         "data": (ptr, False), "version": 3,
-                                         "strides": strides}
-
-    def __array__(self, *args, **kwargs):
-        raise TypeError("host conversion of a device array")
+        assert array_equal(out, np.r_[0, np.cumsum(vals)])
 
 
 @pytest.mark.parametrize("n", [0, 1, 33, 700])
@@ -218,22 +207,29 @@ def test_launch_through_the_cuda_array_interface(n: int) -> None:
     sums = np.full(2, -1, np.int64)
     out = np.full(n + 1, -7, np.int64)
     chunk = max(n, 1)
-    cuda_launch.launch(chunk_sums, 1, tpb, (InterfaceOnly(vals), InterfaceOnly(sums)), n, chunk)
-    assert sums[0] == vals.sum()  # written through the interface's pointer
-    cuda_launch.launch(scan_sums, 1, tpb, (InterfaceOnly(sums),), 1)
-    assert sums.tolist() == [0, vals.sum()]
-    cuda_launch.launch(chunk_scan, 1, tpb,
-                       (InterfaceOnly(vals), InterfaceOnly(sums), InterfaceOnly(out)), n, chunk)
-    assert np.array_equal(out, np.r_[0, np.cumsum(vals)])
+    # one interface per array (on a device each holds its own device copy; host() reads it)
+    i_vals, i_sums, i_out = InterfaceOnly(vals), InterfaceOnly(sums), InterfaceOnly(out)
+    cuda_launch.launch(chunk_sums, 1, tpb, (i_vals, i_sums), n, chunk)
+    assert host(i_sums)[0] == vals.sum()  # written through the interface's pointer
+    cuda_launch.launch(scan_sums, 1, tpb, (i_sums,), 1)
+    assert host(i_sums).tolist() == [0, vals.sum()]
+    cuda_launch.launch(chunk_scan, 1, tpb, (i_vals, i_sums, i_out), n, chunk)
+    assert array_equal(host(i_out), np.r_[0, np.cumsum(vals)])
     scanned = cuda_launch.exclusive_scan(InterfaceOnly(vals))
-    assert np.array_equal(scanned, np.r_[0, np.cumsum(vals)])
+    assert array_equal(scanned, np.r_[0, np.cumsum(vals)])
 
 
 def test_launch_refuses_strided_interfaces() -> None:
-    """A strided view would be read as if contiguous: refused before the launch."""
+    """A strided view would be read as if contiguous: refused before the launch (the
+    simulator's host view). On a device the interface becomes a numba device array, which
+    indexes through the strides: it must read the strided elements, not contiguous ones."""
     a = np.arange(8, dtype=np.int64)
+    strided = InterfaceOnly(a[::2], strides=(16,))
+    if ON_DEVICE:
+        assert host(cuda_launch.device_view(strided)).tolist() == a[::2].tolist()
+        return
     with pytest.raises(TypeError, match="C-contiguous"):
-        cuda_launch.device_view(InterfaceOnly(a[::2], strides=(16,)))
+        cuda_launch.device_view(strided)
 
 
 # ----------------------------------------------------------------------------- hash map
@@ -261,10 +257,10 @@ def test_hash_insert_and_lookup(n: int) -> None:
                     np.int64)
     got = np.full(q.shape[0], -7, np.int64)
     K.hash.lookup(tk, tv, q, got)
-    assert np.array_equal(got, want)
+    assert array_equal(got, want)
     host = np.empty(q.shape[0], np.int64)
     cpu_hash.lookup(tk, tv, q, host)
-    assert np.array_equal(host, want)
+    assert array_equal(host, want)
 
 
 # ----------------------------------------------------------------------------- store kernels
@@ -284,13 +280,13 @@ def test_probes(n: int) -> None:
         got = np.full(n, -7, np.int64)
         getattr(cpu_store, fn)(st, q, want)
         getattr(K.store, fn)(st, q, got)
-        assert np.array_equal(want, got), fn
+        assert array_equal(want, got), fn
     qs = sorted_unique(q)
     want = np.empty(qs.shape[0], np.int64)
     got = np.empty(qs.shape[0], np.int64)
     cpu_store.probe_sorted(st, qs, want)
     K.store.probe_sorted(st, qs, got)
-    assert np.array_equal(want, got)
+    assert array_equal(want, got)
 
 
 def _copy_st(st: tuple) -> tuple:
@@ -320,7 +316,7 @@ def test_apply_updates(n: int) -> None:
         r = kern.apply_updates(st, live, tomb, keys, d, o, new)
         outs.append((tuple(int(v) for v in r), st[1], live, tomb, o, new))
     for a, b in zip(*outs):
-        assert np.array_equal(a, b)
+        assert array_equal(a, b)
     # (new keys, change of the number of nonzero keys) against the values before and after
     n_new, size_change = outs[0][0]
     assert n_new == int(((old == 0) & (d != 0) & ~np.isin(keys, ks_all(s))).sum())
@@ -365,7 +361,7 @@ def test_merge_runs(n: int) -> None:
         w = kern.merge_runs(k2, v2, 5, 5 + na, 5 + n, tomb, runmask, j)
         outs.append((int(w), k2[: int(w)], v2[: int(w)], tomb, runmask))
     for a, b in zip(*outs):
-        assert np.array_equal(a, b)
+        assert array_equal(a, b)
 
 
 @pytest.mark.usefixtures("boundary_launch")
@@ -383,20 +379,20 @@ def test_run_bits_directory_firsts(n: int) -> None:
         got = want.copy()
         cpu_store.set_run_bits(keys, s, e, want, j)
         K.store.set_run_bits(keys, s, e, got, j)
-        assert np.array_equal(want, got)
+        assert array_equal(want, got)
     nkeys = int(keys[e - 1] >> 32) + 1 if n else 0
     want = np.empty(nkeys + 1, np.int64)
     got = np.full(nkeys + 1, -1, np.int64)
     cpu_store.build_directory(keys, s, e, nkeys, want)
     K.store.build_directory(keys, s, e, nkeys, got)
-    assert np.array_equal(want, got)
+    assert array_equal(want, got)
     run = np.ascontiguousarray(keys[s:e])
-    assert np.array_equal(cpu_store.sorted_unique_firsts(run), K.store.sorted_unique_firsts(run))
+    assert array_equal(cpu_store.sorted_unique_firsts(run), K.store.sorted_unique_firsts(run))
     want = np.zeros(cap, np.int64)
     got = np.zeros(cap, np.int64)
     cpu_store.first_key_counts(run, n, want)
     K.store.first_key_counts(run, n, got)
-    assert np.array_equal(want, got)
+    assert array_equal(want, got)
 
 
 @pytest.mark.usefixtures("boundary_launch")
@@ -415,13 +411,13 @@ def test_rows_collect_compact(n: int) -> None:
     cw, cg = np.empty(n, np.int64), np.empty(n, np.int64)
     cpu_store.count_rows(st, xs, cw)
     K.store.count_rows(st, xs, cg)
-    assert np.array_equal(cw, cg)
+    assert array_equal(cw, cg)
     ptr = np.r_[0, np.cumsum(cw)].astype(np.int64)
     fw = (np.empty(ptr[-1], np.int64), np.empty(ptr[-1], np.int64))
     fg = (np.empty(ptr[-1], np.int64), np.empty(ptr[-1], np.int64))
     cpu_store.fill_rows(st, xs, ptr, *fw)
     K.store.fill_rows(st, xs, ptr, *fg)
-    assert np.array_equal(fw[0], fg[0]) and np.array_equal(fw[1], fg[1])
+    assert array_equal(fw[0], fg[0]) and array_equal(fw[1], fg[1])
     # collect_live over a window of exactly n physical entries
     lo = 1 if s.used > n else 0
     hi = min(lo + n, s.used)
@@ -432,7 +428,7 @@ def test_rows_collect_compact(n: int) -> None:
         w = kern.collect_live(s.keys, s.vals, lo, hi, ok, ov)
         outs.append((int(w), ok[: int(w)], ov[: int(w)]))
     for a, b in zip(*outs):
-        assert np.array_equal(a, b)
+        assert array_equal(a, b)
     # per-key compaction of n distinct first keys
     xs_u = np.arange(min(n, nfirst), dtype=np.int64)
     outs = []
@@ -442,7 +438,7 @@ def test_rows_collect_compact(n: int) -> None:
         kern.compact_keys(st2, tomb, xs_u)
         outs.append((st2[0], st2[1], tomb))
     for a, b in zip(*outs):
-        assert np.array_equal(a, b)
+        assert array_equal(a, b)
 
 
 @pytest.mark.parametrize("tiny", [False, True], ids=["default", "tiny"])
@@ -464,7 +460,7 @@ def test_zstore_twins(tiny: bool, seed: int, small_launch) -> None:
             old = np.array([ref.get(k, 0) for k in keys.tolist()], np.int64)
             d = rng.integers(-2, 3, keys.shape[0])
             d = np.where((old != 0) & (rng.random(keys.shape[0]) < 0.5), -old, d)
-            assert np.array_equal(cpu.add(keys, d), gpu.add(keys, d))
+            assert array_equal(cpu.add(keys, d), gpu.add(dev(keys), dev(d)))
             for k, v in zip(keys.tolist(), d.tolist()):
                 ref[k] = ref.get(k, 0) + v
             assert_same_store(cpu, gpu, f"step {step}")
@@ -479,21 +475,21 @@ def test_zstore_twins(tiny: bool, seed: int, small_launch) -> None:
                     if len(row) >= 3:
                         assert got[x] == row, f"step {step}: row {x}"
             for a, b in zip(cpu.items(), gpu.items()):
-                assert np.array_equal(a, b)
+                assert array_equal(a, b)
             xs = np.arange(0, 34, 3, dtype=np.int64)
-            for a, b in zip(cpu.rows(xs), gpu.rows(xs)):
-                assert np.array_equal(a, b)
+            for a, b in zip(cpu.rows(xs), gpu.rows(dev(xs))):
+                assert array_equal(a, b)
             probe = np.array(sorted(ref), np.int64)
-            assert np.array_equal(gpu.get(probe), [ref[k] for k in probe.tolist()])
-            assert np.array_equal(gpu.get(probe, assume_sorted=True), cpu.get(probe))
+            assert array_equal(gpu.get(dev(probe)), [ref[k] for k in probe.tolist()])
+            assert array_equal(gpu.get(dev(probe), assume_sorted=True), cpu.get(probe))
 
 
 def row_bitmaps(s: ZStore) -> dict:
     """The row bitmaps decoded: {x: sorted second ids} (slot numbers may differ between
     twins: the GPU gives slots back in the order its threads finish)."""
     out = {}
-    boff = np.asarray(s.boff)
-    bits = np.asarray(s.bits)
+    boff = host(s.boff)
+    bits = host(s.bits)
     for x in np.flatnonzero(boff >= 0).tolist():
         words = bits[boff[x]]
         out[x] = [64 * w + b for w in range(words.shape[0]) for b in range(64)
@@ -532,15 +528,15 @@ def test_row_bitmap_twins(seed: int, small_launch) -> None:
             old = np.array([ref.get(k, 0) for k in keys.tolist()], np.int64)
             d = np.where(old != 0, -old, 1)  # set semantics: toggle
             d = np.where(rng.random(keys.shape[0]) < 0.03, 2, d)  # now and then a 2 (barred)
-            assert np.array_equal(cpu.add(keys, d), gpu.add(keys, d))
+            assert array_equal(cpu.add(keys, d), gpu.add(dev(keys), dev(d)))
             for k, v in zip(keys.tolist(), d.tolist()):
                 ref[k] = ref.get(k, 0) + v
             assert row_bitmaps(cpu) == row_bitmaps(gpu), f"step {step}: bitmaps differ"
-            assert np.array_equal(np.asarray(cpu.boff) >= 0, np.asarray(gpu.boff) >= 0)
-            ks, vs = gpu.items()
-            check_row_bits(gpu, np.asarray, ks, vs, fail, f"step {step}")
+            assert array_equal(host(cpu.boff) >= 0, host(gpu.boff) >= 0)
+            ks, vs = gpu.items()  # check_row_bits takes the live tuples as host arrays
+            check_row_bits(gpu, host, host(ks), host(vs), fail, f"step {step}")
             seen = max(seen, gpu.bits_rows())
-            barred += int((np.asarray(gpu.boff) == -2).sum())
+            barred += int((host(gpu.boff) == -2).sum())
         assert seen > 0 and barred > 0
 
 
@@ -578,7 +574,7 @@ def test_path_weights_and_expansion(n: int) -> None:
                     view.vrow, view.vmat, E.heavy, E.heavy, sym)
             cpu_delta.path_weights(xs, ys, *args, w_cpu)
             K.delta.path_weights(xs, ys, *args, w_gpu)
-            assert np.array_equal(w_cpu, w_gpu), (eps, sym)
+            assert array_equal(w_cpu, w_gpu), (eps, sym)
             # the profile mode's work counters (row tables on every row when tiny)
             c_cpu = np.zeros(n, np.int64)
             c_gpu = np.full(n, -5, np.int64)
@@ -590,13 +586,13 @@ def test_path_weights_and_expansion(n: int) -> None:
             finally:
                 cpu_delta.USE_MARKS = True
             K.delta.path_weights(xs, ys, *args, np.empty(n, np.int64), c_gpu)
-            assert np.array_equal(c_cpu, c_gpu), (eps, sym)
+            assert array_equal(c_cpu, c_gpu), (eps, sym)
         st = E.l.nt()
         c_cpu = np.empty(n, np.int64)
         c_gpu = np.empty(n, np.int64)
         cpu_delta.expand_counts(xs, st, c_cpu)
         K.delta.expand_counts(xs, st, c_gpu)
-        assert np.array_equal(c_cpu, c_gpu)
+        assert array_equal(c_cpu, c_gpu)
         ms = rng.integers(-2, 3, n)
         for left in (True, False):
             counts = np.empty(n, np.int64)
@@ -606,7 +602,7 @@ def test_path_weights_and_expansion(n: int) -> None:
             o2 = (np.empty(ptr[-1], np.int64), np.empty(ptr[-1], np.int64))
             cpu_delta.expand_emit(xs, ys, ms, st, left, ptr, *o1)
             K.delta.expand_emit(xs, ys, ms, st, left, ptr, *o2)
-            assert np.array_equal(o1[0], o2[0]) and np.array_equal(o1[1], o2[1])
+            assert array_equal(o1[0], o2[0]) and array_equal(o1[1], o2[1])
 
 
 @pytest.mark.usefixtures("boundary_launch")
@@ -623,12 +619,12 @@ def test_batch_wedges_and_segment_sums(n: int) -> None:
         o2 = np.empty(dkeys.shape[0], np.int64)
         cpu_delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, sym, o1)
         K.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, sym, o2)
-        assert np.array_equal(o1, o2)
+        assert array_equal(o1, o2)
     keys = np.sort(rng.integers(0, max(n // 3, 1), n)).astype(np.int64)
     vals = rng.integers(-2, 3, n).astype(np.int64)
     for a, b in zip(cpu_delta.segment_sum_sorted(keys, vals),
                     K.delta.segment_sum_sorted(keys, vals)):
-        assert np.array_equal(a, b)
+        assert array_equal(a, b)
 
 
 @pytest.mark.usefixtures("boundary_launch")
@@ -656,7 +652,7 @@ def test_view_kernels(n: int) -> None:
             w = kern.emit_view_deltas(xs, ys, ms, st, left, view.vrow, vmat, ok, ov)
             outs.append((int(w), ok[: int(w)], ov[: int(w)], vmat))
         for a, b in zip(*outs):
-            assert np.array_equal(a, b), left
+            assert array_equal(a, b), left
         if hasattr(cpu_view, "emit_view_deltas_par"):  # the segment form
             ptr = np.r_[0, np.cumsum(counts)].astype(np.int64)
             outs = []
@@ -668,7 +664,7 @@ def test_view_kernels(n: int) -> None:
                                           2)
                 outs.append((ok, ov, vmat))
             for a, b in zip(*outs):
-                assert np.array_equal(a, b), left
+                assert array_equal(a, b), left
     keys = pk(xs, ys)
     vals = rng.integers(-3, 4, n).astype(np.int64)
     outs = []
@@ -676,7 +672,7 @@ def test_view_kernels(n: int) -> None:
         vmat = view.vmat.copy()
         outs.append((kern.scatter_dense(keys, vals, view.vrow, vmat), vmat))
     for a, b in zip(*outs):
-        assert np.array_equal(a, b)
+        assert array_equal(a, b)
 
 
 # ----------------------------------------------------------------------------- query kernels
@@ -767,9 +763,9 @@ def test_query_kernels(n: int) -> None:
                       sums)
             outs.append((choice, length, out_z, out_w, count, np.array([w]), *keep, sums))
         for j, (a, b) in enumerate(zip(*outs)):
-            assert np.array_equal(a, b), (case, j)
+            assert array_equal(a, b), (case, j)
         choice, _, _, _, count, _, idx, _, vals, sums = outs[0]
-        assert np.array_equal(np.bincount(idx, vals, n), ms * sums)  # emit and sums agree
+        assert array_equal(np.bincount(idx, vals, n), ms * sums)  # emit and sums agree
         seen.update(choice.tolist())
         gallop = gallop or (use_n and use_p and _gallops(nst, pst, xs, ys, choice))
     if n >= 32:
@@ -779,7 +775,7 @@ def test_query_kernels(n: int) -> None:
         o2 = np.full(n, -9, np.int64)
         cpu_query.pair_sums(xs, nst, n_fx, want_y, pst, p_fy, want_x, sst, o1)
         K.query.pair_sums(xs, nst, n_fx, want_y, pst, p_fy, want_x, sst, o2)
-        assert np.array_equal(o1, o2), (want_y, want_x)
+        assert array_equal(o1, o2), (want_y, want_x)
         if n >= 32:
             assert o1.any()
 
@@ -948,8 +944,9 @@ def test_triangle_listing(m: int, hubs: bool) -> None:
     want = sorted((a, b, c) for a in range(nv) for b in adj[a] if b > a
                   for c in adj[a] & adj[b] if c > b)
     got = list_triangles_xp(s, d, nv, K)
-    assert all(isinstance(x, np.ndarray) for x in got)
-    assert sorted(zip(*(x.tolist() for x in got))) == want
+    # the ids stay where the backend's arrays live: NumPy in the simulator, CuPy on a device
+    assert all(isinstance(x, BACKEND.xp.ndarray) for x in got)
+    assert sorted(zip(*(host(x).tolist() for x in got))) == want
     if m >= 1023:
         assert want
 
@@ -996,7 +993,8 @@ def test_relation_sum(m: int) -> None:
         x, y = np.nonzero(dense)
         rels.append(((x.astype(np.int64) << 32) | y, dense[x, y]))
     want = int(np.trace(mats[0] @ mats[1] @ mats[2]))
-    assert relation_triangle_sum_backend(rels, n, BACKEND) == want
+    # on cuda the relations are the backend's arrays (they stay on the device)
+    assert relation_triangle_sum_backend(dev(tuple(rels)), n, BACKEND) == want
     assert relation_triangle_sum_backend(rels, n, "cpu") == want
     if m >= 1023:
         assert want != 0
@@ -1010,9 +1008,9 @@ def test_relation_sum_overflow_guard() -> None:
     big = np.array([1 << 40], np.int64)
     rels = [(np.array([1], np.int64), big), (np.array([1 << 32], np.int64), big),
             (np.array([0], np.int64), big)]  # R(0,1) S(1,0) T(0,0): 2**120
-    for be in (BACKEND, "cpu"):
+    for be, arrays in ((BACKEND, dev(tuple(rels))), ("cpu", rels)):
         with pytest.raises(IntegerOverflowError):
-            relation_triangle_sum_backend(rels, 2, be)
+            relation_triangle_sum_backend(arrays, 2, be)
 
 
 # ----------------------------------------------------------------------------- engines
@@ -1022,14 +1020,14 @@ def assert_same_engine(a, b) -> None:
     """Same count, N and physical state (stores, heavy flags, views) on both backends."""
     assert a.Q == b.Q and a.N == b.N
     for ra, rb in zip(a.rels, b.rels):
-        assert np.array_equal(ra.heavy, rb.heavy)
+        assert array_equal(ra.heavy, rb.heavy)
         for part in ("h", "l", "ht"):
             assert_same_store(getattr(ra, part), getattr(rb, part), f"{ra.name}_{part}")
     for va, vb in zip(a.views, b.views):
-        assert np.array_equal(va.vrow, vb.vrow)
-        assert np.array_equal(va.vmat[: va.n_dense], vb.vmat[: vb.n_dense])
+        assert array_equal(va.vrow, vb.vrow)
+        assert array_equal(va.vmat[: va.n_dense], vb.vmat[: vb.n_dense])
         for x, y in zip(va.items(), vb.items()):
-            assert np.array_equal(x, y)
+            assert array_equal(x, y)
 
 
 @pytest.mark.parametrize("eps", ["0", "1/2", "1"])
@@ -1098,13 +1096,13 @@ def test_snapshot_restores_across_backends(tmp_path, small_launch) -> None:
     # the same logical state (the physical run layout of a restored store differs)
     assert (back.Q, back.N, back.size) == (on_gpu.Q, on_gpu.N, on_gpu.size)
     for ka, kb in zip(back.rels, on_gpu.rels):
-        assert np.array_equal(ka.heavy[: len(back.encoder)], kb.heavy[: len(back.encoder)])
+        assert array_equal(ka.heavy[: len(back.encoder)], kb.heavy[: len(back.encoder)])
         for part in ("h", "l", "ht"):
             for x, y in zip(getattr(ka, part).items(), getattr(kb, part).items()):
-                assert np.array_equal(x, y)
+                assert array_equal(x, y)
     for va, vb in zip(back.views, on_gpu.views):
         for x, y in zip(va.items(), vb.items()):
-            assert np.array_equal(x, y)
+            assert array_equal(x, y)
 
 
 # ----------------------------------------------------------------------------- free queries
@@ -1120,7 +1118,7 @@ def _fq_state(fq: FreeQueries) -> list:
         v = fq.views[sig]
         out += [v.dense, *store_state(v.store)]
         if v.pairs is not None:
-            out.append(v.pairs.decode(np.arange(len(v.pairs))))
+            out.append(v.pairs.decode(like(np.arange(len(v.pairs)), v.pairs.keys)))
     for rel in fq.rels:
         out += [*rel.flags, *rel.heavy, *store_state(rel.fwd), *store_state(rel.bwd)]
     return out
@@ -1136,7 +1134,8 @@ def _fq_results(fq: FreeQueries, n: int) -> list:
         a, b = np.repeat(ids, n), np.tile(ids, n)
         out += [*rs.edge_counts(fq), rs.edge_lookup(fq, a, b)]  # lookup: sums
     if "triangles" in fq.families:
-        out += [np.concatenate(c) for c in zip(*rs.triangle_parts(fq, chunk=4))]
+        out += [np.concatenate([host(x) for x in c])
+                for c in zip(*rs.triangle_parts(fq, chunk=4))]
         out += rs.triangles_with(fq, ids)  # emit + compact over every row
     return out
 
@@ -1184,9 +1183,9 @@ def test_free_queries_streams(eps: str, family: str, query_launch) -> None:
         want = np.einsum("ab,bc,ca->abc", *(_dense(d, n) for d in rels))
         assert fqs[0].count == fqs[1].count == int(want.sum()), step
         for j, (a, b) in enumerate(zip(*(_fq_state(fq) for fq in fqs))):
-            assert np.array_equal(a, b), (step, j)
+            assert array_equal(a, b), (step, j)
         for j, (a, b) in enumerate(zip(*(_fq_results(fq, n) for fq in fqs))):
-            assert np.array_equal(a, b), (step, "result", j)
+            assert array_equal(a, b), (step, "result", j)
         heavy += sum(h.shape[0] for r in fqs[1].rels for h in r.heavy)
     assert fqs[1].check_invariants() == []
     assert fqs[1].stats["major"] > 0
@@ -1227,8 +1226,8 @@ def test_graph_engine_maintains_queries(query_launch) -> None:
         assert r[0].triangles == r[1].triangles == oracle.count()
         for name in maintain:
             assert engines[0].result_table(name).equals(engines[1].result_table(name)), name
-        assert np.array_equal(*(e.vertex_count(vs) for e in engines))
-        assert np.array_equal(*(e.edge_count(vs, np.roll(vs, 1)) for e in engines))
+        assert array_equal(*(e.vertex_count(vs) for e in engines))
+        assert array_equal(*(e.edge_count(vs, np.roll(vs, 1)) for e in engines))
         assert engines[0].triangles_of(0).equals(engines[1].triangles_of(0))
         for name, t in engines[0].last_changes().items():
             assert t.equals(engines[1].last_changes()[name]), name
@@ -1294,7 +1293,7 @@ def test_prefix_ranges_twin(n: int, small_launch) -> None:
     for p in range(4):
         probes = np.ascontiguousarray(rng.integers(-4, 5, (n + 7, p)))
         lo, hi = cuda_lex.prefix_ranges(InterfaceOnly(keys), InterfaceOnly(probes))
-        lo, hi = np.asarray(lo), np.asarray(hi)
+        lo, hi = host(lo), host(hi)
         clo, chi = cpu_lex.prefix_ranges(keys, probes)
         assert lo.tolist() == clo.tolist() and hi.tolist() == chi.tolist()
         for q in range(probes.shape[0]):
@@ -1330,8 +1329,8 @@ def test_merge_sorted_twin(seed: int, small_launch) -> None:
             keys, mult = cuda_lex.merge_sorted(InterfaceOnly(k1), InterfaceOnly(m1),
                                                InterfaceOnly(k2), InterfaceOnly(m2))
             want = cpu_lex.merge_sorted(k1, m1, k2, m2)
-            assert np.asarray(keys).tolist() == want[0].tolist()
-            assert np.asarray(mult).tolist() == want[1].tolist()
+            assert host(keys).tolist() == want[0].tolist()
+            assert host(mult).tolist() == want[1].tolist()
     big = np.array([2 ** 62], np.int64)
     with pytest.raises(IntegerOverflowError):
         cuda_lex.merge_sorted(np.array([[1]]), big, np.array([[1]]), big)
@@ -1357,7 +1356,7 @@ def test_reduce_sorted_twin(seed: int, small_launch) -> None:
         for p in range(4):
             k, m = cuda_lex.reduce_sorted(InterfaceOnly(keys), InterfaceOnly(mult), p)
             ck, cm = cpu.reduce_sorted(keys, mult, p)
-            assert np.asarray(k).tolist() == ck.tolist() and np.asarray(m).tolist() == cm.tolist()
+            assert host(k).tolist() == ck.tolist() and host(m).tolist() == cm.tolist()
             sums: dict = {}
             for row, v in zip(keys[:, :p].tolist(), mult.tolist()):
                 sums[tuple(row)] = sums.get(tuple(row), 0) + v
@@ -1366,7 +1365,7 @@ def test_reduce_sorted_twin(seed: int, small_launch) -> None:
     big = np.iinfo(np.int64).max
     one = np.zeros((3, 1), np.int64)
     k, m = cuda_lex.reduce_sorted(one, np.array([big, 5, -10], np.int64), 1)
-    assert np.asarray(m).tolist() == [big - 5]
+    assert host(m).tolist() == [big - 5]
     with pytest.raises(IntegerOverflowError):
         cuda_lex.reduce_sorted(one[:2], np.array([big, 5], np.int64), 1)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import numba
 import numpy as np
 import pytest
+from device_arrays import array_equal, dev, host
 
 if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != "1":
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
@@ -38,15 +39,23 @@ from gpu_ivm import GraphEngine, insert_only  # noqa: E402
 from gpu_ivm.insert_only_state import EdgeState  # noqa: E402
 from gpu_ivm.static import count_triangles_arrays  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "CollegeMsg.txt.gz"
-
-
 _boundary_launch = pytest.fixture(autouse=True)(boundary_launch)
 
 
+@pytest.fixture
+def college_msg(data_dir: Path) -> Path:
+    """SNAP's CollegeMsg log (src dst unix-time), from the data folder (tests/conftest.py);
+    the test is skipped where it is absent (a device machine without ../shared)."""
+    path = data_dir / "CollegeMsg.txt.gz"
+    if not path.is_file():
+        pytest.skip(f"SNAP data file {path} not present")
+    return path
+
+
 def _twin_total(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n, marks) -> int:
-    """The twin's total, checked against both CPU counts on the same state."""
-    got = cia.count_new(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n)
+    """The twin's total (on the backend's copies of the state), checked against both CPU
+    counts on the same state."""
+    got = cia.count_new(*dev((off, ln, nbr, val, htk, htv, stamp, eu, ev)), first, n)
     assert got == ia.count_serial(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n, marks)
     assert got == ia.count_par(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n, 3)
     assert not marks.any()
@@ -116,8 +125,8 @@ def test_random_stream_with_hub(checked) -> None:
     assert len(checked) >= 12 and sum(t for _, t in checked) > 20
 
 
-def test_college_msg_daily(checked) -> None:
-    with gzip.open(DATA, "rt") as f:
+def test_college_msg_daily(checked, college_msg) -> None:
+    with gzip.open(college_msg, "rt") as f:
         rows = np.array([line.split() for _, line in zip(range(2000), f)], np.int64)
     day = rows[:, 2] // 86400
     cuts = np.flatnonzero(np.diff(day)) + 1
@@ -187,12 +196,14 @@ _STATE = ("htk", "htv", "eu", "ev", "stamp", "off", "ln", "cap", "nbr", "val", "
 
 
 def _table_map(htk, htv) -> dict:
+    htk, htv = host(htk), host(htv)
     live = htv != -1
     return dict(zip(htk[live].tolist(), htv[live].tolist()))
 
 
 def _row_entries(off, ln, nbr, val) -> list:
     """(vertex, neighbour, stamp) of every row entry, sorted."""
+    off, ln, nbr, val = host((off, ln, nbr, val))
     xs = np.flatnonzero(ln)
     own = np.repeat(xs, ln[xs])
     pos = np.concatenate([np.arange(off[x], off[x] + ln[x]) for x in xs]) if len(xs) else xs
@@ -200,33 +211,34 @@ def _row_entries(off, ln, nbr, val) -> list:
 
 
 def _twin_batch(a, b, n_eids, seq, st: dict, used, count=True, limit=1 << 62) -> tuple:
-    """The CPU's insert_batch and the twin's on copies of the state ``st`` (name -> array);
-    asserts they agree (see cia.insert_batch) and returns the CPU's result."""
+    """The CPU's insert_batch and the twin's on copies of the state ``st`` (name -> array;
+    the twin's copies are the backend's arrays); asserts they agree (see cia.insert_batch)
+    and returns the CPU's result."""
     cpu = {k: v.copy() for k, v in st.items()}
-    gpu = {k: v.copy() for k, v in st.items()}
+    gpu = {k: dev(v.copy()) for k, v in st.items()}
     args = ("htk", "htv"), ("eu", "ev", "stamp", "off", "ln", "cap", "nbr", "val")
     out_c = _CPU_INSERT(a, b, *(cpu[k] for k in args[0]), n_eids, seq,
                             *(cpu[k] for k in args[1]), used, cpu["marks"], 0, 2, limit, count)
-    out_g = cia.insert_batch(a, b, *(gpu[k] for k in args[0]), n_eids, seq,
+    out_g = cia.insert_batch(dev(a), dev(b), *(gpu[k] for k in args[0]), n_eids, seq,
                              *(gpu[k] for k in args[1]), used, gpu["marks"], 0, 2, limit,
                              count)
     bad = int(out_c[0])
     assert int(out_g[0]) == bad
     assert int(out_g[5]) == int(out_c[5])
     assert _table_map(gpu["htk"], gpu["htv"]) == _table_map(cpu["htk"], cpu["htv"])
-    assert not gpu["marks"].any()
+    assert not host(gpu["marks"]).any()
     top = n_eids + (a.shape[0] if bad < 0 else 0)
     for k in ("eu", "ev", "stamp"):
-        assert np.array_equal(gpu[k][:top], cpu[k][:top]), k
+        assert array_equal(gpu[k][:top], cpu[k][:top]), k
     if bad >= 0:  # nothing changed
         assert _table_map(gpu["htk"], gpu["htv"]) == _table_map(st["htk"], st["htv"])
         for k in ("off", "ln", "cap"):
-            assert np.array_equal(gpu[k], st[k]), k
+            assert array_equal(gpu[k], st[k]), k
         assert out_g[3] == used
         return out_c, cpu
     nbr_c, val_c, nbr_g, val_g = out_c[1], out_c[2], out_g[1], out_g[2]
     for k in ("ln", "cap"):
-        assert np.array_equal(gpu[k], cpu[k]), k
+        assert array_equal(gpu[k], cpu[k]), k
     assert out_g[3] - out_g[4] == out_c[3] - out_c[4]  # slab entries in rows' rooms
     assert (_row_entries(gpu["off"], gpu["ln"], nbr_g, val_g)
             == _row_entries(cpu["off"], cpu["ln"], nbr_c, val_c))
@@ -236,7 +248,8 @@ def _twin_batch(a, b, n_eids, seq, st: dict, used, count=True, limit=1 << 62) ->
         lg = cia.list_new(gpu["off"], gpu["ln"], nbr_g, val_g, gpu["htk"], gpu["htv"],
                           gpu["stamp"], gpu["eu"], gpu["ev"], n_eids, a.shape[0])
         assert len(lg[0]) == len(lc[0]) == max(int(out_c[5]), 0) or int(out_c[5]) < 0
-        assert sorted(zip(*(x.tolist() for x in lg))) == sorted(zip(*(x.tolist() for x in lc)))
+        assert (sorted(zip(*(host(x).tolist() for x in lg)))
+                == sorted(zip(*(x.tolist() for x in lc))))
     cpu["nbr"], cpu["val"] = nbr_c, val_c
     return out_c, cpu
 
@@ -276,8 +289,8 @@ def test_insert_batch_random_stream(twinned) -> None:
     assert len(twinned) >= 8 and sum(t for _, t in twinned) > 20
 
 
-def test_insert_batch_college_msg(twinned) -> None:
-    with gzip.open(DATA, "rt") as f:
+def test_insert_batch_college_msg(twinned, college_msg) -> None:
+    with gzip.open(college_msg, "rt") as f:
         rows = np.array([line.split() for _, line in zip(range(1500), f)], np.int64)
     day = rows[:, 2] // 86400
     cuts = np.flatnonzero(np.diff(day)) + 1

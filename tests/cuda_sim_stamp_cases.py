@@ -19,6 +19,7 @@ import os
 import numba
 import numpy as np
 import pytest
+from device_arrays import dev, host
 
 if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != "1":
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
@@ -86,21 +87,21 @@ def test_closed_by_batch_twin(n: int, monkeypatch) -> None:
     vs = np.array([edges[i][1] for i in pick.tolist()], np.int64)
     ss = np.array([stamp[edges[i]] for i in pick.tolist()], np.int64)
     out_cpu = np.full(n, -1, np.int64)
-    out_gpu = np.full(n, -1, np.int64)
+    out_gpu = dev(np.full(n, -1, np.int64))  # the twin's arrays: the backend's
     cpu.closed_by_batch_serial(st.nt(), st.live, us, vs, ss, out_cpu,
                                np.zeros(st.id_capacity + 1, np.int64))
-    cuda_stamp.closed_by_batch(st.nt(), st.live, us, vs, ss, out_gpu)
+    cuda_stamp.closed_by_batch(dev(st.nt()), *dev((st.live, us, vs, ss)), out_gpu)
     expect = [brute(stamp, u, v, s) for u, v, s in zip(us.tolist(), vs.tolist(), ss.tolist())]
-    assert out_gpu.tolist() == out_cpu.tolist() == expect
+    assert host(out_gpu).tolist() == out_cpu.tolist() == expect
     assert st.nruns > 1 or n == 0
 
 
 def test_twin_rejects_bad_arrays() -> None:
     rng = np.random.default_rng(1)
     st, _, (us, vs, ss) = stamped_graph(rng, 10, 10, 2)
-    out = np.zeros(us.shape[0], np.int32)
+    out = dev(np.zeros(us.shape[0], np.int32))
     with pytest.raises(TypeError, match="out must have dtype int64"):
-        cuda_stamp.closed_by_batch(st.nt(), st.live, us, vs, ss, out)
+        cuda_stamp.closed_by_batch(dev(st.nt()), *dev((st.live, us, vs, ss)), out)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -128,8 +129,9 @@ def test_offline_twin_matches_cpu_and_offline_counts(seed):
     indptr, indices, edge_of = _oriented(keys, 12)
     want = np.zeros(K + 2, np.int64)
     cpu.lifespan_triangles(indptr, indices, edge_of, ptr, ss, se, want)
-    got = np.zeros(K + 2, np.int64)
-    cuda_offline.lifespan_triangles(indptr, indices, edge_of, ptr, ss, se, got)
+    got = dev(np.zeros(K + 2, np.int64))
+    cuda_offline.lifespan_triangles(*dev((indptr, indices, edge_of, ptr, ss, se)), got)
+    got = host(got)
     assert got.tolist() == want.tolist()
     res = offline_counts(src, dst, t, window=window, step=step)
     assert np.cumsum(got)[1:K + 1].tolist() == res.triangles.tolist()
@@ -151,9 +153,11 @@ def test_list_twin_matches_cpu_listing(n, monkeypatch):
     us = np.array([edges[i][0] for i in pick.tolist()], np.int64)
     vs = np.array([edges[i][1] for i in pick.tolist()], np.int64)
     ss = np.array([stamp[edges[i]] for i in pick.tolist()], np.int64)
-    counts = np.zeros(n, np.int64)
-    cuda_stamp.closed_by_batch(st.nt(), st.live, us, vs, ss, counts)
-    e, w, s1, s2 = cuda_stamp.closed_by_batch_list(st.nt(), st.live, us, vs, ss, counts)
+    counts = dev(np.zeros(n, np.int64))
+    args = (dev(st.nt()), *dev((st.live, us, vs, ss)))  # the twins' arrays: the backend's
+    cuda_stamp.closed_by_batch(*args, counts)
+    e, w, s1, s2 = host(cuda_stamp.closed_by_batch_list(*args, counts))
+    counts = host(counts)
     marks = np.zeros(st.id_capacity + 1, np.int64)
     ce, cw, c1, c2 = cpu.closed_by_batch_list(st.nt(), st.live, us, vs, ss, marks)
     got = sorted(zip(e.tolist(), w.tolist(), s1.tolist(), s2.tolist()))
@@ -205,10 +209,10 @@ def test_window_birth_twin_matches_cpu(seed):
             want_cal = np.zeros(sw._ring, np.int64)
             o, c, y, z = wa.common_pairs(*adj, sw._eu[born], sw._ev[born], marks)
             want = wk.birth_triangles(o, c, y, z, born, sw.k, end, stamp, want_cal)
-            got_cal = np.zeros(sw._ring, np.int64)
-            got = cuda_window.birth_triangles(adj, table, sw._eu, sw._ev, born, sw.k, end,
-                                              stamp, got_cal)
-            assert (got, got_cal.tolist()) == (want, want_cal.tolist())
+            got_cal = dev(np.zeros(sw._ring, np.int64))
+            got = cuda_window.birth_triangles(dev(adj), dev(table), *dev((sw._eu, sw._ev, born)),
+                                              sw.k, *dev((end, stamp)), got_cal)
+            assert (got, host(got_cal).tolist()) == (want, want_cal.tolist())
             found += want
     assert found > 0  # the states have triangles
 
@@ -233,9 +237,9 @@ def test_window_extend_twin_matches_cpu(seed):
         want_cal = np.zeros(sw._ring, np.int64)
         o, c, y, z = wa.common_pairs(*adj, sw._eu[xs], sw._ev[xs], marks)
         wk.extend_triangles(o, c, y, z, xs, sw.k, end, prev, ext, base, want_cal)
-        got_cal = np.zeros(sw._ring, np.int64)
-        cuda_window.extend_triangles(adj, table, sw._eu, sw._ev, xs, sw.k, end, prev, ext,
-                                     base, got_cal)
-        assert got_cal.tolist() == want_cal.tolist()
+        got_cal = dev(np.zeros(sw._ring, np.int64))
+        cuda_window.extend_triangles(dev(adj), dev(table), *dev((sw._eu, sw._ev, xs)), sw.k,
+                                     *dev((end, prev, ext)), base, got_cal)
+        assert host(got_cal).tolist() == want_cal.tolist()
         moved += int(np.abs(want_cal).sum())
     assert moved > 0

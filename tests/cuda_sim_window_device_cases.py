@@ -26,6 +26,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 import pytest
+from device_arrays import host
 
 if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != "1":
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
@@ -78,7 +79,7 @@ def rows(reps) -> list[list[int]]:
 
 
 def sorted_edges(sw) -> list[list[int]]:
-    return [np.asarray(x).tolist() for x in sw.edges()]
+    return [host(x).tolist() for x in sw.edges()]
 
 
 def changes(sw) -> dict:

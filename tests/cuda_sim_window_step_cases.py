@@ -21,6 +21,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
+import device_arrays as da
 import numba
 import numpy as np
 import pytest
@@ -35,10 +36,17 @@ from gpu_ivm.kernels.hashmap import EMPTY  # noqa: E402
 from gpu_ivm import sliding_window  # noqa: E402
 from gpu_ivm.sliding_window import SlidingWindow  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "CollegeMsg.txt.gz"
-
-
 _boundary_launch = pytest.fixture(autouse=True)(boundary_launch)
+
+
+@pytest.fixture
+def college_msg(data_dir: Path) -> Path:
+    """SNAP's CollegeMsg log (src dst unix-time), from the data folder (tests/conftest.py);
+    the test is skipped where it is absent (a device machine without ../shared)."""
+    path = data_dir / "CollegeMsg.txt.gz"
+    if not path.is_file():
+        pytest.skip(f"SNAP data file {path} not present")
+    return path
 
 
 def random_stream(seed: int, n: int = 240, nv: int = 14):
@@ -50,9 +58,9 @@ def random_stream(seed: int, n: int = 240, nv: int = 14):
     return src, dst, t, int(rng.integers(35, 70)), int(rng.integers(7, 11))
 
 
-def college_stream(n: int = 600):
-    """The first ``n`` events of SNAP's CollegeMsg (src dst unix-time)."""
-    with gzip.open(DATA, "rt") as f:
+def college_stream(path: Path, n: int = 600):
+    """The first ``n`` events of SNAP's CollegeMsg (src dst unix-time) at ``path``."""
+    with gzip.open(path, "rt") as f:
         rows = [line.split() for _, line in zip(range(n), f)]
     a = np.array(rows, np.int64)
     return a[:, 0], a[:, 1], a[:, 2]
@@ -60,6 +68,7 @@ def college_stream(n: int = 600):
 
 def table_map(keys: np.ndarray, vals: np.ndarray) -> dict:
     """key -> id over the used slots; a slot with a key has a value and vice versa."""
+    keys, vals = da.host(keys), da.host(vals)
     used = vals != EMPTY
     assert ((keys != cws.FREE_KEY) == used).all()
     return dict(zip(keys[used].tolist(), vals[used].tolist()))
@@ -67,6 +76,7 @@ def table_map(keys: np.ndarray, vals: np.ndarray) -> dict:
 
 def due_sets(head: np.ndarray, nxt: np.ndarray) -> list[set]:
     """The edges of each ring slot's due list (each edge listed once)."""
+    head, nxt = da.host(head), da.host(nxt)
     out = []
     for s in range(head.shape[0]):
         seen = []
@@ -80,13 +90,15 @@ def due_sets(head: np.ndarray, nxt: np.ndarray) -> list[set]:
 
 
 def row_sets(off, ln, nbr, val) -> dict:
+    off, ln, nbr, val = da.host((off, ln, nbr, val))
     return {x: sorted(zip(nbr[off[x]:off[x] + ln[x]].tolist(),
                           val[off[x]:off[x] + ln[x]].tolist()))
             for x in np.flatnonzero(ln).tolist()}
 
 
 class Checked:
-    """Wraps the CPU window's step kernels: each call runs the twin on copies first."""
+    """Wraps the CPU window's step kernels: each call runs the twin on copies first (the
+    backend's arrays: NumPy in the simulator, CuPy on a device; read back to compare)."""
 
     def __init__(self, monkeypatch) -> None:
         from gpu_ivm.kernels import window_adj as wa
@@ -105,22 +117,22 @@ class Checked:
 
     def classify_arrivals(self, a, b, last, k, htk, htv, n_eids, seq, end, cend, stamp, mark,
                           eu, ev, born, fresh):
-        dev = [x.copy() for x in (htk, htv, end, cend, stamp, mark, eu, ev)]
-        dborn, dfresh = np.full_like(born, -7), np.full_like(fresh, -7)
-        first, top = cws.arrival_scratch(htk.shape[0])
-        got = cws.classify_arrivals(a, b, last, k, dev[0], dev[1], n_eids, seq, *dev[2:],
-                                    dborn, dfresh, first, top)
+        dev = [da.dev(x.copy()) for x in (htk, htv, end, cend, stamp, mark, eu, ev)]
+        dborn, dfresh = da.dev(np.full_like(born, -7)), da.dev(np.full_like(fresh, -7))
+        first, top = cws.arrival_scratch(htk.shape[0], da.backend().xp)
+        got = cws.classify_arrivals(*da.dev((a, b, last)), k, dev[0], dev[1], n_eids, seq,
+                                    *dev[2:], dborn, dfresh, first, top)
         want = self.cpu["classify_arrivals"](a, b, last, k, htk, htv, n_eids, seq, end, cend,
                                              stamp, mark, eu, ev, born, fresh)
         assert got == tuple(want)
         nb_, nf = int(want[0]), int(want[1])
-        assert dborn[:nb_].tolist() == born[:nb_].tolist()
-        assert dfresh[:nf].tolist() == fresh[:nf].tolist()
+        assert da.host(dborn)[:nb_].tolist() == born[:nb_].tolist()
+        assert da.host(dfresh)[:nf].tolist() == fresh[:nf].tolist()
         for name, x, y in zip(("end", "cend", "stamp", "mark", "eu", "ev"), dev[2:],
                               (end, cend, stamp, mark, eu, ev)):
-            assert x.tolist() == y.tolist(), name
+            assert da.host(x).tolist() == y.tolist(), name
         assert table_map(dev[0], dev[1]) == table_map(htk, htv)
-        assert (first == cws.NO_ARRIVAL).all() and (top == -1).all()
+        assert (da.host(first) == cws.NO_ARRIVAL).all() and (da.host(top) == -1).all()
         keys = (a << 32) | b
         self.stats["arrivals"] += a.shape[0]
         self.stats["repeats in a batch"] += a.shape[0] - np.unique(keys).shape[0]
@@ -132,18 +144,18 @@ class Checked:
     def expire_due(self, aoff, aln, anbr, aval, head, nxt, slot, k, end, cend, prev, ext,
                    ext_base, eu, ev, cal, scratch, marks, gone):
         sw = self.sw
-        dev = [x.copy() for x in (head, nxt, end, cend, prev, ext, cal)]
-        dscratch, dgone = np.full_like(scratch, -7), np.full_like(gone, -7)
-        got = cws.expire_due((aoff, aln, anbr, aval), (sw._htk, sw._htv), dev[0], dev[1],
-                             slot, k, dev[2], dev[3], dev[4], dev[5], ext_base, eu, ev,
-                             dev[6], dscratch, dgone)
+        dev = [da.dev(x.copy()) for x in (head, nxt, end, cend, prev, ext, cal)]
+        dscratch, dgone = da.dev(np.full_like(scratch, -7)), da.dev(np.full_like(gone, -7))
+        got = cws.expire_due(da.dev((aoff, aln, anbr, aval)), da.dev((sw._htk, sw._htv)),
+                             dev[0], dev[1], slot, k, dev[2], dev[3], dev[4], dev[5], ext_base,
+                             *da.dev((eu, ev)), dev[6], dscratch, dgone)
         want = self.cpu["expire_due"](aoff, aln, anbr, aval, head, nxt, slot, k, end, cend,
                                       prev, ext, ext_base, eu, ev, cal, scratch, marks, gone)
         assert got == tuple(want)
-        assert dgone[:want[0]].tolist() == gone[:want[0]].tolist()
+        assert da.host(dgone)[:want[0]].tolist() == gone[:want[0]].tolist()
         for name, x, y in zip(("end", "cend", "prev", "ext", "cal"), dev[2:],
                               (end, cend, prev, ext, cal)):
-            assert x.tolist() == y.tolist(), name
+            assert da.host(x).tolist() == y.tolist(), name
         assert due_sets(dev[0], dev[1]) == due_sets(head, nxt)
         self.stats["expired"] += int(want[0])
         self.stats["revisited extended"] += int(want[1])
@@ -153,23 +165,25 @@ class Checked:
     def births(self, aoff, aln, anbr, aval, head, nxt, born, k, cend, stamp, eu, ev, cal,
                marks):
         sw = self.sw
-        dhead, dnxt, dcal = head.copy(), nxt.copy(), cal.copy()
-        got = cws.births((aoff, aln, anbr, aval), (sw._htk, sw._htv), dhead, dnxt, born, k,
-                         cend, stamp, eu, ev, dcal)
+        dhead, dnxt, dcal = da.dev((head.copy(), nxt.copy(), cal.copy()))
+        got = cws.births(da.dev((aoff, aln, anbr, aval)), da.dev((sw._htk, sw._htv)), dhead,
+                         dnxt, da.dev(born), k, *da.dev((cend, stamp, eu, ev)), dcal)
         want = self.cpu["births"](aoff, aln, anbr, aval, head, nxt, born, k, cend, stamp, eu,
                                   ev, cal, marks)
         assert got == want
-        assert dcal.tolist() == cal.tolist()
+        assert da.host(dcal).tolist() == cal.tolist()
         assert due_sets(dhead, dnxt) == due_sets(head, nxt)
         self.stats["closed"] += int(want)
         return want
 
     def append(self, off, ln, cap, nbr, val, used, us, vs, eids):
-        d = [x.copy() for x in (off, ln, cap)]
+        d = [da.dev(x.copy()) for x in (off, ln, cap)]
         old_cap = cap.copy()
-        add = np.zeros(ln.shape[0], np.int64)
+        add = da.dev(np.zeros(ln.shape[0], np.int64))
         got_nbr, got_val, got_used, got_garbage = cws.append(
-            d[0], d[1], d[2], add, nbr.copy(), val.copy(), used, us, vs, eids)
+            d[0], d[1], d[2], add, *da.dev((nbr.copy(), val.copy())), used,
+            *da.dev((us, vs, eids)))
+        d, add = da.host(tuple(d)), da.host(add)  # read back: compared on the host
         want_used, want_garbage = self.cpu["append"](off, ln, cap, nbr, val, used, us, vs,
                                                      eids)
         assert d[1].tolist() == ln.tolist() and d[2].tolist() == cap.tolist()
@@ -212,10 +226,10 @@ def test_step_twins_match_cpu_kernels(seed, monkeypatch):
     assert sum(r.triangles for r in reps) > 0
 
 
-def test_step_twins_on_collegemsg(monkeypatch):
+def test_step_twins_on_collegemsg(monkeypatch, college_msg):
     """The same on the first 600 events of CollegeMsg (two-day window, six-hour steps)."""
     checked = Checked(monkeypatch)
-    src, dst, t = college_stream(600)
+    src, dst, t = college_stream(college_msg, 600)
     _, reps = _drive(checked, src, dst, t, 2 * 86400, 6 * 3600)
     st = checked.stats
     for what in ("repeats in a batch", "extended", "expired", "revisited extended", "closed"):
@@ -261,8 +275,8 @@ def test_device_window_matches_cpu_window():
     # tests/cuda_sim_window_device_cases.py
 
 
-def test_device_window_on_collegemsg():
-    src, dst, t = college_stream(500)
+def test_device_window_on_collegemsg(college_msg):
+    src, dst, t = college_stream(college_msg, 500)
     _compare_windows(src, dst, t, 2 * 86400, 6 * 3600)
 
 
@@ -287,11 +301,13 @@ def test_classify_twin_duplicates_in_one_batch():
     cpu = [x.copy() for x in arrays]
     want = wk.classify_arrivals(a, b, last, 5, htk.copy(), htv.copy(), 2, 4, *cpu, born_c,
                                 fresh_c)
-    born_d, fresh_d = np.zeros(10, np.int64), np.zeros(10, np.int64)
-    first, top = cws.arrival_scratch(htk.shape[0])
-    got = cws.classify_arrivals(a, b, last, 5, htk, htv, 2, 4, *arrays, born_d, fresh_d,
-                                first, top)
+    arrays = [da.dev(x) for x in arrays]  # the twin's state: the backend's arrays
+    born_d, fresh_d = da.dev((np.zeros(10, np.int64), np.zeros(10, np.int64)))
+    first, top = cws.arrival_scratch(htk.shape[0], da.backend().xp)
+    got = cws.classify_arrivals(*da.dev((a, b, last)), 5, *da.dev((htk, htv)), 2, 4, *arrays,
+                                born_d, fresh_d, first, top)
     assert got == tuple(want) == (2, 1, 1, 3)
-    assert born_d[:2].tolist() == born_c[:2].tolist() == [2, 0]  # (4, 7) first, then (1, 2)
-    assert [x.tolist() for x in arrays] == [x.tolist() for x in cpu]
-    assert arrays[0][:3].tolist() == [7, 12, 9]  # the largest lasts
+    # (4, 7) first, then (1, 2)
+    assert da.host(born_d)[:2].tolist() == born_c[:2].tolist() == [2, 0]
+    assert [da.host(x).tolist() for x in arrays] == [x.tolist() for x in cpu]
+    assert da.host(arrays[0])[:3].tolist() == [7, 12, 9]  # the largest lasts
