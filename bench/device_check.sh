@@ -22,12 +22,15 @@ for m in ("numpy", "numba", "numba_cuda", "cupy", "pyarrow", "pytest", "xdist"):
 from gpu_ivm.backend import _device_problem
 print("device problem:", _device_problem())
 PY
-echo "== cases on the device"
-GPU_IVM_TEST_DEVICE=1 timeout ${CASES_S:-150} $PY -m pytest -q -p no:cacheprovider \
-  --timeout 100 -n ${WORKERS:-6} -rf ${CASES:-tests/cuda_sim_cases.py tests/cuda_sim_cq_cases.py \
-  tests/cuda_sim_window_device_cases.py tests/cuda_sim_insert_adj_cases.py \
-  tests/cuda_sim_window_step_cases.py tests/cuda_sim_stamp_cases.py} \
-  2>&1 | tee "$OUT/cases.log" | tail -n 60
+cases() {
+  echo "== cases on the device"
+  GPU_IVM_TEST_DEVICE=1 timeout -s INT -k 20 ${CASES_S:-150} $PY -m pytest -q -p no:cacheprovider \
+    --timeout 100 -n ${WORKERS:-6} -rf ${CASES:-tests/cuda_sim_cases.py tests/cuda_sim_cq_cases.py \
+    tests/cuda_sim_window_device_cases.py tests/cuda_sim_insert_adj_cases.py \
+    tests/cuda_sim_window_step_cases.py tests/cuda_sim_stamp_cases.py} \
+    2>&1 | tee "$OUT/cases.log" | tail -n 60
+}
+[ -n "${CASES_LAST:-}" ] || cases
 if [ -n "${BASELINE:-}" ]; then  # numba-cuda's per-array stream sync, for the A/B
   echo "== baseline: GPU_IVM_CAI_SYNC=always bench.gpu_run $BASELINE"
   GPU_IVM_CAI_SYNC=always timeout ${BASE_S:-60} $PY -m bench.gpu_run $BASELINE \
@@ -35,3 +38,4 @@ if [ -n "${BASELINE:-}" ]; then  # numba-cuda's per-array stream sync, for the A
 fi
 echo "== bench.gpu_run $*"
 timeout ${BENCH_S:-240} $PY -m bench.gpu_run --out "$OUT/gpu_run.jsonl" "$@" 2>&1 | tee "$OUT/gpu_run.log"
+[ -z "${CASES_LAST:-}" ] || cases

@@ -65,67 +65,81 @@ class LaunchCounter:
 def _workloads(args):
     from gpu_ivm.workloads import celebrity_churn, mixed_stream
 
+    n = args.batches + 1 + (3 if args.profile else 0)  # untimed first, timed, profiled
     for b in args.sizes:
-        st = mixed_stream(args.scale, batch_size=b, n_batches=args.batches + 1, seed=1)
+        st = mixed_stream(args.scale, batch_size=b, n_batches=n, seed=1)
         yield f"rmat{args.scale} B={b}", (st.base_src, st.base_dst), st.batches()
     if args.celebrity_scale:
         st = celebrity_churn(args.celebrity_scale, batch_size=1000,
                              celebrity_degree=min(40_000, 1 << args.celebrity_scale),
-                             n_batches=args.batches + 1, seed=0)
+                             n_batches=n, seed=0)
         yield f"celebrity{args.celebrity_scale} B=1000", (st.base_src, st.base_dst), \
             st.batches()
 
 
 def _run(name, base, batches, args, counter, out) -> bool:
+    """Load ``base`` into every engine, apply the batches to each in turn, check the counts;
+    the first batch untimed, then ``args.batches`` timed, then (``--profile``) a few more
+    under cProfile, kept out of the timings."""
+    from gpu_ivm.kernels import cuda_launch
+
     from gpu_ivm import GraphEngine
     from gpu_ivm.backend import get_backend
 
     cuda = get_backend("cuda")
-    engines = {}
-    load_s = {}
-    for be in ("cuda", "cpu"):
-        t = time.perf_counter()
-        engines[be] = GraphEngine(epsilon=args.epsilon, backend=be)
-        engines[be].load(base)
-        cuda.synchronize()
-        load_s[be] = time.perf_counter() - t
-    ok = engines["cuda"].count() == engines["cpu"].count()
-    times = {"cuda": [], "cpu": []}
+    sides = ["cuda", "cpu"] + (["cuda-sync"] if args.compare_sync else [])
+    engines, load_s = {}, {}
+    for side in sides:
+        with _sync_mode(cuda_launch, side):
+            t = time.perf_counter()
+            engines[side] = GraphEngine(epsilon=args.epsilon,
+                                        backend="cpu" if side == "cpu" else "cuda")
+            engines[side].load(base)
+            cuda.synchronize()
+            load_s[side] = time.perf_counter() - t
+    ok = len({e.count() for e in engines.values()}) == 1
+    times = {s: [] for s in sides}
     launches, paths = [], []
     prof = cProfile.Profile() if args.profile else None
+    n_prof = 0
     for i, b in enumerate(batches):
         counts = {}
-        for be in ("cuda", "cpu"):
+        profiled = prof is not None and i > args.batches
+        for side in sides:
+            if profiled and side != "cuda":
+                counts[side] = engines[side].apply(b).triangles
+                continue
             n0 = counter.n
-            profiled = prof is not None and be == "cuda" and i > 0
-            if profiled:
-                prof.enable()
-            t = time.perf_counter()
-            rep = engines[be].apply(b)
-            cuda.synchronize()
-            dt = time.perf_counter() - t
-            if profiled:
-                prof.disable()
-            counts[be] = rep.triangles
-            if i:
-                times[be].append(dt)
-                if be == "cuda":
+            with _sync_mode(cuda_launch, side):
+                if profiled:
+                    prof.enable()
+                t = time.perf_counter()
+                rep = engines[side].apply(b)
+                cuda.synchronize()
+                dt = time.perf_counter() - t
+                if profiled:
+                    prof.disable()
+            counts[side] = rep.triangles
+            if i and not profiled:
+                times[side].append(dt)
+                if side == "cuda":
                     launches.append(counter.n - n0)
                     paths.append(rep.path)
-        if counts["cuda"] != counts["cpu"]:
-            print(f"MISMATCH {name} batch {i}: cuda {counts['cuda']} cpu {counts['cpu']}")
+        n_prof += profiled
+        if len(set(counts.values())) != 1:
+            print(f"MISMATCH {name} batch {i}: {counts}")
             ok = False
-    if prof is not None and times["cuda"]:
-        _print_profile(name, prof, len(times["cuda"]), args.profile)
-    for be in ("cuda", "cpu"):
-        t = times[be]
+    if prof is not None and n_prof:
+        _print_profile(name, prof, n_prof, args.profile)
+    bsize = int(name.split("B=")[1])
+    for side in sides:
+        t = times[side]
         med = statistics.median(t) if t else float("nan")
-        bsize = int(name.split("B=")[1])
-        rec = {"workload": name, "backend": be, "device": cuda.device if be == "cuda" else
-               platform.processor() or platform.machine(), "load_s": round(load_s[be], 4),
+        rec = {"workload": name, "backend": side, "device": cuda.device if side != "cpu" else
+               platform.processor() or platform.machine(), "load_s": round(load_s[side], 4),
                "median_batch_s": med, "updates_per_s": bsize / med if t else None,
                "batches": len(t), "agree": ok}
-        if be == "cuda":
+        if side == "cuda":
             rec["launches_per_batch"] = statistics.median(launches) if launches else None
             rec["paths"] = sorted(set(paths))
         print(json.dumps(rec))
@@ -134,6 +148,22 @@ def _run(name, base, batches, args, counter, out) -> bool:
             out.write(json.dumps(rec) + "\n")
             out.flush()
     return ok
+
+
+class _sync_mode:
+    """``cuda-sync``: numba-cuda's stream sync for every launched array (the old behaviour,
+    ``GPU_IVM_CAI_SYNC=always``), for the side-by-side timing; other sides: as configured."""
+
+    def __init__(self, cuda_launch, side: str) -> None:
+        self.mod, self.on = cuda_launch, side == "cuda-sync"
+
+    def __enter__(self):
+        self.saved = self.mod._ALWAYS_SYNC
+        if self.on:
+            self.mod._ALWAYS_SYNC = True
+
+    def __exit__(self, *exc) -> None:
+        self.mod._ALWAYS_SYNC = self.saved
 
 
 def _print_profile(name: str, prof: cProfile.Profile, n: int, top: int) -> None:
@@ -157,13 +187,15 @@ def _table(records: list[dict]) -> str:
     for r in records:
         by.setdefault(r["workload"], {})[r["backend"]] = r
     lines = [f"{'workload':<22} {'cuda upd/s':>12} {'cpu upd/s':>12} {'cuda/cpu':>9} "
-             f"{'launches':>9} {'paths':<18} agree"]
+             f"{'launches':>9} {'paths':<18} agree  cuda-sync upd/s"]
     for w, d in by.items():
         c, h = d.get("cuda", {}), d.get("cpu", {})
         cu, cp = c.get("updates_per_s") or 0.0, h.get("updates_per_s") or 0.0
+        cs = d.get("cuda-sync", {}).get("updates_per_s")
         lines.append(f"{w:<22} {cu:12,.0f} {cp:12,.0f} {cu / cp if cp else 0:9.2f} "
                      f"{c.get('launches_per_batch') or 0:9.0f} "
-                     f"{','.join(c.get('paths', [])):<18} {c.get('agree')}")
+                     f"{','.join(c.get('paths', [])):<18} {c.get('agree')}"
+                     + (f"  {cs:,.0f}" if cs else ""))
     return "\n".join(lines)
 
 
@@ -177,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epsilon", default="auto")
     p.add_argument("--out", default=None)
     p.add_argument("--profile", type=int, default=0, metavar="TOP",
-                   help="cProfile the cuda batches and print the TOP functions by own time")
+                   help="cProfile 3 more cuda batches (after the timed ones) and print the "
+                        "TOP functions by own time")
+    p.add_argument("--compare-sync", action="store_true",
+                   help="also run a cuda engine with numba-cuda's stream sync for every "
+                        "launched array (GPU_IVM_CAI_SYNC=always), side by side")
     p.add_argument("--simulator", action="store_true",
                    help="accept Numba's CUDA simulator as the device (NUMBA_ENABLE_CUDASIM=1; "
                         "for testing this script with tiny sizes)")

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 from numba import cuda
-from numba.core.errors import NumbaPerformanceWarning
 
 SIMULATOR: bool = bool(nb.config.ENABLE_CUDASIM)
 
@@ -43,8 +42,8 @@ if not hasattr(np, "row_stack"):
 
 # A batch of a few updates launches small grids by design; numba-cuda warns about each one
 # ("Grid size N will likely result in GPU under-utilization"). Only that message is silenced.
-warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU",
-                        category=NumbaPerformanceWarning)
+# (numba-cuda raises its own NumbaPerformanceWarning class, not numba's: filter by message.)
+warnings.filterwarnings("ignore", message=r".*Grid size \d+ will likely result in GPU")
 
 
 def _serialise_simulator_shared_arrays() -> None:
