@@ -3,6 +3,10 @@
 # image's Python: numba-cuda, CuPy, pyarrow, tqdm, pytest): runs the package from the working
 # tree without installing it, the kernel and engine cases on the device, then bench.gpu_run.
 # Usage: bash bench/device_check.sh OUTDIR [gpu_run arguments...]
+# Environment: CASES_S, BENCH_S, BASE_S (time limits, s), WORKERS (pytest-xdist), CASES (files),
+# CASES_LAST=1 (benchmark first), BASELINE="gpu_run args" (a run with GPU_IVM_CAI_SYNC=always).
+# A cold machine compiles every CPU and CUDA kernel on first use: several minutes, paid by
+# whichever step runs first (the cases, by default, on many workers), so give it the time.
 set -u
 OUT=${1:-/tmp/out}; shift || true
 mkdir -p "$OUT"
@@ -24,11 +28,13 @@ print("device problem:", _device_problem())
 PY
 cases() {
   echo "== cases on the device"
-  GPU_IVM_TEST_DEVICE=1 timeout -s INT -k 20 ${CASES_S:-150} $PY -m pytest -q -p no:cacheprovider \
+  # -v: every test's outcome is logged by name as it ends (an interrupted xdist session may
+  # print no summary at all: on 2026-11-27 eight failures were counted but not named)
+  GPU_IVM_TEST_DEVICE=1 timeout -s INT -k 20 ${CASES_S:-150} $PY -m pytest -v -p no:cacheprovider \
     --timeout 100 -n ${WORKERS:-6} -rf ${CASES:-tests/cuda_sim_cases.py tests/cuda_sim_cq_cases.py \
     tests/cuda_sim_window_device_cases.py tests/cuda_sim_insert_adj_cases.py \
     tests/cuda_sim_window_step_cases.py tests/cuda_sim_stamp_cases.py} \
-    2>&1 | tee "$OUT/cases.log" | tail -n 60
+    2>&1 | tee "$OUT/cases.log" | grep -E "FAILED|ERROR|passed|failed" | tail -n 40
 }
 [ -n "${CASES_LAST:-}" ] || cases
 if [ -n "${BASELINE:-}" ]; then  # numba-cuda's per-array stream sync, for the A/B
