@@ -39,7 +39,6 @@ def cases(repo: str) -> dict:
     from kernels import cuda_lex_join as lj
     from kernels import cuda_offline as off
     from kernels import cuda_query as q
-    from kernels import cuda_stamp as stamp
     from kernels import cuda_static as t
     from kernels import cuda_store as s
     from kernels import cuda_window as w
@@ -101,8 +100,6 @@ def cases(repo: str) -> dict:
         q._walk_kernel: ((i,) * 8, (i, u, i, u, i), True, True, st, st, n, True),
         q._compact_query_kernel: ((i,) * 8, n),
         q._pair_sums_kernel: ((i, i), (u,), (u,), st, st, st, n, n, n),
-        stamp._closed_kernel: (st, (i,) * 6, n),
-        stamp._list_kernel: (st, (i,) * 5, (i,) * 4, n),
         off._lifespan_kernel: ((i,) * 3, (i,) * 3, i, n),
         w._triangle_kernel: ((i,) * 4, (i, i), (i,) * 5, i, n, n, i, i, n, True),
         ia._count_kernel: ((i,) * 4, (i, i), (i,) * 4, i, n, n),

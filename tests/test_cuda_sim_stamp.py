@@ -1,5 +1,6 @@
-"""The insert-only count kernel's CUDA twin in Numba's CUDA simulator (a child process, since
-``NUMBA_ENABLE_CUDASIM`` must be set before numba is imported; see tests/cuda_sim_stamp_cases.py).
+"""The offline evaluator's and the sliding window's triangle twins in Numba's CUDA simulator (a
+child process, since ``NUMBA_ENABLE_CUDASIM`` must be set before numba is imported; see
+tests/cuda_sim_stamp_cases.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 
 
-def test_stamp_twin_in_simulator() -> None:
+def test_offline_and_window_twins_in_simulator() -> None:
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     env.pop("GPU_IVM_BACKEND", None)
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
