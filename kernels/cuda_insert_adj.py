@@ -48,27 +48,23 @@ from numba import cuda
 from . import cuda_window_step as cws
 from .cuda_launch import check_1d, empty, exclusive_scan, grid, launch, scalar, zeros
 from .hashmap import EMPTY, home_slot
-from .insert_adj import _owned, older_probe
+from .insert_adj import older_of_edge
 
 
 @cuda.jit(cache=True)
 def _count_kernel(adj, table, edge, total, first, n):
-    """One thread per new edge ``first + j`` (j < n), grid-stride; the arrays travel in tuples
-    (the simulator then hands them to the ``njit`` body as plain arrays). ``edge`` is (eu, ev,
-    stamp, none: the unused outputs of a count)."""
+    """One thread per new edge ``first + j`` (j < n), grid-stride: its triangles
+    (:func:`~gpu_ivm.kernels.insert_adj.older_of_edge`, counting) added to ``total[0]``. The
+    arrays travel in tuples (the simulator then hands them to the ``njit`` body as plain
+    arrays); ``edge`` is (eu, ev, stamp, none: the unused outputs of a count)."""
     off, ln, nbr, val = adj
     htk, htv = table
     eu, ev, stamp, none = edge
     j = cuda.grid(1)
     stride = cuda.gridsize(1)
     while j < n:
-        e = first + j
-        x = eu[e]
-        y = ev[e]
-        if ln[y] < ln[x]:
-            x, y = y, x
-        c = older_probe(off, ln, nbr, val, htk, htv, x, y, stamp[e], none, none, none, 0,
-                        False)
+        c = older_of_edge(off, ln, nbr, val, htk, htv, stamp, eu, ev, first + j, j, none, none,
+                          none, none, 0, False)
         if c:
             cuda.atomic.add(total, 0, c)
         j += stride
@@ -244,9 +240,9 @@ def insert_batch(a, b, htk, htv, n_eids: int, seq: int, eu, ev, stamp, off, ln, 
 # ----------------------------------------------------------------------------- listing
 @cuda.jit(cache=True)
 def _list_kernel(adj, table, edge, out, first, n, emit):
-    """Per new edge j: run ``older_probe`` on its shorter row; without ``emit`` write the
-    number of its triangles at ``cnt[j]``, with it write them from ``at[j]`` on (edge j, w,
-    the stamps in endpoint order: ``_owned``)."""
+    """Per new edge j: :func:`~gpu_ivm.kernels.insert_adj.older_of_edge` (``older_probe`` on
+    its shorter row); without ``emit`` write the number of its triangles at ``cnt[j]``, with it
+    write them from ``at[j]`` on (edge j, w, the stamps in endpoint order: ``_owned``)."""
     off, ln, nbr, val = adj
     htk, htv = table
     eu, ev, stamp = edge
@@ -254,16 +250,10 @@ def _list_kernel(adj, table, edge, out, first, n, emit):
     j = cuda.grid(1)
     stride = cuda.gridsize(1)
     while j < n:
-        e = first + j
-        x = eu[e]
-        y = ev[e]
-        if ln[y] < ln[x]:
-            x, y = y, x
         q0 = at[j] if emit else 0
-        q = older_probe(off, ln, nbr, val, htk, htv, x, y, stamp[e], ow, o1, o2, q0, emit)
-        if emit:
-            _owned(oe, o1, o2, q0, q, j, x != eu[e])
-        else:
+        q = older_of_edge(off, ln, nbr, val, htk, htv, stamp, eu, ev, first + j, j, oe, ow, o1,
+                          o2, q0, emit)
+        if not emit:
             cnt[j] = q
         j += stride
 

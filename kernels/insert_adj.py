@@ -136,6 +136,22 @@ def _owned(oe, o1, o2, q0, q, e, swap):
 
 
 @helper
+def older_of_edge(off, ln, nbr, val, htk, htv, stamp, eu, ev, e, j, oe, ow, o1, o2, q, emit):
+    """The triangles that the stored edge e closes with older edges, by :func:`older_probe` on
+    its shorter row: returns q plus their number; with ``emit`` each is written at oe / ow /
+    o1 / o2[q ...] (``j``, w, the stamps of (eu[e], w) and (ev[e], w)). The per-edge body of
+    the CUDA twins' count and listing (:mod:`gpu_ivm.kernels.cuda_insert_adj`)."""
+    x = eu[e]
+    y = ev[e]
+    if ln[y] < ln[x]:
+        x, y = y, x
+    q1 = older_probe(off, ln, nbr, val, htk, htv, x, y, stamp[e], ow, o1, o2, q, emit)
+    if emit:
+        _owned(oe, o1, o2, q, q1, j, x != eu[e])
+    return q1
+
+
+@helper
 def _older_range(off, ln, nbr, val, htk, htv, stamp, us, vs, first, longv, order, lo, hi,
                  marks, oe, ow, o1, o2, q, emit):
     """The triangles that the new edges order[lo:hi] (indices into us / vs, ids from
