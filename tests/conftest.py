@@ -38,6 +38,16 @@ def data_dir() -> Path:
     return DATA
 
 
+@pytest.fixture
+def college_msg(data_dir: Path) -> Path:
+    """SNAP's CollegeMsg log (src dst unix-time) from the data folder; the test is skipped
+    where it is absent (a device machine without ../shared)."""
+    path = data_dir / "CollegeMsg.txt.gz"
+    if not path.is_file():
+        pytest.skip(f"SNAP data file {path} not present")
+    return path
+
+
 def tiny_storage(mp) -> None:
     """Shrink the storage thresholds so small tests hit every structural path: directories on
     small runs, per-key compaction at the first excess tombstone, dense view rows, row hash

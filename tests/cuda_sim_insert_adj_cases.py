@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gzip
 import os
-from pathlib import Path
 
 import numba
 import numpy as np
@@ -40,16 +39,6 @@ from gpu_ivm.insert_only_state import EdgeState  # noqa: E402
 from gpu_ivm.static import count_triangles_arrays  # noqa: E402
 
 _boundary_launch = pytest.fixture(autouse=True)(boundary_launch)
-
-
-@pytest.fixture
-def college_msg(data_dir: Path) -> Path:
-    """SNAP's CollegeMsg log (src dst unix-time), from the data folder (tests/conftest.py);
-    the test is skipped where it is absent (a device machine without ../shared)."""
-    path = data_dir / "CollegeMsg.txt.gz"
-    if not path.is_file():
-        pytest.skip(f"SNAP data file {path} not present")
-    return path
 
 
 def _twin_total(off, ln, nbr, val, htk, htv, stamp, eu, ev, first, n, marks) -> int:

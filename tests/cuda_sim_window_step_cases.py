@@ -39,16 +39,6 @@ from gpu_ivm.sliding_window import SlidingWindow  # noqa: E402
 _boundary_launch = pytest.fixture(autouse=True)(boundary_launch)
 
 
-@pytest.fixture
-def college_msg(data_dir: Path) -> Path:
-    """SNAP's CollegeMsg log (src dst unix-time), from the data folder (tests/conftest.py);
-    the test is skipped where it is absent (a device machine without ../shared)."""
-    path = data_dir / "CollegeMsg.txt.gz"
-    if not path.is_file():
-        pytest.skip(f"SNAP data file {path} not present")
-    return path
-
-
 def random_stream(seed: int, n: int = 240, nv: int = 14):
     """A random event log with many repeats (few vertices), sorted by time."""
     rng = np.random.default_rng(seed)
