@@ -2,7 +2,8 @@
 
 ``Q(outputs | inputs) = R(A,B), S(B,C)``: see docs/queries-cq.md. :class:`Engine` maintains
 a query at ε = 1; :func:`engine` picks :class:`TradeoffEngine` (the heavy/light trade-off)
-below it, and :class:`TriangleQueryEngine` (IVM^ε's triangle engine) for the triangle count.
+below it, and :class:`TriangleQueryEngine` (IVM^ε's triangle engine) for the triangle
+queries (``R(A,B), S(B,C), T(C,A)`` with any head).
 
 >>> from gpu_ivm import cq
 >>> cq.plan("Q(B,C,D,E | A) = R(A,B,C), S(A,B,D), T(A,E)").cls

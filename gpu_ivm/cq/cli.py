@@ -23,10 +23,12 @@
   one that never forks runs at ε = 1, the thesis's choice for it). Its snapshots record ε
   and the partition; ``--resume`` refuses a snapshot taken at another ε. ``--mode`` other
   than ``general`` runs at ε = 1 only.
-- ``--strategy auto|view-trees`` (default auto): the triangle count ``Q( | ) = R(A,B),
-  S(B,C), T(C,A)`` (up to renaming, self-joins included) runs on the triangle engine,
-  IVM^ε (:class:`gpu_ivm.cq.triangle_strategy.TriangleQueryEngine`, which picks its own
-  ε; at ``--epsilon`` below 1, the CQAP trade-off's, the triangle is refused as before);
+- ``--strategy auto|view-trees`` (default auto): a triangle query, the body ``R(A,B),
+  S(B,C), T(C,A)`` (up to renaming, self-joins included) with any head (the count
+  ``Q( | )``, ``Q(A | )``, ``Q(A,B | )``, ``Q(A,B,C | )`` and their access patterns such as
+  ``Q(B,C | A)``), runs on the triangle engine, IVM^ε
+  (:class:`gpu_ivm.cq.triangle_strategy.TriangleQueryEngine`, which picks its own ε; at
+  ``--epsilon`` below 1, the CQAP trade-off's, the triangle is refused as before);
   ``view-trees`` keeps the general view trees.
   Both write the same snapshots, and ``--resume`` reads either's.
 - ``--backend cpu|cuda`` (default cpu): where the engine's operators run, the CPU kernels or
@@ -136,9 +138,9 @@ def cmd_query(args) -> int:
                          option="--requests" if args.requests is None else "--out")
     eps = _check_epsilon(args)
     strategy = getattr(args, "strategy", "auto").replace("-", "_")
-    from .triangle_strategy import is_triangle_count
+    from .triangle_strategy import is_triangle_query
 
-    if strategy == "auto" and eps == 1 and is_triangle_count(args.query):
+    if strategy == "auto" and eps == 1 and is_triangle_query(args.query):
         from .tradeoff import engine
 
         eng = engine(args.query, epsilon=eps, mode=args.mode, backend=args.backend)
@@ -266,8 +268,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "applied); auto: insert-only until the first delete (default general)")
     q.add_argument("--strategy", default="auto", choices=["auto", "view-trees"],
                    help="auto (default): the planner's choice, the triangle engine (IVM^eps) "
-                   "for the triangle count Q( | ) = R(A,B), S(B,C), T(C,A); view-trees: the "
-                   "general view trees for every query")
+                   "for the triangle queries, R(A,B), S(B,C), T(C,A) with any head; "
+                   "view-trees: the general view trees for every query")
     q.add_argument("--json", action="store_true", help="one JSON object per line")
     q.add_argument("--backend", default="cpu", choices=["cpu", "cuda"], type=str.lower,
                    help="where the operators run: the CPU kernels or their CUDA twins "

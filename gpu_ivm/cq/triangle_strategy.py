@@ -1,43 +1,93 @@
-"""The triangle count of the query engine on the triangle engine (IVM^ε, O(√N) per update).
+"""The triangle CQAPs of the query engine on the triangle engine (IVM^ε, O(√N) per update).
 
 Issue 17's strategy choice: a query whose body is exactly three binary atoms forming a
-triangle over three variables, with no inputs and no outputs, is the total triangle count
-``Q( | ) = R(A,B), S(B,C), T(C,A)`` (up to renaming, atom order and the argument order of
-each atom). :func:`triangle_mapping` recognizes it and maps each atom onto one of the
-:class:`~gpu_ivm.relation_engine.RelationEngine`'s relations R(a,b), S(b,c), T(c,a): the
-first atom is R, the atom that shares its second variable is S and the third is T; an atom
-whose arguments run the other way is fed to its slot with its columns transposed. The same
-relation may fill several slots (the self-join ``E(A,B), E(B,C), E(C,A)`` feeds E as R, S
-and T, each with its own orientation; nothing assumes E symmetric), and every update to it
-goes to each slot it fills, in one RelationEngine batch (which applies its phases in turn,
-so the cross terms of a self-join are counted).
+triangle over three variables (up to renaming, atom order and the argument order of each
+atom; self-joins included) is a *triangle query*, whatever its head: the total count
+``Q( | ) = R(A,B), S(B,C), T(C,A)``, the per-value counts ``Q(A | )``, the per-pair counts
+``Q(A,B | )``, the listing ``Q(A,B,C | )``, and every access pattern over them (``Q( | A)``,
+``Q(B | A)``, ``Q(B,C | A)``, ``Q( | A,B)``, ``Q(C | A,B)``, ``Q( | A,B,C)``, any renaming).
+:func:`triangle_roles` picks which query variable plays each of the
+:class:`~gpu_ivm.relation_engine.RelationEngine`'s a, b and c (the free variables first,
+inputs before outputs: every permutation of the three is a triangle again), and
+:func:`triangle_mapping` maps each atom onto one of its relations R(a,b), S(b,c), T(c,a): the
+atom over {a, b} is R, over {b, c} S, over {c, a} T; an atom whose arguments run the other way
+is fed to its slot with its columns transposed. The same relation may fill several slots
+(the self-join ``E(A,B), E(B,C), E(C,A)`` feeds E as R, S and T, each with its own
+orientation; nothing assumes E symmetric), and every update to it goes to each slot it
+fills, in one RelationEngine batch (which applies its phases in turn, so the cross terms of a
+self-join are counted).
+
+How each pattern is answered (free variables in the roles above; the RelationEngine keeps
+the count and, through ``maintain=``, one of Δ1(a) = Σ_{b,c} R·S·T, Δ2(a,b) = Σ_c R·S·T or
+Δ3(a,b,c) = R·S·T; its ids are decoded back to the relations' values):
+
+=====================  =================  ==============================================
+pattern                ``maintain=``      a request
+=====================  =================  ==============================================
+``Q( | )``             (the count)        the count
+``Q(A | )``            vertex_counts      the listing of Δ1 (its nonzero values)
+``Q( | A)``            vertex_counts      a lookup of Δ1(a)
+``Q(A,B | )``          edge_counts        the listing of Δ2
+``Q( | A,B)``          edge_counts        a lookup of Δ2(a,b)
+``Q(B | A)``           edge_counts        the b with R(a,b) ≠ 0 (the base relation of
+                                          the R slot, O(deg_R(a)) rows), each looked up
+                                          in Δ2(a,b), zeros dropped
+``Q(A,B,C | )``        triangles          the listing of Δ3
+``Q(B,C | A)``         triangles          Δ3's tuples with this a
+                                          (``RelationEngine.triangles_of``)
+``Q(C | A,B)``         (the count)        from the base relations: R(a,b) looked up,
+                                          then c expanded through the smaller of
+                                          S(b,·) and T(·,a) and looked up in the other
+``Q( | A,B,C)``        (the count)        R(a,b)·S(b,c)·T(c,a), three lookups
+=====================  =================  ==============================================
+
+A query without inputs has every answer in one request (or in each row of a request table),
+so its listing is output-sensitive over all of Δ1, Δ2 or Δ3, as its answer is. ``count()``
+is the triangle count Q for every pattern (the answers' multiplicities summed over all
+inputs and outputs); ``count(inputs)`` and ``exists`` take Q per request without inputs, the
+lookup where every free variable is an input, and the sum of the request's answers
+otherwise (``Q(B | A)``, ``Q(B,C | A)``, ``Q(C | A,B)``: Δ1 or Δ2 is not kept beside them).
 
 :class:`TriangleQueryEngine` has the query engine's public surface for such a query:
 ``load`` / ``apply`` read tables with :class:`~gpu_ivm.cq.engine.Engine`'s readers (the same
 formats, column names and errors) and refuse, whole, a batch that would make a base
-multiplicity negative, as ``Engine`` does; ``count`` / ``request`` / ``exists`` / ``cursor``
-answer the one request a query without inputs has (or one per row of a request table)
-with ``Engine``'s return shapes. It keeps the base relations itself (sorted runs, for the
-negative-multiplicity check and for snapshots), so its snapshots are the query engine's
-format: ``Engine.restore`` and :meth:`TriangleQueryEngine.restore` read each other's.
+multiplicity negative, as ``Engine`` does (so the multiplicities stay >= 0, which Δ1, Δ2 and
+Δ3 need); ``count`` / ``request`` / ``exists`` / ``cursor`` answer with ``Engine``'s return
+shapes, row order and pagination (:class:`~gpu_ivm.cq.requests.RequestCursor`). It keeps the
+base relations itself (sorted runs, for the negative-multiplicity check, the patterns read
+from them and snapshots), so its snapshots are the query engine's format: ``Engine.restore``
+and :meth:`TriangleQueryEngine.restore` read each other's.
 
 The ε of the triangle engine is its own (default ``"auto"``, picked per relation from the
-degree distribution) and its adaptive recompute path is on; ``mode`` and ``backend`` go to
-the RelationEngine as well (``backend="cuda"`` needs a device).
+degree distribution; Δ1, Δ2 and Δ3 keep ε = 1/2) and its adaptive recompute path is on;
+``backend`` goes to the RelationEngine (``backend="cuda"`` needs a device), and so does
+``mode`` for the patterns without ``maintain=`` (the RelationEngine's insert-only mode keeps
+the count only; for the others it runs in the general mode and the insert-only guarantee is
+this class's reader's, which refuses a delete as ``Engine`` does).
 
-:func:`gpu_ivm.cq.tradeoff.engine` and ``gpu-ivm query`` choose this class for a recognized
+:func:`gpu_ivm.cq.tradeoff.engine` and ``gpu-ivm query`` choose this class for a triangle
 query (``strategy="view_trees"`` / ``--strategy view-trees`` keeps the view trees);
 ``Engine(query)`` itself is always the view-tree engine.
 
 >>> triangle_mapping("Q( | ) = E(X,Y), E(Z,Y), E(Z,X)")
 [('E', False), ('E', True), ('E', False)]
->>> triangle_mapping("Q(A | ) = R(A,B), S(B,C), T(C,A)") is None
+>>> triangle_roles("Q(C | A,B) = R(A,B), S(B,C), T(C,A)")
+('A', 'B', 'C')
+>>> q = "Q(B | ) = E(A,B), E(B,C), E(C,A)"
+>>> triangle_roles(q), triangle_mapping(q)
+(('B', 'A', 'C'), [('E', True), ('E', True), ('E', True)])
+>>> triangle_mapping("Q( | ) = R(A,B), S(B,C), T(C,D), U(D,A)") is None
 True
 >>> eng = TriangleQueryEngine("Q( | ) = R(A,B), S(B,C), T(C,A)")
 >>> eng.load(R={"a": [1], "b": [2]}, S={"b": [2], "c": [3]}, T={"c": [3], "a": [1]})
 >>> eng.apply({"T": {"c": [3], "a": [1], "mult": [2]}})
 >>> eng.count(), eng.request().to_pydict()
 (3, {'request': [0], 'mult': [3]})
+>>> eng = TriangleQueryEngine("Q(B,C | A) = R(A,B), S(B,C), T(C,A)")
+>>> eng.load(R={"a": [1, 1], "b": [2, 4]}, S={"b": [2, 4], "c": [3, 3]},
+...          T={"c": [3], "a": [1], "mult": [2]})
+>>> eng.request({"A": [1, 7, 1]}).to_pydict()
+{'request': [0, 0, 2, 2], 'B': [2, 4, 2, 4], 'C': [3, 3, 3, 3], 'mult': [2, 2, 2, 2]}
 """
 
 from __future__ import annotations
@@ -49,56 +99,111 @@ import pyarrow as pa
 
 from ..errors import InputError
 from . import ops
-from .engine import Engine, UnsupportedQueryError
+from .engine import REQ, Engine, UnsupportedQueryError
 from .lsm import LsmRel
 from .ops import check_backend
 from .planner import plan
 from .requests import RequestPaging
 from .syntax import Query, parse_query
-from .zrel import ZRel, checked_add
+from .zrel import ZRel, checked_add, consolidate, empty
 
-__all__ = ["TriangleQueryEngine", "is_triangle_count", "triangle_mapping"]
+__all__ = ["TriangleQueryEngine", "is_triangle_count", "is_triangle_query", "triangle_mapping",
+           "triangle_roles"]
 
 SLOTS = ("R", "S", "T")
+ROLES = ("a", "b", "c")
+SLOT_ROLES = (("a", "b"), ("b", "c"), ("c", "a"))  # R(a,b), S(b,c), T(c,a)
+
+
+def _parsed(query: str | Query) -> Query:
+    return parse_query(query) if isinstance(query, str) else query
+
+
+def triangle_roles(query: str | Query) -> tuple[str, str, str] | None:
+    """The query variables that play the RelationEngine's a, b and c for a triangle query
+    (three binary atoms over three variables, each pair of variables in exactly one atom):
+    the free variables first, inputs before outputs, each in head order, then the others in
+    order of first appearance; None for any other query."""
+    q = _parsed(query)
+    atoms = q.atoms
+    if len(atoms) != 3:
+        return None
+    if any(len(a.variables) != 2 or a.variables[0] == a.variables[1] for a in atoms):
+        return None
+    seen = list(dict.fromkeys(v for a in atoms for v in a.variables))
+    if len(seen) != 3 or len({frozenset(a.variables) for a in atoms}) != 3:
+        return None
+    free = [*q.inputs, *q.outputs]
+    a, b, c = free + [v for v in seen if v not in free]
+    return a, b, c
 
 
 def triangle_mapping(query: str | Query) -> list[tuple[str, bool]] | None:
-    """For the triangle count query, ``[(relation, transposed)]`` for the slots R, S, T of
-    the RelationEngine (``transposed``: the atom's arguments are fed as (dst, src)); None for
-    any other query."""
-    q = parse_query(query) if isinstance(query, str) else query
-    if q.inputs or q.outputs or len(q.atoms) != 3:
+    """For a triangle query, ``[(relation, transposed)]`` for the slots R, S, T of the
+    RelationEngine under :func:`triangle_roles` (``transposed``: the atom's arguments are fed
+    as (dst, src)); None for any other query."""
+    q = _parsed(query)
+    roles = triangle_roles(q)
+    if roles is None:
         return None
-    atoms = q.atoms
-    if any(len(a.variables) != 2 or a.variables[0] == a.variables[1] for a in atoms):
-        return None
-    if len({v for a in atoms for v in a.variables}) != 3:
-        return None
-    pairs = [frozenset(a.variables) for a in atoms]
-    if len(set(pairs)) != 3:
-        return None
-    x, y = atoms[0].variables
-    (z,) = {v for a in atoms for v in a.variables} - {x, y}
-    out = [(atoms[0].relation, False)]
-    for u, w in ((y, z), (z, x)):  # S(y, z), then T(z, x)
-        a = atoms[pairs.index(frozenset((u, w)))]
+    var = dict(zip(ROLES, roles))
+    pairs = [frozenset(a.variables) for a in q.atoms]
+    out = []
+    for first, second in SLOT_ROLES:
+        u, w = var[first], var[second]
+        a = q.atoms[pairs.index(frozenset((u, w)))]
         out.append((a.relation, a.variables != (u, w)))
     return out
 
 
+def is_triangle_query(query: str | Query) -> bool:
+    """Whether :class:`TriangleQueryEngine` maintains ``query`` (a triangle, any head)."""
+    return triangle_roles(query) is not None
+
+
 def is_triangle_count(query: str | Query) -> bool:
-    """Whether :class:`TriangleQueryEngine` maintains ``query``."""
-    return triangle_mapping(query) is not None
+    """Whether ``query`` is the triangle count ``Q( | ) = R(A,B), S(B,C), T(C,A)`` (up to
+    renaming): a triangle query without inputs or outputs."""
+    q = _parsed(query)
+    return not q.inputs and not q.outputs and is_triangle_query(q)
+
+
+def _pattern(q: Query) -> tuple[list[str], str]:
+    """``(maintain=, how a request is answered)`` for a triangle query's head."""
+    k, ins = len(q.inputs) + len(q.outputs), len(q.inputs)
+    if k == 0:
+        return [], "the triangle count"
+    if k == 1:
+        return ["vertex_counts"], ("a lookup of the per-a count Delta1(a)" if ins else
+                                   "the listing of the per-a counts Delta1")
+    if k == 2:
+        return ["edge_counts"], [
+            "the listing of the per-(a,b) counts Delta2",
+            "the b with R(a,b) != 0 in the base relation of R, each looked up in "
+            "Delta2(a,b)",
+            "a lookup of the per-(a,b) count Delta2(a,b)"][ins]
+    return [["triangles"], ["triangles"], [], []][ins], [
+        "the listing of the triangles Delta3 with multiplicities",
+        "the triangles Delta3 with this a (RelationEngine.triangles_of)",
+        "the base relations: R(a,b) looked up, c expanded through the smaller of S(b,.) "
+        "and T(.,a) and looked up in the other",
+        "the base relations: R(a,b)*S(b,c)*T(c,a), three lookups"][ins]
+
+
+def _ints(col) -> np.ndarray:
+    """An Arrow column of the RelationEngine's results as int64 (an empty one may come
+    typed otherwise)."""
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 class TriangleQueryEngine(RequestPaging):
-    """The triangle count query on :class:`~gpu_ivm.relation_engine.RelationEngine`, with
+    """A triangle query on :class:`~gpu_ivm.relation_engine.RelationEngine`, with
     :class:`~gpu_ivm.cq.engine.Engine`'s interface (see the module docstring).
 
     Parameters as for ``Engine`` (``query``, ``relations``, ``mode``, ``backend``), and
     ``epsilon`` (default ``"auto"``) and ``adaptive`` (default True) for the RelationEngine.
-    Raises :class:`~gpu_ivm.cq.engine.UnsupportedQueryError` for a query that is not the
-    triangle count.
+    Raises :class:`~gpu_ivm.cq.engine.UnsupportedQueryError` for a query that is not a
+    triangle query.
     """
 
     def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None,
@@ -111,11 +216,16 @@ class TriangleQueryEngine(RequestPaging):
         # the reader: Engine's table reading and validation (its views are never used)
         self._reader = Engine(query, relations)
         self.query: Query = self._reader.query
-        mapping = triangle_mapping(self.query)
-        if mapping is None:
-            raise UnsupportedQueryError(f"query {self.query} is not the triangle count "
-                                        "Q( | ) = R(A,B), S(B,C), T(C,A) (up to renaming)")
-        self.mapping = mapping
+        roles = triangle_roles(self.query)
+        if roles is None:
+            raise UnsupportedQueryError(
+                f"query {self.query} is not a triangle query (three binary atoms forming a "
+                "triangle, as Q( | ) = R(A,B), S(B,C), T(C,A), the triangle count, up to "
+                "renaming, with any head)")
+        self.roles = roles
+        self.role_of = {v: r for r, v in zip(ROLES, roles)}
+        self.mapping = triangle_mapping(self.query)
+        self.maintain, self.answered_by = _pattern(self.query)
         self.plan = plan(self.query)
         self.triangle_epsilon = epsilon
         self.adaptive = adaptive
@@ -144,8 +254,12 @@ class TriangleQueryEngine(RequestPaging):
     def _new_engine(self):
         from ..relation_engine import RelationEngine
 
+        # the insert-only RelationEngine keeps the count only: with Delta1/2/3 it runs in
+        # the general mode (this class's reader refuses the deletes of the insert-only mode)
+        mode = self.mode if not self.maintain else "general"
         return RelationEngine(epsilon=self.triangle_epsilon, backend=self._backend_name,
-                              adaptive=self.adaptive, mode=self.mode)
+                              adaptive=self.adaptive, mode=mode,
+                              maintain=self.maintain or None)
 
     def _slot_table(self, rel: ZRel, transposed: bool) -> dict | None:
         if not len(rel):
@@ -226,28 +340,182 @@ class TriangleQueryEngine(RequestPaging):
         self._version += 1
         self.batches_applied += 1
 
+    # ------------------------------------------------------------------ requests
     def count(self, inputs=None) -> int | pa.Table:
-        """As :meth:`Engine.count`: the triangle count, or per request of a request table
-        (every request has the same count: the query has no inputs)."""
+        """As :meth:`Engine.count`: the triangle count (every pattern's answers summed over
+        all inputs and outputs), or per request of a request table (see the module
+        docstring for how)."""
         if inputs is None:
             return int(self.triangles.count())
         totals, n = self._request_totals(inputs)
         return pa.table({"request": np.arange(n, dtype=np.int64), "count": totals})
 
-    def _request_totals(self, inputs) -> tuple[np.ndarray, int]:
-        _, n = self._reader._requests(inputs)
-        return np.full(n, int(self.triangles.count()), dtype=np.int64), n
-
-    def _answers(self, inputs) -> tuple[pa.Table, int]:
-        totals, n = self._request_totals(inputs)
-        keep = totals != 0
-        return pa.table({"request": np.arange(n, dtype=np.int64)[keep],
-                         "mult": totals[keep]}), n
-
     def exists(self, inputs=None) -> pa.Table:
-        """As :meth:`Engine.exists`."""
+        """As :meth:`Engine.exists` (the multiplicities are positive: an answer exists
+        exactly when the request's total is not zero)."""
         totals, n = self._request_totals(inputs)
         return pa.table({"request": np.arange(n, dtype=np.int64), "exists": totals != 0})
+
+    def _request_totals(self, inputs) -> tuple[np.ndarray, int]:
+        """Per request, its answers' multiplicities summed: Q without inputs, the lookup
+        where every free variable is an input, the request's answers summed otherwise."""
+        requests, n = self._reader._requests(inputs)
+        q = self.query
+        if not q.inputs:
+            return np.full(n, int(self.triangles.count()), dtype=np.int64), n
+        with ops.using(self._ops):
+            if not q.outputs:
+                return self._lookup(self._to_roles(requests)), n
+            per = self._answer_rel(requests).marginalize((REQ,))
+        totals = np.zeros(n, np.int64)
+        totals[per.keys[:, 0]] = per.mult
+        return totals, n
+
+    def _answers(self, inputs) -> tuple[pa.Table, int]:
+        """The answers of a request table as ``Engine`` gives them: ``request, outputs...,
+        mult``, sorted by request, then by the outputs in head order."""
+        requests, n = self._reader._requests(inputs)
+        with ops.using(self._ops):
+            out = self._answer_rel(requests)
+        data = {"request": out.keys[:, 0]}
+        for k, v in enumerate(self.query.outputs, 1):
+            data[v] = out.keys[:, k]
+        data["mult"] = out.mult
+        return pa.table(data), n
+
+    def _answer_rel(self, requests: ZRel) -> ZRel:
+        """The answers as a relation over (request, outputs...) in head order."""
+        q = self.query
+        n = len(requests)
+        head = (REQ, *q.outputs)
+        if not q.outputs:  # one row per request: its lookup (Q without inputs)
+            mult = self._lookup(self._to_roles(requests))
+            keep = mult != 0
+            return ZRel(head, np.flatnonzero(keep).astype(np.int64).reshape(-1, 1), mult[keep])
+        if not q.inputs:  # every request has the whole listing
+            lst = self._listing().reorder(tuple(self.role_of[v] for v in q.outputs))
+            m = len(lst)
+            keys = np.concatenate([np.repeat(np.arange(n, dtype=np.int64), m).reshape(-1, 1),
+                                   np.tile(lst.keys, (n, 1))], axis=1)
+            return ZRel(head, keys, np.tile(lst.mult, n))
+        rel = self._expand(self._to_roles(requests))
+        cols = [rel.vars.index(v) for v in (REQ, *(self.role_of[v] for v in q.outputs))]
+        return consolidate(head, rel.keys[:, cols], rel.mult)
+
+    def _to_roles(self, requests: ZRel) -> ZRel:
+        """A request relation (request, inputs...) with the inputs named by their roles."""
+        return ZRel((REQ, *(self.role_of[v] for v in requests.vars[1:])), requests.keys,
+                    requests.mult)
+
+    def _lookup(self, req: ZRel) -> np.ndarray:
+        """Per request (every free variable an input; ``req`` over request and roles), its
+        one answer's multiplicity."""
+        n, k = len(req), len(req.vars) - 1
+        tri = self.triangles
+        if k == 0:
+            return np.full(n, int(tri.count()), dtype=np.int64)
+        if not n:
+            return np.zeros(0, np.int64)
+        if k == 1:
+            return np.asarray(tri.vertex_count(np.ascontiguousarray(req.column("a"))),
+                              np.int64)
+        if k == 2:
+            return np.asarray(tri.edge_count(np.ascontiguousarray(req.column("a")),
+                                             np.ascontiguousarray(req.column("b"))), np.int64)
+        got = self._join_slots(req, [0, 1, 2]).marginalize((REQ,))
+        out = np.zeros(n, np.int64)
+        out[got.keys[:, 0]] = got.mult
+        return out
+
+    def _listing(self) -> ZRel:
+        """Δ1, Δ2 or Δ3 (no inputs: the free variables are the outputs), over their roles."""
+        tri = self.triangles
+        k = len(self.query.outputs)
+        if k == 1:
+            t = tri.result_table("vertex_counts")
+            return consolidate(("a",), _ints(t["vertex"]).reshape(-1, 1),
+                               _ints(t["triangles"]))
+        if k == 2:
+            t = tri.result_table("edge_counts")
+            return consolidate(("a", "b"), np.stack([_ints(t["src"]), _ints(t["dst"])], 1),
+                               _ints(t["triangles"]))
+        t = tri.result_table("triangles")
+        return consolidate(ROLES, np.stack([_ints(t[r]) for r in ROLES], 1), _ints(t["mult"]))
+
+    def _expand(self, req: ZRel) -> ZRel:
+        """The answers of requests with inputs and outputs (``req`` over request and the
+        inputs' roles), over request and all the free variables' roles."""
+        tri = self.triangles
+        if len(req.vars) == 2 and len(self.query.outputs) == 1:  # Q(B | A): Delta2
+            cand = self._join_slot(0, req)  # the b with R(a,b) != 0
+            if not len(cand):
+                return cand
+            mult = np.asarray(tri.edge_count(np.ascontiguousarray(cand.column("a")),
+                                             np.ascontiguousarray(cand.column("b"))),
+                              np.int64)
+            keep = mult != 0
+            return ZRel(cand.vars, np.ascontiguousarray(cand.keys[keep]), mult[keep])
+        if len(req.vars) == 2:  # Q(B,C | A): Delta3 through a
+            a = np.unique(req.column("a"))
+            t = tri.triangles_of(a) if len(a) else None
+            if t is None or not t.num_rows:
+                return empty((REQ, *ROLES))
+            found = consolidate(ROLES, np.stack([_ints(t[r]) for r in ROLES], 1),
+                                _ints(t["mult"]))
+            return req.join(found)
+        return self._join_slots(req, [0, 1, 2])  # Q(C | A,B): from the base relations
+
+    # ------------------------------------------------------------------ the base relations
+    def _slot_rename(self, k: int) -> dict[str, str]:
+        """Slot ``k``'s roles -> the columns ``c0, c1`` of its base relation."""
+        first, second = SLOT_ROLES[k]
+        transposed = self.mapping[k][1]
+        return {first: "c1" if transposed else "c0", second: "c0" if transposed else "c1"}
+
+    def _slot_left(self, k: int, left: ZRel) -> ZRel:
+        to_base = self._slot_rename(k)
+        return ZRel(tuple(to_base.get(v, v) for v in left.vars), left.keys, left.mult)
+
+    def _join_slot(self, k: int, left: ZRel) -> ZRel:
+        """``left ⋈ slot k`` (``left`` over request and roles): a lookup where ``left`` has
+        both of the slot's roles, an expansion through the base relation otherwise."""
+        out = self.base[self.mapping[k][0]].join_from(self._slot_left(k, left))
+        back = {c: r for r, c in self._slot_rename(k).items()}
+        return ZRel(tuple(back.get(v, v) for v in out.vars), out.keys, out.mult)
+
+    def _join_slots(self, rel: ZRel, slots: list[int]) -> ZRel:
+        """``rel ⋈`` the slots ``slots``, in the manner of Generic Join (as
+        ``Engine._delta_join``): every lookup first, then each row expands through the slot
+        in which it has the fewest matches, the others looking the new value up."""
+        while slots:
+            have = set(rel.vars)
+            look = next((k for k in slots if set(SLOT_ROLES[k]) <= have), None)
+            if look is not None:
+                rel = self._join_slot(look, rel)
+                slots = [k for k in slots if k != look]
+                continue
+            if len(slots) == 1:
+                return self._join_slot(slots[0], rel)
+            counts = np.stack([self.base[self.mapping[k][0]].count_from(self._slot_left(k, rel))
+                               for k in slots])
+            best = counts.argmin(axis=0)
+            best[counts.min(axis=0) == 0] = -1  # no match in some slot: no result
+            target = tuple(v for v in (REQ, *ROLES) if v in have or any(
+                v in SLOT_ROLES[k] for k in slots))
+            parts = []
+            for j, k in enumerate(slots):
+                sel = best == j
+                if sel.any():
+                    part = ZRel(rel.vars, rel.keys[sel], rel.mult[sel])
+                    part = self._join_slots(self._join_slot(k, part),
+                                            [s for s in slots if s != k])
+                    parts.append(part.reorder(target))
+            if not parts:
+                return empty(target)
+            # the parts extend disjoint sets of rows: their rows are distinct
+            return consolidate(target, np.concatenate([p.keys for p in parts]),
+                               np.concatenate([p.mult for p in parts]), unique=True)
+        return rel
 
     # ------------------------------------------------------------------ persistence
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:
@@ -260,24 +528,32 @@ class TriangleQueryEngine(RequestPaging):
     @classmethod
     def restore(cls, path, *, backend: str = "cpu") -> TriangleQueryEngine:
         """A triangle engine restored from a query engine snapshot (its own or an
-        ``Engine``'s) of the triangle count query; a trade-off engine's snapshot is refused
-        (it names ``TradeoffEngine.restore``)."""
+        ``Engine``'s) of a triangle query; a trade-off engine's snapshot is refused (it names
+        ``TradeoffEngine.restore``)."""
         from .snapshot import load
 
         return load(path, cls, backend=backend)
 
     def explain(self) -> str:
-        """The strategy chosen and why, the atoms' mapping, then the view-tree plan that was
-        not used."""
+        """The strategy chosen and why, the roles and the atoms' mapping, how a request is
+        answered, then the view-tree plan that was not used."""
         rels = ", ".join(f"{slot} <- {name}{' transposed' if t else ''}"
                          for slot, (name, t) in zip(SLOTS, self.mapping))
+        roles = ", ".join(f"{r} <- {v}" for r, v in zip(ROLES, self.roles))
+        q = self.query
+        what = ("the triangle count" if not q.inputs and not q.outputs else
+                f"a triangle query with inputs ({', '.join(q.inputs) or 'none'}) and outputs "
+                f"({', '.join(q.outputs) or 'none'})")
         eps = self.triangle_epsilon
         return "\n".join([
             "strategy: the triangle engine (IVM^eps, gpu_ivm.RelationEngine), chosen because "
-            "the query is the triangle count: three binary atoms forming a triangle over three "
-            "variables, no inputs, no outputs; its updates cost O(sqrt N) per tuple, the "
-            "view trees' delta of the cyclic component more",
+            f"the query is {what}: three binary atoms forming a triangle over three "
+            "variables; its updates cost O(sqrt N) per tuple, the view trees' delta of the "
+            "cyclic component more",
+            f"  roles: {roles}",
             f"  relations: {rels}",
+            f"  maintain: {', '.join(self.maintain) or 'the count only'}",
+            f"  a request: {self.answered_by}",
             f"  epsilon: {eps}{' (per relation, from the degrees)' if eps == 'auto' else ''}, "
             f"adaptive: {self.adaptive}, mode: {self.mode}, backend: {self._backend_name}",
             "view-tree plan (not used; strategy='view_trees' runs it):",
