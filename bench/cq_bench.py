@@ -27,8 +27,9 @@
   tuples (R ⋈ S through a hub: its degree squared), T stays uniform. ``--binary-build``:
   the views built by binary joins as before Generic Join (the same engine otherwise).
   ``--strategy auto``: each query on the planner's choice (``gpu_ivm.cq.engine``: the
-  triangle count on the triangle engine, IVM^ε) instead of the view trees (the default,
-  ``view-trees``).
+  triangle queries with at most one input, here the count and ``Q(B,C | A)``, on the
+  triangle engine, IVM^ε) instead of the view trees (the default, ``view-trees``). The
+  triangle engine has no view-tree counters, so its "entries" column reads 0.
 
 - **the ε knob**: ``Q(C | A) = R(A,B), S(B,C)`` (hierarchical, CQAP_1: δ = 1) over relations
   whose B values are Zipf-distributed (a few B values of degree far above √N), at each ε of

@@ -18,7 +18,12 @@ from test_cq_engine import check, random_batch, random_db, table
 from test_cq_triangle_strategy import _random_stream
 
 from gpu_ivm.cq import Engine, TriangleQueryEngine, engine, evaluate, parse_query, total
-from gpu_ivm.cq.triangle_strategy import is_triangle_query, triangle_mapping, triangle_roles
+from gpu_ivm.cq.triangle_strategy import (
+    is_triangle_query,
+    prefers_triangle_engine,
+    triangle_mapping,
+    triangle_roles,
+)
 from gpu_ivm.errors import InputError
 
 # heads "outputs|inputs" over the variables A, B, C: every pattern, several orders
@@ -75,7 +80,7 @@ def run_both(q: str, seed: int, batches: int = 4, size: int = 8,
     pq_ = parse_query(q)
     domain = domain or [0, 1, 2, 3]
     db = random_db(rng, pq_.schemas, domain, size)
-    tri = engine(q)
+    tri = TriangleQueryEngine(q)
     view = engine(q, strategy="view_trees")
     assert type(tri) is TriangleQueryEngine and type(view) is Engine
     for e in (tri, view):
@@ -112,7 +117,7 @@ def test_larger_streams_with_multiplicities(head: str, body: str) -> None:
     q = query(head, body)
     pq_ = parse_query(q)
     first, batches, dbs = _random_stream(q, seed=len(head) + 7 * len(body))
-    tri, view = engine(q), Engine(q)
+    tri, view = TriangleQueryEngine(q), Engine(q)
     assert type(tri) is TriangleQueryEngine
     rng = random.Random(3)
     counts = set()
@@ -154,7 +159,7 @@ def test_roles_and_mapping() -> None:
     # a directed 3-cycle: E is not read as symmetric, per value or per pair
     for head, want in (("A|", {(1,): 1, (2,): 1, (3,): 1}),
                        ("B,A|", {(2, 1): 1, (3, 2): 1, (1, 3): 1})):
-        eng = engine(query(head, "E(A,B), E(B,C), E(C,A)"))
+        eng = TriangleQueryEngine(query(head, "E(A,B), E(B,C), E(C,A)"))
         eng.load(E={"a": [1, 2, 3], "b": [2, 3, 1]})
         got = eng.request().to_pydict()
         assert dict(zip(zip(*(got[v] for v in head.split("|")[0].split(","))),
@@ -183,7 +188,11 @@ def test_other_queries_are_unaffected(q: str) -> None:
 def test_factory_choice(head: str) -> None:
     q = query(head, "E(B,C), E(A,C), E(B,A)")
     assert is_triangle_query(q)
-    assert type(engine(q)) is TriangleQueryEngine
+    inputs = head.split("|")[1]
+    # two or three inputs: the view trees are cheaper (measured; prefers_triangle_engine)
+    want = TriangleQueryEngine if len(inputs.split(",")) <= 1 else Engine
+    assert prefers_triangle_engine(q) is (want is TriangleQueryEngine)
+    assert type(engine(q)) is want
     assert type(engine(q, strategy="view_trees")) is Engine
     assert type(engine(q, strategy="view-trees")) is Engine
     assert type(Engine(q)) is Engine
@@ -195,7 +204,7 @@ def test_snapshot_round_trips_with_the_view_trees(tmp_path, head: str) -> None:
     q = query(head, "T(C,A), R(A,B), S(C,B)")
     pq_ = parse_query(q)
     first, batches, dbs = _random_stream(q, 11, 4)
-    tri, view = engine(q), Engine(q)
+    tri, view = TriangleQueryEngine(q), Engine(q)
     for e in (tri, view):
         e.load(**first)
         for b in batches[:2]:
@@ -220,7 +229,7 @@ def test_snapshot_round_trips_with_the_view_trees(tmp_path, head: str) -> None:
 
 def test_errors_match_engine() -> None:
     q = "Q(B | A) = R(A,B), S(B,C), T(C,A)"
-    tri, view = engine(q), Engine(q)
+    tri, view = TriangleQueryEngine(q), Engine(q)
     tables = dict(R={"a": [1, 1], "b": [2, 4]}, S={"b": [2, 4], "c": [3, 3]},
                   T={"c": [3], "a": [1], "mult": [2]})
     tri.load(**tables)
@@ -253,7 +262,7 @@ def test_errors_match_engine() -> None:
 def test_modes(head: str) -> None:
     q = query(head, "R(A,B), S(B,C), T(C,A)")
     tables = dict(R={"a": [1], "b": [2]}, S={"b": [2], "c": [3]}, T={"c": [3], "a": [1]})
-    io, view = engine(q, mode="insert_only"), Engine(q, mode="insert_only")
+    io, view = TriangleQueryEngine(q, mode="insert_only"), Engine(q, mode="insert_only")
     io.load(**tables)
     view.load(**tables)
     with pytest.raises(InputError, match="insert_only") as got:
@@ -261,7 +270,7 @@ def test_modes(head: str) -> None:
     with pytest.raises(InputError) as want:
         view.apply({"R": {"a": [1], "b": [2], "mult": [-1]}})
     assert str(got.value) == str(want.value) and io.count() == 1
-    auto, view = engine(q, mode="auto"), Engine(q, mode="auto")
+    auto, view = TriangleQueryEngine(q, mode="auto"), Engine(q, mode="auto")
     for e in (auto, view):
         e.load(**tables)
         e.apply({"R": {"a": [1], "b": [2], "mult": [1]}})
@@ -278,7 +287,7 @@ def test_explain_names_the_pattern() -> None:
     assert "triangle engine (IVM^eps" in text and "inputs (A) and outputs (C, B)" in text
     assert "maintain: triangles" in text and "triangles_of" in text
     assert "roles: a <- A, b <- C, c <- B" in text
-    text = engine("Q(C | A,B) = R(A,B), S(B,C), T(C,A)").explain()
+    text = TriangleQueryEngine("Q(C | A,B) = R(A,B), S(B,C), T(C,A)").explain()
     assert "maintain: the count only" in text and "smaller of S(b,.) and T(.,a)" in text
     assert "maintain: vertex_counts" in engine("Q( | B) = E(A,B), E(B,C), E(C,A)").explain()
     assert "maintain: edge_counts" in engine("Q(A,B | ) = R(A,B), S(B,C), T(C,A)").explain()
@@ -361,7 +370,7 @@ def test_empty_and_unknown_values() -> None:
     for head in HEADS:
         q = query(head, "R(A,B), S(B,C), T(C,A)")
         pq_ = parse_query(q)
-        tri, view = engine(q), Engine(q)
+        tri, view = TriangleQueryEngine(q), Engine(q)
         reqs = {v: np.array([5, -7], np.int64) for v in pq_.inputs} or None
         for _ in range(2):
             assert tri.request(reqs).equals(view.request(reqs))

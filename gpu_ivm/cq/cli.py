@@ -138,9 +138,9 @@ def cmd_query(args) -> int:
                          option="--requests" if args.requests is None else "--out")
     eps = _check_epsilon(args)
     strategy = getattr(args, "strategy", "auto").replace("-", "_")
-    from .triangle_strategy import is_triangle_query
+    from .triangle_strategy import prefers_triangle_engine
 
-    if strategy == "auto" and eps == 1 and is_triangle_query(args.query):
+    if strategy == "auto" and eps == 1 and prefers_triangle_engine(args.query):
         from .tradeoff import engine
 
         eng = engine(args.query, epsilon=eps, mode=args.mode, backend=args.backend)

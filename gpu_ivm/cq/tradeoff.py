@@ -801,12 +801,14 @@ def engine(query: str | Query, relations=None, *, epsilon=1, backend: str = "cpu
 
     - a triangle query, ``R(A,B), S(B,C), T(C,A)`` (up to renaming, atom order and argument
       order; self-joins included) with any head: the count ``Q( | )``, ``Q(A | )``,
-      ``Q(A,B | )``, ``Q(A,B,C | )`` and their access patterns (``Q( | A)``, ``Q(B | A)``,
-      ``Q(C | A,B)``, ...), at ``epsilon`` 1 (the default):
+      ``Q(A,B | )``, ``Q(A,B,C | )`` and their access patterns with at most one input
+      (``Q( | A)``, ``Q(B | A)``, ``Q(B,C | A)``), at ``epsilon`` 1 (the default):
       :class:`~gpu_ivm.cq.triangle_strategy.TriangleQueryEngine`, IVM^ε's triangle engine
       (which picks its own ε per relation, ``"auto"``, and keeps Δ1, Δ2 or Δ3 as the head
-      needs), unless ``strategy="view_trees"``; (below 1, ``epsilon`` is the CQAP
-      trade-off's, which refuses the non-hierarchical triangle as before);
+      needs), unless ``strategy="view_trees"``; with two or three inputs the view trees
+      maintain it for less (measured; see ``prefers_triangle_engine`` in
+      :mod:`~gpu_ivm.cq.triangle_strategy`); (below 1, ``epsilon`` is the CQAP trade-off's,
+      which refuses the non-hierarchical triangle as before);
     - :class:`TradeoffEngine` for ε < 1 when the query forks;
     - otherwise ``Engine`` (ε = 1, or a query that never forks, such as a CQAP_0 query, for
       which ε = 1 is the thesis's choice at every ε).
@@ -814,14 +816,14 @@ def engine(query: str | Query, relations=None, *, epsilon=1, backend: str = "cpu
     ``backend`` as for :class:`Engine`; ``mode`` (as for ``Engine``) needs ε = 1 except for
     the triangle engine, which takes both.
     """
-    from .triangle_strategy import TriangleQueryEngine, is_triangle_query
+    from .triangle_strategy import TriangleQueryEngine, prefers_triangle_engine
 
     strategy = str(strategy).replace("-", "_")
     if strategy not in STRATEGIES:
         raise InputError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}",
                          column="strategy")
     eps = parse_epsilon(epsilon)
-    if strategy == "auto" and eps == 1 and is_triangle_query(query):
+    if strategy == "auto" and eps == 1 and prefers_triangle_engine(query):
         return TriangleQueryEngine(query, relations, mode=mode, backend=backend)
     if eps == 1 or find_fork(query) is None:
         return Engine(query, relations, mode=mode, backend=backend)
