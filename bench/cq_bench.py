@@ -257,7 +257,7 @@ class SkewedStream(Stream):
 def measure_eps(n: int, batch_size: int, n_batches: int, epsilons, seed: int = 0) -> list[dict]:
     """One record per ε: load seconds, mean seconds per batch, seconds per request batch of
     1,000 A values and its answers; every ε's answers are compared with ε = 1's."""
-    from gpu_ivm.cq.tradeoff import engine
+    from gpu_ivm.cq.factory import engine
 
     recs = []
     batches = None

@@ -12,7 +12,8 @@ import pytest
 from test_cq_engine import run_checked
 
 from gpu_ivm.cq.engine import Engine, UnsupportedQueryError
-from gpu_ivm.cq.tradeoff import TradeoffEngine, engine, find_fork
+from gpu_ivm.cq.factory import engine
+from gpu_ivm.cq.tradeoff import TradeoffEngine, find_fork
 from gpu_ivm.errors import InputError, IntegerOverflowError
 
 QUERIES = [

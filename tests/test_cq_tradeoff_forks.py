@@ -20,7 +20,8 @@ from test_cq_engine import check, table
 
 from gpu_ivm.cq import evaluate, parse_query
 from gpu_ivm.cq.engine import Engine, UnsupportedQueryError
-from gpu_ivm.cq.tradeoff import TradeoffEngine, engine, fork_forest
+from gpu_ivm.cq.factory import engine
+from gpu_ivm.cq.tradeoff import TradeoffEngine, fork_forest
 
 EPS = ["0", "1/4", "1/2", "3/4"]
 

@@ -13,10 +13,11 @@ queries (``R(A,B), S(B,C), T(C,A)`` with any head).
 from __future__ import annotations
 
 from .engine import Engine, UnsupportedQueryError
+from .factory import engine
 from .oracle import access, evaluate, total
 from .planner import Plan, plan
 from .syntax import Atom, Query, QuerySyntaxError, parse_query
-from .tradeoff import TradeoffEngine, engine
+from .tradeoff import TradeoffEngine
 from .triangle_strategy import TriangleQueryEngine
 
 __all__ = ["Atom", "Engine", "Plan", "Query", "QuerySyntaxError", "TradeoffEngine",

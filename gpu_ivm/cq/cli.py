@@ -141,12 +141,12 @@ def cmd_query(args) -> int:
     from .triangle_strategy import prefers_triangle_engine
 
     if strategy == "auto" and eps == 1 and prefers_triangle_engine(args.query):
-        from .tradeoff import engine
+        from .factory import engine
 
         eng = engine(args.query, epsilon=eps, mode=args.mode, backend=args.backend)
     elif eps < 1:
         from .engine import UnsupportedQueryError
-        from .tradeoff import engine
+        from .factory import engine
 
         try:
             eng = engine(args.query, epsilon=eps, backend=args.backend)

@@ -62,9 +62,8 @@ never fork (ε = 1 is optimal: use ``Engine``).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -72,7 +71,8 @@ import pyarrow as pa
 from ..errors import InputError
 from ..rational import Thresholds, parse_epsilon
 from .engine import Engine, UnsupportedQueryError
-from .lex_order import pack
+from .forks import Fork, find_fork, fork_forest
+from .key_rows import drop_rows, find_rows, ones, union_rows, unique_rows
 from .lsm import LsmRel
 from .planner import plan
 from .requests import RequestPaging
@@ -84,121 +84,13 @@ from .zrel import (
     checked_mul,
     checked_total,
     consolidate,
-    dense_ids,
     empty,
     scalar,
 )
 
-__all__ = ["Fork", "TradeoffEngine", "engine", "find_fork", "fork_forest"]
+__all__ = ["Fork", "TradeoffEngine", "find_fork", "fork_forest"]
 
 REQ = "#request"
-
-
-@dataclass
-class Fork:
-    """A variable where Ω forks: the relations under it are partitioned on ``key``
-    (``anc(var) ∪ {var}``, root first) and its heavy strategy goes on into ``children``."""
-
-    id: int
-    var: str
-    key: tuple[str, ...]
-    atoms: tuple[int, ...]          # the atoms under ``var`` (each holds every key variable)
-    component: int                  # index of the fracture component
-    parent: int | None = None       # id of the enclosing fork (whose heavy side this is in)
-    children: list[Fork] = field(default_factory=list)
-
-    def walk(self):
-        """This fork and the forks nested in it, outer first."""
-        yield self
-        for c in self.children:
-            yield from c.walk()
-
-
-def fork_forest(query: str | Query) -> list[list[Fork]]:
-    """Per fracture component, the outermost forks of Ω (each with its nested ones); ids
-    count the forks outer first. Raises UnsupportedQueryError when a component is not
-    hierarchical."""
-    p = plan(query)
-    q = p.query
-    out: list[list[Fork]] = []
-    counter = itertools.count()
-    for k, part in enumerate(p.parts):
-        if not part.hierarchical:
-            raise UnsupportedQueryError(f"query {q} has a non-hierarchical component: the "
-                                        "heavy/light trade-off (epsilon < 1) needs a "
-                                        "hierarchical fracture")
-        forks: list[Fork] = []
-        for root in part.canonical:
-            forks += _omega(root, q, [], k, None, counter)
-        out.append(forks)
-    return out
-
-
-def find_fork(query: str | Query) -> tuple[str, list[int]] | None:
-    """``(X, atoms under X)`` of the first (outermost) fork of Ω, or None when no variable
-    forks (every induced query CQAP_0, as for CQAP_0 queries). Raises UnsupportedQueryError
-    for a non-hierarchical query."""
-    forks = [f for comp in fork_forest(query) for f in comp]
-    return (forks[0].var, list(forks[0].atoms)) if forks else None
-
-
-def _omega(node, q: Query, anc: list[str], comp: int, parent: int | None,
-           counter) -> list[Fork]:
-    """The forks of Ω in ``node``'s subtree, ``anc`` its ancestors (treated as inputs)."""
-    vs = set(node.subtree_vars())
-    atoms = node.subtree_atoms()
-    ins = [v for v in q.inputs if v in vs] + [v for v in anc if v not in q.inputs]
-    outs = [v for v in q.outputs if v in vs]
-    body = ", ".join(str(q.atoms[i]) for i in atoms)
-    induced = plan(f"Q({','.join(outs)} | {','.join(dict.fromkeys(ins))}) = {body}")
-    if induced.cls == "CQAP_0":
-        return []
-    x = node.var
-    if x in q.inputs or (x in q.outputs and not vs & set(q.inputs)):
-        out = []
-        for c in node.children:
-            out += _omega(c, q, anc + [x], comp, parent, counter)
-        return out
-    fork = Fork(next(counter), x, tuple(anc + [x]), tuple(sorted(atoms)), comp, parent)
-    for c in node.children:  # the heavy side: X and its ancestors are inputs below
-        fork.children += _omega(c, q, anc + [x], comp, fork.id, counter)
-    return [fork]
-
-
-# ---------------------------------------------------------------------- rows of key values
-def _ids(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Order-preserving int64 ids of the rows of two same-width key arrays."""
-    packed = pack(a, b)
-    if packed is not None:
-        return packed[0], packed[1]
-    ids = dense_ids(np.concatenate([a, b]))
-    return ids[:len(a)], ids[len(a):]
-
-
-def _find(table: np.ndarray, probe: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(found, position) of each row of ``probe`` in the sorted unique rows ``table``."""
-    ta, pb = _ids(table, probe)
-    pos = np.searchsorted(ta, pb)
-    found = pos < ta.shape[0]
-    found[found] = ta[pos[found]] == pb[found]
-    return found, pos
-
-
-def _unique_rows(rows: np.ndarray) -> np.ndarray:
-    return np.unique(rows, axis=0) if rows.shape[0] else rows
-
-
-def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return _unique_rows(np.concatenate([a, b]))
-
-
-def _drop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The rows of ``a`` not in ``b`` (both sorted unique)."""
-    return a[~_find(b, a)[0]] if a.shape[0] and b.shape[0] else a
-
-
-def _ones(vars: tuple[str, ...], rows: np.ndarray) -> ZRel:
-    return ZRel(vars, rows, np.ones(rows.shape[0], np.int64))
 
 
 @dataclass
@@ -344,7 +236,7 @@ class TradeoffEngine(RequestPaging):
         """The tuples of ``atom``'s relation whose key of fork ``fid`` is among ``rows``
         (sorted unique), columns: the key's, then the others."""
         cols = self.keycols[(fid, atom)]
-        left = _ones(tuple(f"c{c}" for c in cols), rows)
+        left = ones(tuple(f"c{c}" for c in cols), rows)
         return self._rel(atom).join_from(left, support=support)
 
     def _degrees(self, fid: int, rows: np.ndarray) -> np.ndarray:
@@ -357,7 +249,7 @@ class TradeoffEngine(RequestPaging):
         for i in self.forks[fid].atoms:
             got = self._with_keys(i, fid, rows, support=True)
             per = got.marginalize(got.vars[:k])
-            _, pos = _find(rows, per.keys)
+            _, pos = find_rows(rows, per.keys)
             deg[pos] = np.maximum(deg[pos], per.mult)
         return deg
 
@@ -366,7 +258,7 @@ class TradeoffEngine(RequestPaging):
         k = len(self.forks[fid].key)
         vals = [rels[self.query.atoms[i].relation].keys[:, self.keycols[(fid, i)]]
                 for i in self.forks[fid].atoms if self.query.atoms[i].relation in rels]
-        return _unique_rows(np.concatenate(vals)) if vals else np.zeros((0, k), np.int64)
+        return unique_rows(np.concatenate(vals)) if vals else np.zeros((0, k), np.int64)
 
     def _strict(self, f: Fork, parent_rows: np.ndarray | None, sets: list) -> None:
         """Add to ``sets`` the strictly heavy key values of fork ``f`` (all of them, or those
@@ -381,10 +273,10 @@ class TradeoffEngine(RequestPaging):
                 got = self._with_keys(i, f.parent, parent_rows)
                 cols = [got.vars.index(f"c{c}") for c in self.keycols[(f.id, i)]]
                 vals.append(got.keys[:, cols])
-            cand = _unique_rows(np.concatenate(vals)) if vals else np.zeros((0, k), np.int64)
+            cand = unique_rows(np.concatenate(vals)) if vals else np.zeros((0, k), np.int64)
         th = self._threshold()
         heavy = cand if th.all_heavy else cand[self._degrees(f.id, cand) >= th.strict]
-        sets[f.id] = _union(sets[f.id], heavy)
+        sets[f.id] = union_rows(sets[f.id], heavy)
         for c in f.children:
             self._strict(c, heavy, sets)
 
@@ -400,7 +292,7 @@ class TradeoffEngine(RequestPaging):
         for fid in chain:
             if not alive.any():
                 break
-            alive &= _find(sets[fid], keys[:, self.keycols[(fid, atom)]])[0]
+            alive &= find_rows(sets[fid], keys[:, self.keycols[(fid, atom)]])[0]
             part += alive
         return part
 
@@ -525,11 +417,11 @@ class TradeoffEngine(RequestPaging):
             xs = self._key_values(f.id, deltas)
             if f.parent is not None and xs.shape[0]:  # below a light value: not partitioned
                 k = len(self.forks[f.parent].key)
-                xs = xs[_find(sets[f.parent], np.ascontiguousarray(xs[:, :k]))[0]]
+                xs = xs[find_rows(sets[f.parent], np.ascontiguousarray(xs[:, :k]))[0]]
             if not xs.shape[0]:
                 continue
             deg = self._degrees(f.id, xs)
-            is_heavy = _find(sets[f.id], xs)[0]
+            is_heavy = find_rows(sets[f.id], xs)[0]
             if th.all_heavy:  # ε = 0: every present value is heavy; keep the sets exact
                 up, down = xs[~is_heavy & (deg > 0)], xs[is_heavy & (deg == 0)]
             else:
@@ -538,14 +430,14 @@ class TradeoffEngine(RequestPaging):
                 moved += up.shape[0] + down.shape[0]
                 self.rebalances["fork_moves"][f.id] += int(up.shape[0] + down.shape[0])
             if down.shape[0]:
-                sets[f.id] = _drop(sets[f.id], down)
+                sets[f.id] = drop_rows(sets[f.id], down)
                 k = len(f.key)
                 for g in f.walk():  # the heavy tail below a light value goes
                     if g.id != f.id and sets[g.id].shape[0]:
-                        keep = ~_find(down, np.ascontiguousarray(sets[g.id][:, :k]))[0]
+                        keep = ~find_rows(down, np.ascontiguousarray(sets[g.id][:, :k]))[0]
                         sets[g.id] = sets[g.id][keep]
             if up.shape[0]:
-                sets[f.id] = _union(sets[f.id], up)
+                sets[f.id] = union_rows(sets[f.id], up)
                 for c in f.children:
                     self._strict(c, up, sets)
         self.heavy_sets = sets
@@ -558,7 +450,8 @@ class TradeoffEngine(RequestPaging):
         (an insert into the new part and a delete from the old one, in every strategy that
         reads them)."""
         changed = [np.zeros((0, len(f.key)), np.int64) if a is b else
-                   _union(_drop(a, b), _drop(b, a)) for f, a, b in zip(self.forks, old, new)]
+                   union_rows(drop_rows(a, b), drop_rows(b, a))
+                   for f, a, b in zip(self.forks, old, new)]
         for fac in self.factors:
             batches: list[dict] = [{} for _ in fac.strategies]
             for i in fac.atoms:
@@ -569,10 +462,10 @@ class TradeoffEngine(RequestPaging):
                          for fid in self.chain[i] if changed[fid].shape[0]]
                 if not found:
                     continue
-                keys = _unique_rows(np.concatenate(found))
+                keys = unique_rows(np.concatenate(found))
                 if not keys.shape[0]:
                     continue
-                mult = rel.get(_ones(rel.vars, keys))
+                mult = rel.get(ones(rel.vars, keys))
                 p_old, p_new = self._parts(i, keys, old), self._parts(i, keys, new)
                 diff = p_old != p_new
                 for s, t in zip(fac.strategies, batches):
@@ -592,7 +485,7 @@ class TradeoffEngine(RequestPaging):
         the strategy's heavy forks: one row per request for the strategy's engine."""
         rows = front
         for fid in s.heavy:
-            rows = rows.join(_ones(self.forks[fid].key, self.heavy_sets[fid]))
+            rows = rows.join(ones(self.forks[fid].key, self.heavy_sets[fid]))
         return rows
 
     def _factor_totals(self, fac: _Factor, requests: ZRel, n: int) -> np.ndarray:
@@ -750,11 +643,11 @@ class TradeoffEngine(RequestPaging):
             if h.ndim != 2 or h.shape[1] != len(f.key):
                 raise ValueError(f"the heavy values of fork {f.var} are not rows of "
                                  f"{len(f.key)} column(s)")
-            if h.shape[0] and not np.array_equal(_unique_rows(h), h):
+            if h.shape[0] and not np.array_equal(unique_rows(h), h):
                 raise ValueError(f"the heavy values of fork {f.var} are not sorted and unique")
             if f.parent is not None and h.shape[0]:
                 k = len(self.forks[f.parent].key)
-                if not _find(heavy_sets[f.parent], np.ascontiguousarray(h[:, :k]))[0].all():
+                if not find_rows(heavy_sets[f.parent], np.ascontiguousarray(h[:, :k]))[0].all():
                     raise ValueError(f"a heavy value of fork {f.var} lies below a light value "
                                      f"of fork {self.forks[f.parent].var}")
         self.base = {name: LsmRel(rel) for name, rel in base.items()}
@@ -790,43 +683,3 @@ def _input_totals(eng: Engine, keep: tuple[str, ...]) -> ZRel:
         for rel in eng._boundary(comp, set(comp.inputs)):
             result = rel.join_from(result)
     return result.marginalize(keep)
-
-
-STRATEGIES = ("auto", "view_trees")
-
-
-def engine(query: str | Query, relations=None, *, epsilon=1, backend: str = "cpu",
-           mode: str = "general", strategy: str = "auto"):
-    """The engine the planner picks for ``query``:
-
-    - a triangle query, ``R(A,B), S(B,C), T(C,A)`` (up to renaming, atom order and argument
-      order; self-joins included) with any head: the count ``Q( | )``, ``Q(A | )``,
-      ``Q(A,B | )``, ``Q(A,B,C | )`` and their access patterns with at most one input
-      (``Q( | A)``, ``Q(B | A)``, ``Q(B,C | A)``), at ``epsilon`` 1 (the default):
-      :class:`~gpu_ivm.cq.triangle_strategy.TriangleQueryEngine`, IVM^ε's triangle engine
-      (which picks its own ε per relation, ``"auto"``, and keeps Δ1, Δ2 or Δ3 as the head
-      needs), unless ``strategy="view_trees"``; with two or three inputs the view trees
-      maintain it for less (measured; see ``prefers_triangle_engine`` in
-      :mod:`~gpu_ivm.cq.triangle_strategy`); (below 1, ``epsilon`` is the CQAP trade-off's,
-      which refuses the non-hierarchical triangle as before);
-    - :class:`TradeoffEngine` for ε < 1 when the query forks;
-    - otherwise ``Engine`` (ε = 1, or a query that never forks, such as a CQAP_0 query, for
-      which ε = 1 is the thesis's choice at every ε).
-
-    ``backend`` as for :class:`Engine`; ``mode`` (as for ``Engine``) needs ε = 1 except for
-    the triangle engine, which takes both.
-    """
-    from .triangle_strategy import TriangleQueryEngine, prefers_triangle_engine
-
-    strategy = str(strategy).replace("-", "_")
-    if strategy not in STRATEGIES:
-        raise InputError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}",
-                         column="strategy")
-    eps = parse_epsilon(epsilon)
-    if strategy == "auto" and eps == 1 and prefers_triangle_engine(query):
-        return TriangleQueryEngine(query, relations, mode=mode, backend=backend)
-    if eps == 1 or find_fork(query) is None:
-        return Engine(query, relations, mode=mode, backend=backend)
-    if mode not in ("general",):
-        raise InputError("mode insert_only / auto runs at epsilon 1", column="mode")
-    return TradeoffEngine(query, relations, epsilon=epsilon, backend=backend)

@@ -65,7 +65,7 @@ degree distribution; Δ1, Δ2 and Δ3 keep ε = 1/2) and its adaptive recompute 
 the count only; for the others it runs in the general mode and the insert-only guarantee is
 this class's reader's, which refuses a delete as ``Engine`` does).
 
-:func:`gpu_ivm.cq.tradeoff.engine` and ``gpu-ivm query`` choose this class for a triangle
+:func:`gpu_ivm.cq.factory.engine` and ``gpu-ivm query`` choose this class for a triangle
 query (``strategy="view_trees"`` / ``--strategy view-trees`` keeps the view trees);
 ``Engine(query)`` itself is always the view-tree engine.
 
