@@ -26,12 +26,13 @@ def engine(query: str | Query, relations=None, *, epsilon=1, backend: str = "cpu
 
     - a triangle query, ``R(A,B), S(B,C), T(C,A)`` (up to renaming, atom order and argument
       order; self-joins included) with any head: the count ``Q( | )``, ``Q(A | )``,
-      ``Q(A,B | )``, ``Q(A,B,C | )`` and their access patterns with at most one input
-      (``Q( | A)``, ``Q(B | A)``, ``Q(B,C | A)``), at ``epsilon`` 1 (the default):
+      ``Q(A,B | )``, ``Q(A,B,C | )`` and their access patterns (``Q( | A)``, ``Q(B | A)``,
+      ``Q(B,C | A)``, ``Q(C | A,B)``), at ``epsilon`` 1 (the default):
       :class:`~gpu_ivm.cq.triangle_strategy.TriangleQueryEngine`, IVM^ε's triangle engine
       (which picks its own ε per relation, ``"auto"``, and keeps Δ1, Δ2 or Δ3 as the head
-      needs), unless ``strategy="view_trees"``; with two or three inputs the view trees
-      maintain it for less (measured; see ``prefers_triangle_engine`` in
+      needs), unless ``strategy="view_trees"``; the pure lookups ``Q( | A,B)`` and
+      ``Q( | A,B,C)`` the view trees maintain for less (measured; see
+      ``prefers_triangle_engine`` in
       :mod:`~gpu_ivm.cq.triangle_strategy`); (below 1, ``epsilon`` is the CQAP trade-off's,
       which refuses the non-hierarchical triangle as before);
     - :class:`TradeoffEngine` for ε < 1 when the query forks;

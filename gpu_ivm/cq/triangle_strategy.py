@@ -164,23 +164,23 @@ def is_triangle_query(query: str | Query) -> bool:
 
 def prefers_triangle_engine(query: str | Query) -> bool:
     """Whether the planner's ``strategy="auto"`` runs ``query`` on :class:`TriangleQueryEngine`:
-    a triangle query with at most one input variable.
+    a triangle query, unless it has no outputs and two or three inputs.
 
-    With two or three inputs (``Q( | A,B)``, ``Q(C | A,B)``, ``Q( | A,B,C)``) every request
-    fixes an atom's tuple, and the view trees maintain such a query for less. Measured on
-    uniform relations of 50,000 tuples over 3,000 values, batches of 1,000 mixed updates,
-    median of 8 (docs/queries-cq.md): the view trees' batch took 0.52x, 0.94x and 0.36x the
-    triangle engine's, which keeps Δ2 or the base relations' joins for them; for every head
-    with fewer inputs the triangle engine's batch was 1.12-2.25x faster, with requests as fast
-    or faster (``Q(B | A)``: 0.96 against 0.53 ms for 200 requests).
+    ``Q( | A,B)`` and ``Q( | A,B,C)`` only look a pair or a triple up, which the view trees
+    maintain for less. Measured with ``python -m bench.cq_heads --seed S`` for S = 5, 6, 7
+    (uniform relations of 50,000 tuples over 3,000 values, batches of 1,000 mixed updates;
+    docs/queries-cq.md): the view trees' batch took 0.56-0.63x and 0.35-0.37x the triangle
+    engine's; for every other head the triangle engine's batch was 1.14-2.45x faster, with
+    requests as fast or faster except ``Q(B | A)`` (0.63-0.85 against 0.38-0.50 ms for 200
+    requests).
 
-    >>> prefers_triangle_engine("Q(B,C | A) = R(A,B), S(B,C), T(C,A)")
-    True
     >>> prefers_triangle_engine("Q(C | A,B) = R(A,B), S(B,C), T(C,A)")
+    True
+    >>> prefers_triangle_engine("Q( | A,B) = R(A,B), S(B,C), T(C,A)")
     False
     """
     q = _parsed(query)
-    return len(q.inputs) <= 1 and is_triangle_query(q)
+    return (bool(q.outputs) or len(q.inputs) <= 1) and is_triangle_query(q)
 
 
 def is_triangle_count(query: str | Query) -> bool:
