@@ -129,12 +129,49 @@ def both_orientations(gkey, net, tkey, torder):
     return keys, vals
 
 
+# the transposes are put in order by a counting sort over their first key when its range is
+# at most this many times the batch (O(n + range)); else by a comparison sort
+COUNTING_SORT_RANGE = 4
+
+
+@nb.njit(cache=True)
+def transpose_order(gkey, tkey):
+    """The order that sorts ``tkey``, the transposes (b, a) of the sorted unique keys ``gkey``
+    (a, b), by a stable counting sort on b: ``gkey`` is sorted by a, so the keys with one b
+    come in increasing a and the stable order is the sorted one. Returns None when b's range
+    exceeds ``COUNTING_SORT_RANGE`` times the batch (the caller sorts by comparison)."""
+    n = gkey.shape[0]
+    hi = 0
+    for i in range(n):
+        b = gkey[i] & LO_MASK
+        if b > hi:
+            hi = b
+    if hi + 1 > COUNTING_SORT_RANGE * n:
+        return None
+    start = np.zeros(hi + 2, np.int64)
+    for i in range(n):
+        start[(gkey[i] & LO_MASK) + 1] += 1
+    for x in range(1, hi + 2):
+        start[x] += start[x - 1]
+    order = np.empty(n, np.int64)
+    for i in range(n):
+        b = gkey[i] & LO_MASK
+        order[start[b]] = i
+        start[b] += 1
+    return order
+
+
 @nb.njit(cache=True)
 def symmetric_delta(gkey, net):
     """:func:`both_orientations` of the sorted unique undirected keys ``gkey`` (a < b) and
-    their transposes, which are formed and sorted here (one call instead of three)."""
+    their transposes, which are formed and sorted here (one call instead of three): by a
+    counting sort on their first key where its range is small against the batch
+    (:func:`transpose_order`; a batch of 10⁵ on R-MAT 16), else by ``np.argsort``."""
     n = gkey.shape[0]
     tkey = np.empty(n, np.int64)
     for i in range(n):
         tkey[i] = ((gkey[i] & LO_MASK) << 32) | (gkey[i] >> 32)
-    return both_orientations(gkey, net, tkey, np.argsort(tkey))
+    order = transpose_order(gkey, tkey) if n else None
+    if order is None:
+        order = np.argsort(tkey)
+    return both_orientations(gkey, net, tkey, order)

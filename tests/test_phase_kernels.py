@@ -71,11 +71,12 @@ def test_rows_to_compact_equals_numpy(seed):
     np.testing.assert_array_equal(store_kernels.rows_to_compact(keys, tomb, live, 32), want)
 
 
+@pytest.mark.parametrize("ids", [50, 5000, 2**31 - 1])  # counting sort; argsort; 32-bit ids
 @pytest.mark.parametrize("seed", range(4))
-def test_symmetric_delta_equals_both_orientations(seed):
+def test_symmetric_delta_equals_both_orientations(seed, ids):
     rng = np.random.default_rng(seed)
-    a = rng.integers(0, 50, 120)
-    b = rng.integers(0, 50, 120)
+    a = rng.integers(0, ids, 120)
+    b = rng.integers(0, ids, 120)
     keep = a < b
     gkey = np.unique(pack(a[keep], b[keep]))
     net = rng.integers(-1, 2, gkey.shape[0])
@@ -85,3 +86,7 @@ def test_symmetric_delta_equals_both_orientations(seed):
     order = np.argsort(want)
     np.testing.assert_array_equal(keys, want[order])
     np.testing.assert_array_equal(vals, np.r_[net, net][order])
+    counted = batch_prep.transpose_order(gkey, tkey)
+    assert (counted is not None) == (ids == 50)  # which branch this case exercised
+    if counted is not None:
+        np.testing.assert_array_equal(tkey[counted], np.sort(tkey))
