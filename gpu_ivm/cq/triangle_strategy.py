@@ -218,6 +218,23 @@ def _ints(col) -> np.ndarray:
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
+class _SlotView:
+    """Slot ``k``'s base relation over its roles, with the two methods the delta join asks a
+    relation for (``join_from``, ``count_from``); the columns are renamed on the way in and
+    out (a transposed slot reads its relation's columns the other way)."""
+
+    def __init__(self, eng: TriangleQueryEngine, k: int) -> None:
+        self.eng, self.k = eng, k
+        self.vars = SLOT_ROLES[k]
+
+    def join_from(self, left: ZRel) -> ZRel:
+        return self.eng._join_slot(self.k, left)
+
+    def count_from(self, left: ZRel) -> np.ndarray:
+        eng = self.eng
+        return eng.base[eng.mapping[self.k][0]].count_from(eng._slot_left(self.k, left))
+
+
 class TriangleQueryEngine(RequestPaging):
     """A triangle query on :class:`~gpu_ivm.relation_engine.RelationEngine`, with
     :class:`~gpu_ivm.cq.engine.Engine`'s interface (see the module docstring).
@@ -506,38 +523,11 @@ class TriangleQueryEngine(RequestPaging):
         return ZRel(tuple(back.get(v, v) for v in out.vars), out.keys, out.mult)
 
     def _join_slots(self, rel: ZRel, slots: list[int]) -> ZRel:
-        """``rel ⋈`` the slots ``slots``, in the manner of Generic Join (as
-        ``Engine._delta_join``): every lookup first, then each row expands through the slot
-        in which it has the fewest matches, the others looking the new value up."""
-        while slots:
-            have = set(rel.vars)
-            look = next((k for k in slots if set(SLOT_ROLES[k]) <= have), None)
-            if look is not None:
-                rel = self._join_slot(look, rel)
-                slots = [k for k in slots if k != look]
-                continue
-            if len(slots) == 1:
-                return self._join_slot(slots[0], rel)
-            counts = np.stack([self.base[self.mapping[k][0]].count_from(self._slot_left(k, rel))
-                               for k in slots])
-            best = counts.argmin(axis=0)
-            best[counts.min(axis=0) == 0] = -1  # no match in some slot: no result
-            target = tuple(v for v in (REQ, *ROLES) if v in have or any(
-                v in SLOT_ROLES[k] for k in slots))
-            parts = []
-            for j, k in enumerate(slots):
-                sel = best == j
-                if sel.any():
-                    part = ZRel(rel.vars, rel.keys[sel], rel.mult[sel])
-                    part = self._join_slots(self._join_slot(k, part),
-                                            [s for s in slots if s != k])
-                    parts.append(part.reorder(target))
-            if not parts:
-                return empty(target)
-            # the parts extend disjoint sets of rows: their rows are distinct
-            return consolidate(target, np.concatenate([p.keys for p in parts]),
-                               np.concatenate([p.mult for p in parts]), unique=True)
-        return rel
+        """``rel ⋈`` the slots ``slots`` by the view trees' delta join
+        (:meth:`Engine._delta_join`, Generic Join with ``rel`` fixed: every lookup first,
+        then each row expands through the slot in which it has the fewest matches), each
+        slot's base relation seen over its roles (:class:`_SlotView`)."""
+        return Engine._delta_join(rel, [_SlotView(self, k) for k in slots], (REQ, *ROLES))
 
     # ------------------------------------------------------------------ persistence
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:
