@@ -34,19 +34,12 @@ from pathlib import Path
 RECORDS: list[dict] = []
 
 
-def _device_or_reason() -> str | None:
-    from gpu_ivm.backend import _device_problem
-
-    return _device_problem()
-
-
 class LaunchCounter:
     """Counts the package's Numba kernel launches (all go through ``cuda_launch.launch``)."""
 
     def __init__(self) -> None:
         from gpu_ivm.kernels import cuda_launch
 
-        self.mod = cuda_launch
         self.n = 0
         original = cuda_launch.launch
 
@@ -218,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="accept Numba's CUDA simulator as the device (NUMBA_ENABLE_CUDASIM=1; "
                         "for testing this script with tiny sizes)")
     args = p.parse_args(argv)
-    from gpu_ivm.backend import simulator_enabled
+    from gpu_ivm.backend import _device_problem, simulator_enabled
 
-    problem = None if args.simulator and simulator_enabled() else _device_or_reason()
+    problem = None if args.simulator and simulator_enabled() else _device_problem()
     if problem is not None:
         print(f"bench-gpu: no usable CUDA device, nothing was run ({problem}).")
         return 2

@@ -135,8 +135,8 @@ COUNTING_SORT_RANGE = 4
 
 
 @nb.njit(cache=True)
-def transpose_order(gkey, tkey):
-    """The order that sorts ``tkey``, the transposes (b, a) of the sorted unique keys ``gkey``
+def transpose_order(gkey):
+    """The order that sorts the transposes (b, a) of the sorted unique keys ``gkey``
     (a, b), by a stable counting sort on b: ``gkey`` is sorted by a, so the keys with one b
     come in increasing a and the stable order is the sorted one. Returns None when b's range
     exceeds ``COUNTING_SORT_RANGE`` times the batch (the caller sorts by comparison)."""
@@ -171,7 +171,7 @@ def symmetric_delta(gkey, net):
     tkey = np.empty(n, np.int64)
     for i in range(n):
         tkey[i] = ((gkey[i] & LO_MASK) << 32) | (gkey[i] >> 32)
-    order = transpose_order(gkey, tkey) if n else None
+    order = transpose_order(gkey) if n else None
     if order is None:
         order = np.argsort(tkey)
     return both_orientations(gkey, net, tkey, order)

@@ -220,6 +220,12 @@ def device_view(a):
 # GPU_IVM_CAI_SYNC=always restores numba-cuda's behaviour (a safety switch, and the baseline of
 # docs/gpu.md's measurement).
 _ALWAYS_SYNC = os.environ.get("GPU_IVM_CAI_SYNC", "").strip().lower() == "always"
+# numba's default stream as the interface names it: 2 (per-thread) or 1 (legacy); read once,
+# as numba reads its configuration once (this runs for every array of every launch)
+_DEFAULT_STREAM = 2 if (
+    bool(getattr(nb.config, "CUDA_PER_THREAD_DEFAULT_STREAM", 0))
+    or os.environ.get("NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in ("", "0")
+) else 1
 
 
 def needs_stream_sync(cai: dict) -> bool:
@@ -236,9 +242,7 @@ def needs_stream_sync(cai: dict) -> bool:
     stream = cai.get("stream")
     if stream is None:
         return False
-    per_thread = bool(getattr(nb.config, "CUDA_PER_THREAD_DEFAULT_STREAM", 0)) or \
-        os.environ.get("NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM", "0").strip() not in ("", "0")
-    return int(stream) != (2 if per_thread else 1)
+    return int(stream) != _DEFAULT_STREAM
 
 
 def _host_view(cai: dict) -> np.ndarray:

@@ -30,7 +30,7 @@ from gpu_ivm.kernels import cuda_launch, cuda_lex_join  # noqa: E402
 from gpu_ivm.kernels import lex_expand as cpu_expand  # noqa: E402
 from gpu_ivm.kernels import lex_join as cpu_join  # noqa: E402
 from gpu_ivm.kernels import lex_reduce as cpu_reduce  # noqa: E402
-from test_cq_engine import answers, random_batch, random_db, table  # noqa: E402
+from test_cq_engine import answers, fold, random_batch, random_db, table  # noqa: E402
 
 from gpu_ivm.cq import evaluate, ops, parse_query, total  # noqa: E402
 from gpu_ivm.cq.engine import Engine  # noqa: E402
@@ -200,9 +200,7 @@ def test_engine_on_the_cuda_backend(query: str, monkeypatch) -> None:
     for _ in range(2):
         batch = random_batch(rng, db, q.schemas, domain)
         eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
+        fold(db, batch)
         light_check(eng, query, db, domain)
     assert eng.backend.name == "cuda" and eng.count() > 0
     assert {"expand_join", "merge_sorted", "reduce_sorted", "lex_order"} <= set(used)
@@ -244,9 +242,7 @@ def test_tradeoff_engine_on_the_cuda_backend(tmp_path) -> None:
     light_check(eng, query, db, domain)
     batch = random_batch(rng, db, q.schemas, domain)
     eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
-    for r, d in batch.items():
-        for t, m in d.items():
-            db[r][t] = db[r].get(t, 0) + m
+    fold(db, batch)
     light_check(eng, query, db, domain)
     eng.snapshot(tmp_path / "snap")
     for backend in ("cpu", "cuda"):

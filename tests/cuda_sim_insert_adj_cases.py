@@ -114,13 +114,16 @@ def test_random_stream_with_hub(checked) -> None:
     assert len(checked) >= 12 and sum(t for _, t in checked) > 20
 
 
+def _daily_batches(path, n: int) -> list[tuple[list, list]]:
+    """The first ``n`` rows of SNAP's CollegeMsg log, one (src, dst) batch per day."""
+    with gzip.open(path, "rt") as f:
+        rows = np.array([line.split() for _, line in zip(range(n), f)], np.int64)
+    cuts = np.flatnonzero(np.diff(rows[:, 2] // 86400)) + 1
+    return [(r[:, 0].tolist(), r[:, 1].tolist()) for r in np.split(rows, cuts)]
+
+
 def test_college_msg_daily(checked, college_msg) -> None:
-    with gzip.open(college_msg, "rt") as f:
-        rows = np.array([line.split() for _, line in zip(range(2000), f)], np.int64)
-    day = rows[:, 2] // 86400
-    cuts = np.flatnonzero(np.diff(day)) + 1
-    batches = [(r[:, 0].tolist(), r[:, 1].tolist()) for r in np.split(rows, cuts)]
-    _run(batches, checked)
+    _run(_daily_batches(college_msg, 2000), checked)
     assert len(checked) > 10 and sum(t for _, t in checked) > 0
 
 
@@ -279,12 +282,7 @@ def test_insert_batch_random_stream(twinned) -> None:
 
 
 def test_insert_batch_college_msg(twinned, college_msg) -> None:
-    with gzip.open(college_msg, "rt") as f:
-        rows = np.array([line.split() for _, line in zip(range(1500), f)], np.int64)
-    day = rows[:, 2] // 86400
-    cuts = np.flatnonzero(np.diff(day)) + 1
-    batches = [(r[:, 0].tolist(), r[:, 1].tolist()) for r in np.split(rows, cuts)]
-    _run(batches, twinned)
+    _run(_daily_batches(college_msg, 1500), twinned)
     assert len(twinned) >= 8 and sum(t for _, t in twinned) > 0
 
 

@@ -43,23 +43,3 @@ def test_summary_table_pairs_the_backends() -> None:
     assert cols[2:5] == ["2,000", "500", "4.00"]
     assert cols[5:] == ["11", "delta", "True"]
 
-
-def test_stream_sync_only_for_arrays_of_other_streams(monkeypatch) -> None:
-    """Arrays produced on numba's default stream (legacy, or per-thread when numba uses it)
-    are launched without a stream synchronization; any other producer stream is waited on."""
-    import numba
-
-    if numba.config.ENABLE_CUDASIM:  # pragma: no cover
-        pytest.skip("imports numba.cuda's launch module without the simulator")
-    try:
-        from gpu_ivm.kernels import cuda_launch
-    except Exception as exc:  # pragma: no cover - numba without a cuda package
-        pytest.skip(f"numba.cuda unavailable: {exc}")
-    f = cuda_launch.needs_stream_sync
-    monkeypatch.delenv("NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM", raising=False)
-    assert (f({"stream": None}), f({"stream": 1}), f({"stream": 2}), f({"stream": 12345})) == \
-        (False, False, True, True)
-    monkeypatch.setenv("NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM", "1")
-    assert (f({"stream": 1}), f({"stream": 2})) == (True, False)
-    monkeypatch.setattr(cuda_launch, "_ALWAYS_SYNC", True)
-    assert f({"stream": None}) and f({"stream": 1})

@@ -162,6 +162,13 @@ def random_batch(rng, db, schemas, domain):
     return batch
 
 
+def fold(db, batch) -> None:
+    """Apply ``batch`` (relation -> {tuple: multiplicity change}) to the oracle's ``db``."""
+    for r, d in batch.items():
+        for t, m in d.items():
+            db[r][t] = db[r].get(t, 0) + m
+
+
 def run_stream(query: str, seed: int, batches: int = 6) -> None:
     rng = random.Random(seed)
     q = parse_query(query)
@@ -177,9 +184,7 @@ def run_stream(query: str, seed: int, batches: int = 6) -> None:
         eng.apply({r: table(d, q.schemas[r]) if d else
                    {**{f"c{j}": [] for j in range(q.schemas[r])}, "mult": []}
                    for r, d in batch.items()})
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
+        fold(db, batch)
         check(eng, query, db, domain)
 
 
@@ -304,9 +309,7 @@ def run_checked(rng, query: str, domain: list, size: int, batches: int, make=Eng
     for _ in range(batches):
         batch = random_batch(rng, db, q.schemas, domain)
         eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
+        fold(db, batch)
         check(eng, query, db, domain)
     return eng
 
@@ -351,9 +354,7 @@ def test_snapshot_restore_continues_exactly(tmp_path, query):
             e.apply({r: table(d, q.schemas[r]) if d else
                      {**{f"c{j}": [] for j in range(q.schemas[r])}, "mult": []}
                      for r, d in batch.items()})
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
+        fold(db, batch)
         check(back, query, db, domain)
     back.snapshot(tmp_path / "s2")
     again = Engine.restore(tmp_path / "s2")

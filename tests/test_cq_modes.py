@@ -9,7 +9,7 @@ import random
 
 import pytest
 from test_cq_cli import write
-from test_cq_engine import check, random_db, random_query, table
+from test_cq_engine import check, fold, random_db, random_query, table
 
 from gpu_ivm.cli import main
 from gpu_ivm.cq import parse_query
@@ -37,9 +37,7 @@ def test_insert_only_streams_match_the_oracle(kind: str) -> None:
             batch = insert_batch(rng, q.schemas, domain)
             for e in engines:
                 e.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
-            for r, d in batch.items():
-                for t, m in d.items():
-                    db[r][t] = db[r].get(t, 0) + m
+            fold(db, batch)
             for e in engines:
                 check(e, query, db, domain)
         assert [e.insert_only_active for e in engines] == [True, True, False]

@@ -16,7 +16,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from test_cq_engine import check, table
+from test_cq_engine import check, fold, table
 
 from gpu_ivm.cq import evaluate, parse_query
 from gpu_ivm.cq.engine import Engine, UnsupportedQueryError
@@ -170,9 +170,7 @@ def run_stream(query: str, eps: str) -> TradeoffEngine:
     for kind in KINDS:
         batch = _batch(rng, db, q.schemas, kind, bursts)
         eng.apply({r: table(d, q.schemas[r]) for r, d in batch.items() if d})
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
+        fold(db, batch)
         check(eng, query, db, domain)
         _check_partition(eng, db)
         _random_requests(eng, query, evaluate(q, db), rng)
@@ -253,9 +251,7 @@ def test_snapshot_restores_every_fork(tmp_path, shape: str) -> None:
         tabs = {r: table(d, q.schemas[r]) for r, d in batch.items() if d}
         for e in (eng, back) if back is not None else (eng,):
             e.apply(tabs)
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
+        fold(db, batch)
         if b == 4:
             eng.snapshot(tmp_path / "s")
             back = TradeoffEngine.restore(tmp_path / "s")

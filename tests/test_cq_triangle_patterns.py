@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_cq_engine import check, random_batch, random_db, table
+from test_cq_engine import check, fold, random_batch, random_db, table
 from test_cq_triangle_strategy import _random_stream
 
 from gpu_ivm.cq import Engine, TriangleQueryEngine, engine, evaluate, parse_query, total
@@ -91,9 +91,7 @@ def run_both(q: str, seed: int, batches: int = 4, size: int = 8,
         batch = random_batch(rng, db, pq_.schemas, domain)
         for e in (tri, view):
             e.apply({r: table(d, 2) for r, d in batch.items() if d})
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
+        fold(db, batch)
         check(tri, q, db, domain)
         same_as_view_trees(tri, view, pq_, rng, domain)
     return tri

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 from gpu_ivm.kernels.lex_join import extend_level
-from test_cq_engine import FIXED, check, random_batch, random_db, random_query, table
+from test_cq_engine import FIXED, check, fold, random_batch, random_db, random_query, table
 
 from gpu_ivm.cq import parse_query
 from gpu_ivm.cq.engine import Engine
@@ -177,9 +177,7 @@ def run_compared(query: str, seed: int, batches: int, every_node: bool) -> None:
              {**{f"c{j}": [] for j in range(q.schemas[r])}, "mult": []} for r, d in batch.items()}
         eng.apply(b)
         ref.apply(b)
-        for r, d in batch.items():
-            for t, m in d.items():
-                db[r][t] = db[r].get(t, 0) + m
+        fold(db, batch)
         assert _same_views(eng, ref)
         check(eng, query, db, domain)
         # the views the current base gives when built afresh (Generic Join at the load)

@@ -114,3 +114,20 @@ def test_launch_and_sync_budget(simulator_runs) -> None:
     calls, host syncs and uploads, and they do not grow with the batch size (see
     tests/cuda_budget_cases.py; issue 15's tighter budget is not met yet)."""
     _finish(simulator_runs["budget"])
+
+
+@pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="imports the launch module bare")
+def test_stream_sync_only_for_arrays_of_other_streams(monkeypatch) -> None:
+    """Arrays produced on numba's default stream (legacy, or per-thread when numba uses it)
+    are launched without a stream synchronization; any other producer stream is waited on,
+    and GPU_IVM_CAI_SYNC=always waits on every one."""
+    from gpu_ivm.kernels import cuda_launch
+
+    f = cuda_launch.needs_stream_sync
+    monkeypatch.setattr(cuda_launch, "_DEFAULT_STREAM", 1)
+    assert (f({"stream": None}), f({"stream": 1}), f({"stream": 2}), f({"stream": 12345})) == \
+        (False, False, True, True)
+    monkeypatch.setattr(cuda_launch, "_DEFAULT_STREAM", 2)  # per-thread default stream
+    assert (f({"stream": 1}), f({"stream": 2})) == (True, False)
+    monkeypatch.setattr(cuda_launch, "_ALWAYS_SYNC", True)
+    assert f({"stream": None}) and f({"stream": 1})
