@@ -630,15 +630,7 @@ class Engine:
             requests = ZRel(requests.vars, requests.keys[keep], requests.mult[keep])
         result = None
         for comp in self.components:
-            front = requests.marginalize((REQ, *comp.inputs))
-            free = set(comp.inputs) | set(comp.outputs)
-            stack = [r for r in comp.roots if r.var in free]
-            while stack:
-                node = stack.pop()
-                front = self.views[("V", id(node))].join_from(front, support=True)
-                stack += [c for c in node.children if c.var in free]
-            for rel in self._boundary(comp, free):
-                front = rel.join_from(front)
+            front = self._free_answers(comp, requests.marginalize((REQ, *comp.inputs)))
             result = front if result is None else result.join(front)
         out = result.marginalize((REQ, *q.outputs))
         data = {"request": out.keys[:, 0]}
@@ -646,6 +638,29 @@ class Engine:
             data[v] = out.keys[:, k]
         data["mult"] = out.mult
         return pa.table(data), n
+
+    def _free_answers(self, comp: _Component, front: ZRel) -> ZRel:
+        """``front`` (rows over the request number and ``comp``'s inputs, multiplicity 1)
+        with ``comp``'s answers to each: its variables, then the outputs, with the answers'
+        multiplicities (the free part walked through the views' supports, then COMPUTEM
+        from the views at its boundary)."""
+        free = set(comp.inputs) | set(comp.outputs)
+        stack = [r for r in comp.roots if r.var in free]
+        while stack:
+            node = stack.pop()
+            front = self.views[("V", id(node))].join_from(front, support=True)
+            stack += [c for c in node.children if c.var in free]
+        for rel in self._boundary(comp, free):
+            front = rel.join_from(front)
+        return front
+
+    def _input_counts(self, comp: _Component, front: ZRel) -> ZRel:
+        """The rows of ``front`` (over the request number and ``comp``'s inputs) with an
+        answer in ``comp``, each with its answers' multiplicity summed over the outputs
+        (from the views at the inputs' boundary)."""
+        for rel in self._boundary(comp, set(comp.inputs)):
+            front = rel.join_from(front)
+        return front
 
     @_on_backend
     def request(self, inputs=None, *, limit: int | None = None) -> pa.Table:
@@ -687,9 +702,7 @@ class Engine:
         views at the inputs' boundary, multiplied across components."""
         result = None
         for comp in self.components:
-            front = requests.marginalize((REQ, *comp.inputs))
-            for rel in self._boundary(comp, set(comp.inputs)):
-                front = rel.join_from(front)
+            front = self._input_counts(comp, requests.marginalize((REQ, *comp.inputs)))
             front = front.marginalize((REQ,))
             result = front if result is None else result.join(front)
         return result

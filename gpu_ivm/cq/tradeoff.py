@@ -23,10 +23,33 @@ that the strategy makes heavy, then the light one). Every strategy is an ε = 1
 :class:`~gpu_ivm.cq.engine.Engine` over the component's atoms with the parts as relations and
 its heavy forks' keys as extra inputs. The strategies of a component partition its join
 results: all atoms of one result agree on every key, and a key value has one status. So a
-component's answers are the sum of its strategies', and a heavy strategy is asked once per
-combination of heavy key values consistent with the request (its heavy forks' key sets
-joined with the request's inputs: at most N^{1−ε} values per fork, the delay of Thm 3.5).
-Components combine per request as a Cartesian product, as in ``Engine``.
+component's answers are the sum of its strategies'. Components combine per request as a
+Cartesian product, as in ``Engine``.
+
+A request asks a heavy strategy only for the heavy key values that the data supports
+given the request, as the thesis opens its union view iterators on the support of each
+heavy key (§5.3, BUILDUNIONITERATORS), not on every heavy value (:meth:`_supports`):
+
+- the rows are found along the tree of the heavy keys' variables (each one's parent is the
+  variable before it in a fork's key, the request's inputs left out): a variable is bound
+  from the view at the strategy engine's input boundary that holds it with the fewest
+  matches, and rows are filtered by every boundary view as soon as they bind its
+  variables. Independent subtrees (forks side by side) are found from their parent's rows
+  and only semi-joined back into them, never joined with each other; a last pass top down
+  drops the rows whose parent lost its support. The boundary views' product is the
+  answers' total of a row and their multiplicities are positive, so every row left has an
+  answer, and a nested fork's values follow the outer values left;
+- the heavy keys are inputs of the strategy's engine, so the atoms under independent forks
+  fall into separate components of it. Each component is asked the rows projected on its
+  own inputs, and the components' answers (or counts) are joined on the variables they
+  share, each summed out as soon as no component left has it (a heavy key is bound):
+  independent forks meet only in the answers.
+
+So a request costs each strategy the sum over its forks of their supported values (at
+most N^{1−ε} per fork; nothing for a fork below a value that another fork cannot support),
+plus its answers, where every combination of heavy values would have cost their product.
+:attr:`TradeoffEngine.request_work` counts the rows of the last request batch. The answers
+are materialized per request batch (:mod:`gpu_ivm.cq.requests`), not enumerated lazily.
 
 Each atom is routed by its own key columns (an atom ``R(A,B)`` under a fork at B and
 ``R(B,C)`` under it too read their own parts of R), so self-joins under a fork are supported;
@@ -70,6 +93,7 @@ import pyarrow as pa
 
 from ..errors import InputError
 from ..rational import Thresholds, parse_epsilon
+from . import ops
 from .engine import Engine, UnsupportedQueryError
 from .forks import Fork, find_fork, fork_forest
 from .key_rows import drop_rows, find_rows, ones, union_rows, unique_rows
@@ -137,6 +161,13 @@ class TradeoffEngine(RequestPaging):
     rebalances : dict
         ``major`` (rebuilds), ``minor_moves`` (key values moved between parts) and
         ``fork_moves`` (those per fork id).
+    request_work : dict
+        The work of the last request batch (``request``, ``cursor``, ``count(inputs)``,
+        ``exists``), counted in rows: ``rows``, those handed to the components of the
+        strategies' engines (a light strategy's: the requests with an answer in it);
+        ``heavy_rows``, those handed to heavy strategies (a request with supported heavy
+        key values, projected on a component's inputs); ``candidates``, those built while
+        binding the heavy keys' variables (before the filters).
     """
 
     def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None,
@@ -194,6 +225,7 @@ class TradeoffEngine(RequestPaging):
         self._version = 0
         self.batches_applied = 0
         self.rebalances = self._counters({})
+        self.request_work = _work()
         self.load()
 
     def _counters(self, saved: Mapping) -> dict:
@@ -480,30 +512,146 @@ class TradeoffEngine(RequestPaging):
                     s.engine.apply(t)
 
     # ------------------------------------------------------------------ reading
-    def _strategy_rows(self, s: _Strategy, front: ZRel) -> ZRel:
-        """The requests ``front`` (REQ, component inputs) joined with the heavy key values of
-        the strategy's heavy forks: one row per request for the strategy's engine."""
-        rows = front
-        for fid in s.heavy:
-            rows = rows.join(ones(self.forks[fid].key, self.heavy_sets[fid]))
+    def _supports(self, s: _Strategy, front: ZRel) -> tuple[ZRel, dict, dict]:
+        """The requests ``front`` (REQ, component inputs) with the heavy key values the
+        strategy's views support, as a tree: ``(top, nodes, up)`` with ``top`` the requests
+        that have an answer in the strategy, ``nodes[x]`` for each key variable x not among
+        the inputs its rows (the requests' variables, then the key variables from the top
+        down to x) and ``up[x]`` the key variable above x (None: ``top``).
+
+        The thesis opens a union view iterator on the support of each heavy key (§5.3,
+        BUILDUNIONITERATORS: the enclosing contexts joined with the view below it). Here the
+        supports are a semi-join program along the key variables' tree (a variable's
+        parent is the one before it in a fork's key, the inputs left out): every view at the
+        engine's input boundary filters the rows as soon as they bind its variables; a
+        variable is bound from the view that holds it with the fewest matches; independent
+        subtrees (side by side below the variables bound) are each found from their parent's
+        rows and only semi-joined back into them, never joined with each other; a last pass
+        top down drops the rows whose parent lost its support. Every row left has an answer
+        (the product of the boundary views, their multiplicities positive, is not zero) and
+        the rows the strategy stands for are the join of the nodes on a root path."""
+        views = [(tuple(v.vars), v) for comp in s.engine.components
+                 for v in s.engine._boundary(comp, set(comp.inputs))]
+        bound = set(front.vars)
+        below: dict[str | None, list[str]] = {}
+        up: dict[str, str | None] = {}
+        for fid in s.heavy:  # ids count the forks outer first
+            parent = None
+            for v in self.forks[fid].key:
+                if v in bound:
+                    continue
+                if v not in up:
+                    up[v] = parent
+                    below.setdefault(parent, []).append(v)
+                parent = v
+        nodes: dict[str, ZRel] = {}
+        top = self._subtrees(front, below.get(None, []), below, views, frozenset(), nodes)
+        for x in up:  # parents first (keys list their variables top down)
+            nodes[x] = nodes[x].join(top if up[x] is None else nodes[up[x]], support=True)
+        return top, nodes, up
+
+    def _subtrees(self, rows: ZRel, roots: list[str], below: dict, views: list,
+                  applied: frozenset, nodes: dict) -> ZRel:
+        """``rows`` filtered by the views they bind (not in ``applied``) and semi-joined
+        with the supports of the key variables' subtrees at ``roots``, whose rows go to
+        ``nodes``."""
+        have = set(rows.vars)
+        for k, (vs, view) in enumerate(views):
+            if k not in applied and set(vs) <= have:
+                rows = view.join_from(rows, support=True)
+                applied |= {k}
+        for x in roots:
+            if not len(rows):
+                _no_rows(rows.vars, x, below, nodes)
+                continue
+            node = self._bind(rows, x, views)
+            nodes[x] = node = self._subtrees(node, below.get(x, []), below, views, applied,
+                                             nodes)
+            rows = rows.join(node.marginalize(rows.vars), support=True)  # rows' vars lead
         return rows
+
+    def _bind(self, rows: ZRel, x: str, views: list) -> ZRel:
+        """``rows`` extended by the values of ``x`` that a boundary view holding ``x`` (the
+        boundary covers every atom, and an atom with x holds its key) matches: the one
+        with the fewest matches (:meth:`LsmRel.count_from`), projected when it binds more
+        than ``x``."""
+        have = set(rows.vars)
+        holding = [(vs, v) for vs, v in views if x in vs]
+        exact = [(vs, v) for vs, v in holding if set(vs) <= have | {x}]
+        _, view = min(exact or holding, key=lambda p: int(p[1].count_from(rows).sum()))
+        got = view.join_from(rows, support=True)
+        self.request_work["candidates"] += len(got)
+        return got if exact else got.marginalize((*rows.vars, x)).support()
+
+    def _engine_rows(self, s: _Strategy, front: ZRel) -> list[ZRel]:
+        """Per component of the strategy's engine, the rows it is asked for the requests
+        ``front`` (REQ and the component's inputs, each with an answer): the supported rows
+        (:meth:`_supports`) projected on its inputs, from the node of the deepest key
+        variable it has (the nodes of several, joined, where it has key variables on two
+        root paths; the heavy forks' atoms do not)."""
+        top, nodes, up = self._supports(s, front) if s.heavy else (self._top(s, front), {}, {})
+        out = []
+        for comp in s.engine.components:
+            mine = {v for v in comp.inputs if v in nodes}
+            above = {up[v] for v in mine}
+            rel = None
+            for v in (v for v in up if v in mine and v not in above):  # the deepest ones
+                rel = nodes[v] if rel is None else rel.join(nodes[v], support=True)
+            rel = top if rel is None else rel
+            rows = rel.marginalize((REQ, *comp.inputs)).support()
+            self.request_work["rows"] += len(rows)
+            if s.heavy:
+                self.request_work["heavy_rows"] += len(rows)
+            out.append(rows)
+        return out
+
+    def _top(self, s: _Strategy, front: ZRel) -> ZRel:
+        """The requests ``front`` that have an answer in the light strategy ``s`` (filtered
+        by the views at its engine's input boundary)."""
+        for comp in s.engine.components:
+            for view in s.engine._boundary(comp, set(comp.inputs)):
+                front = view.join_from(front, support=True)
+        return front
+
+    def _strategy_rows(self, s: _Strategy, front: ZRel) -> ZRel:
+        """The rows ``s`` stands for, joined (REQ, the component inputs and its heavy keys):
+        each request with every combination of heavy key values that has an answer. For
+        inspection: requests ask the engine's components their own projections."""
+        rows = None
+        for part in self._engine_rows(s, front):
+            rows = part if rows is None else rows.join(part)
+        return rows
+
+    def _strategy_sum(self, s: _Strategy, front: ZRel, keep: tuple[str, ...],
+                      totals: bool) -> ZRel:
+        """(REQ, ``keep``) -> the strategy's answers' multiplicity (``totals``: per request,
+        summed over the outputs) for the requests ``front``: each component of its engine
+        answers its rows, then the components' answers are joined on the variables they
+        share, each variable summed out as soon as no component left has it (the heavy keys
+        are bound, not outputs), so independent forks meet only in the answers."""
+        eng = s.engine
+        parts = self._engine_rows(s, front)
+        if any(not len(p) for p in parts):
+            return empty((REQ, *keep))
+        with ops.using(eng._ops):
+            rels = [eng._input_counts(c, p) if totals else eng._free_answers(c, p)
+                    for c, p in zip(eng.components, parts)]
+        want = set(keep)
+        acc = None
+        for k, rel in enumerate(rels):
+            rest = {v for r in rels[k + 1:] for v in r.vars} | want | {REQ}
+            rel = rel.marginalize(tuple(v for v in rel.vars if v in rest | set(
+                acc.vars if acc is not None else ())))
+            acc = rel if acc is None else acc.join(rel)
+            acc = acc.marginalize(tuple(v for v in acc.vars if v in rest))
+        return acc.marginalize((REQ, *keep))
 
     def _factor_totals(self, fac: _Factor, requests: ZRel, n: int) -> np.ndarray:
         """Per request, the component's answers' multiplicity summed over its outputs."""
         front = requests.marginalize((REQ, *fac.inputs))
         totals = np.zeros(n, np.int64)
         for s in fac.strategies:
-            rows = self._strategy_rows(s, front)
-            if not len(rows):
-                continue
-            req = rows.column(REQ)
-            if s.inputs:
-                c = s.engine.count({v: rows.column(v) for v in s.inputs})
-                per = consolidate((REQ,), req.reshape(-1, 1), c.column("count").to_numpy())
-            else:  # one request serves all: the rows are the distinct requests
-                c = s.engine.count()
-                _exact_check([c])
-                per = consolidate((REQ,), req.reshape(-1, 1), np.full(req.shape[0], c))
+            per = self._strategy_sum(s, front, (), totals=True)
             at = per.keys[:, 0]
             totals[at] = checked_add(totals[at], per.mult)
         return totals
@@ -511,30 +659,10 @@ class TradeoffEngine(RequestPaging):
     def _factor_answers(self, fac: _Factor, requests: ZRel) -> ZRel:
         """(REQ, component outputs) -> multiplicity: the strategies' answers summed."""
         front = requests.marginalize((REQ, *fac.inputs))
-        keys, mults = [], []
-        for s in fac.strategies:
-            rows = self._strategy_rows(s, front)
-            if not len(rows):
-                continue
-            if s.inputs:
-                ans = s.engine.request({v: rows.column(v) for v in s.inputs})
-                at = ans.column("request").to_numpy()
-                pick = np.arange(at.shape[0])
-            else:  # no inputs: the one answer set, for every request
-                ans = s.engine.request()
-                m = ans.num_rows
-                at = np.repeat(np.arange(len(rows)), m)
-                pick = np.tile(np.arange(m), len(rows))
-            cols = [rows.column(REQ)[at]]
-            for v in fac.outputs:
-                cols.append(rows.column(v)[at] if v in s.inputs
-                            else ans.column(v).to_numpy()[pick])
-            keys.append(np.stack(cols, axis=1))
-            mults.append(ans.column("mult").to_numpy()[pick])
-        if not keys:
-            return empty((REQ, *fac.outputs))
-        return consolidate((REQ, *fac.outputs), np.concatenate(keys).astype(np.int64),
-                           np.concatenate(mults))
+        parts = [self._strategy_sum(s, front, tuple(fac.outputs), totals=False)
+                 for s in fac.strategies]
+        return consolidate((REQ, *fac.outputs), np.concatenate([p.keys for p in parts]),
+                           np.concatenate([p.mult for p in parts]))
 
     def count(self, inputs=None):
         """As :meth:`Engine.count`: per component the sum over its strategies, multiplied
@@ -573,6 +701,7 @@ class TradeoffEngine(RequestPaging):
 
     def _request_totals(self, inputs) -> tuple[np.ndarray, int]:
         requests, n = self._reader._requests(inputs)
+        self.request_work = _work()
         totals = np.ones(n, np.int64)
         for fac in self.factors:
             totals = checked_mul(totals, self._factor_totals(fac, requests, n))
@@ -581,6 +710,7 @@ class TradeoffEngine(RequestPaging):
     def _answers(self, inputs) -> tuple[pa.Table, int]:
         q = self.query
         requests, n = self._reader._requests(inputs)
+        self.request_work = _work()
         if len(self.factors) > 1:  # a request without answers in one component has none
             alive = np.ones(n, bool)
             for fac in self.factors:
@@ -673,6 +803,19 @@ class TradeoffEngine(RequestPaging):
                 heavy = ", ".join(self.forks[fid].var for fid in s.heavy) or "none"
                 lines.append(f"component {k}, heavy forks {heavy}: {s.engine.query}")
         return "\n".join(lines)
+
+
+def _no_rows(vars: tuple[str, ...], x: str, below: dict, nodes: dict) -> None:
+    """Empty rows in ``nodes`` for ``x`` below the variables ``vars`` and for the key
+    variables below it."""
+    nodes[x] = empty((*vars, x))
+    for c in below.get(x, []):
+        _no_rows((*vars, x), c, below, nodes)
+
+
+def _work() -> dict[str, int]:
+    """:attr:`TradeoffEngine.request_work` before a request batch."""
+    return {"rows": 0, "heavy_rows": 0, "candidates": 0}
 
 
 def _input_totals(eng: Engine, keep: tuple[str, ...]) -> ZRel:
