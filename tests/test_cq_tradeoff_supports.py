@@ -161,6 +161,24 @@ def test_independent_forks_ask_each_fork_its_supported_values(s_b, u_d) -> None:
     assert eng.request_work["heavy_rows"] == 2 * work["heavy_rows"]
 
 
+def test_an_atom_outside_the_forks_does_not_bind_their_ancestor() -> None:
+    """W(I, A) hangs at A, outside both forks, with 5 000 values of A for I = 1: A is bound
+    from a fork's view (heavy values only), which holds fewer, not from W's."""
+    query = SIBLINGS + ", W(I,A)"
+    db = _siblings_db([7], list(range(40)))
+    db["W"] = {(1, a): 1 for a in range(5000)} | {(2, 5): 1}
+    eng, ref = _load(query, db, "1/4")
+    assert [(f.var, f.key) for f in eng.forks] == [("B", ("I", "A", "B")),
+                                                   ("D", ("I", "A", "D"))]
+    assert [h.shape[0] for h in eng.heavy_sets] == [400, 400]
+    cols = {"I": [1, 2]}
+    assert eng.request(cols) == ref.request(cols)
+    assert eng.count(cols) == ref.count(cols)
+    bound = sum(len(_supported(eng, f.id, db, {"I": 1})) for f in eng.forks)
+    assert bound == 1 + 40
+    assert eng.request_work["candidates"] <= 2 * bound, eng.request_work
+
+
 def test_nested_forks_follow_the_supported_outer_value() -> None:
     """Thesis Ex. 5.6: A forks, (A, B) forks on A's heavy side; the request E = e supports
     the one heavy A value with T(a, e), so only its heavy (A, B) values are asked, where

@@ -573,15 +573,16 @@ class TradeoffEngine(RequestPaging):
     def _bind(self, rows: ZRel, x: str, views: list) -> ZRel:
         """``rows`` extended by the values of ``x`` that a boundary view holding ``x`` (the
         boundary covers every atom, and an atom with x holds its key) matches: the one
-        with the fewest matches (:meth:`LsmRel.count_from`), projected when it binds more
-        than ``x``."""
+        with the fewest matches (:meth:`LsmRel.count_from`; one that binds only ``x`` on a
+        tie), projected when it binds more than ``x``. A view over the heavy parts holds
+        heavy key values only, so an atom outside the forks (say on an input and x alone,
+        with many values of x) does not bind x where a fork's view holds fewer."""
         have = set(rows.vars)
-        holding = [(vs, v) for vs, v in views if x in vs]
-        exact = [(vs, v) for vs, v in holding if set(vs) <= have | {x}]
-        _, view = min(exact or holding, key=lambda p: int(p[1].count_from(rows).sum()))
-        got = view.join_from(rows, support=True)
+        _, more, view = min((int(v.count_from(rows).sum()), not set(vs) <= have | {x}, k)
+                            for k, (vs, v) in enumerate(views) if x in vs)
+        got = views[view][1].join_from(rows, support=True)
         self.request_work["candidates"] += len(got)
-        return got if exact else got.marginalize((*rows.vars, x)).support()
+        return got.marginalize((*rows.vars, x)).support() if more else got
 
     def _engine_rows(self, s: _Strategy, front: ZRel) -> list[ZRel]:
         """Per component of the strategy's engine, the rows it is asked for the requests
