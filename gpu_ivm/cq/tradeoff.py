@@ -641,11 +641,10 @@ class TradeoffEngine(RequestPaging):
         acc = None
         for k, rel in enumerate(rels):
             rest = {v for r in rels[k + 1:] for v in r.vars} | want | {REQ}
-            rel = rel.marginalize(tuple(v for v in rel.vars if v in rest | set(
-                acc.vars if acc is not None else ())))
-            acc = rel if acc is None else acc.join(rel)
-            acc = acc.marginalize(tuple(v for v in acc.vars if v in rest))
-        return acc.marginalize((REQ, *keep))
+            rel = _sum_out(rel, rest | set(acc.vars if acc is not None else ()))
+            acc = rel if acc is None else _join(acc, rel)
+            acc = _sum_out(acc, rest)
+        return acc if acc.vars == (REQ, *keep) else acc.marginalize((REQ, *keep))
 
     def _factor_totals(self, fac: _Factor, requests: ZRel, n: int) -> np.ndarray:
         """Per request, the component's answers' multiplicity summed over its outputs."""
@@ -658,12 +657,16 @@ class TradeoffEngine(RequestPaging):
         return totals
 
     def _factor_answers(self, fac: _Factor, requests: ZRel) -> ZRel:
-        """(REQ, component outputs) -> multiplicity: the strategies' answers summed."""
+        """(REQ, component outputs) -> multiplicity: the strategies' answers summed (each
+        strategy's are sorted: merged in linear passes, smallest first)."""
         front = requests.marginalize((REQ, *fac.inputs))
-        parts = [self._strategy_sum(s, front, tuple(fac.outputs), totals=False)
-                 for s in fac.strategies]
-        return consolidate((REQ, *fac.outputs), np.concatenate([p.keys for p in parts]),
-                           np.concatenate([p.mult for p in parts]))
+        parts = sorted((self._strategy_sum(s, front, tuple(fac.outputs), totals=False)
+                        for s in fac.strategies), key=len)
+        result = parts[0]
+        for p in parts[1:]:
+            if len(p):
+                result = result.merge(p) if len(result) else p
+        return result
 
     def count(self, inputs=None):
         """As :meth:`Engine.count`: per component the sum over its strategies, multiplied
@@ -804,6 +807,22 @@ class TradeoffEngine(RequestPaging):
                 heavy = ", ".join(self.forks[fid].var for fid in s.heavy) or "none"
                 lines.append(f"component {k}, heavy forks {heavy}: {s.engine.query}")
         return "\n".join(lines)
+
+
+def _sum_out(rel: ZRel, keep: set[str]) -> ZRel:
+    """``rel`` summed over its variables not in ``keep`` (itself when it has none)."""
+    vs = tuple(v for v in rel.vars if v in keep)
+    return rel if vs == rel.vars else rel.marginalize(vs)
+
+
+def _join(a: ZRel, b: ZRel) -> ZRel:
+    """``a ⋈ b``, the smaller one looked up in the larger where the larger is sorted by the
+    variables they share already (a join sorts its right side by them)."""
+    small, big = (a, b) if len(a) <= len(b) else (b, a)
+    shared = tuple(v for v in small.vars if v in big.vars)
+    if big.vars[:len(shared)] == shared:
+        return small.join(big)
+    return big.join(small)
 
 
 def _no_rows(vars: tuple[str, ...], x: str, below: dict, nodes: dict) -> None:
