@@ -42,14 +42,17 @@ heavy key (§5.3, BUILDUNIONITERATORS), not on every heavy value (:meth:`_suppor
 - the heavy keys are inputs of the strategy's engine, so the atoms under independent forks
   fall into separate components of it. Each component is asked the rows projected on its
   own inputs, and the components' answers (or counts) are joined on the variables they
-  share, each summed out as soon as no component left has it (a heavy key is bound):
+  share, each summed out as soon as no component left has it (unless it is an output):
   independent forks meet only in the answers.
 
-So a request costs each strategy the sum over its forks of their supported values (at
-most N^{1−ε} per fork; nothing for a fork below a value that another fork cannot support),
-plus its answers, where every combination of heavy values would have cost their product.
+A light strategy is asked the requests that have an answer in it (filtered by the same
+views). So a request costs each strategy the sum over its forks of their supported values
+(at most N^{1−ε} per fork; no row is asked where one of them supports none), plus its
+answers, where every combination of heavy values would have cost their product.
 :attr:`TradeoffEngine.request_work` counts the rows of the last request batch. The answers
-are materialized per request batch (:mod:`gpu_ivm.cq.requests`), not enumerated lazily.
+are materialized per request batch (:mod:`gpu_ivm.cq.requests`), not enumerated lazily,
+and an output reached through several values of a bound heavy key is produced once per
+value and summed, where the thesis's union iterators produce it once.
 
 Each atom is routed by its own key columns (an atom ``R(A,B)`` under a fork at B and
 ``R(B,C)`` under it too read their own parts of R), so self-joins under a fork are supported;
