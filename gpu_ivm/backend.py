@@ -20,6 +20,7 @@ CuPy and ``numba.cuda`` are imported lazily, only when ``cuda`` or ``auto`` is r
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -59,6 +60,12 @@ class Backend:
         """Copy a host array to the backend's memory (no copy with NumPy); returns an array
         of ``xp`` (a NumPy or CuPy array)."""
         return self.xp.asarray(a)
+
+    def batch_scope(self):
+        """A context for one batch's kernels: on a device their atomic counters are zeroed
+        once for the batch (``cuda_launch.counter_scope``); on the host nothing."""
+        scope = getattr(getattr(self.kernels, "phase", None), "counter_scope", None)
+        return scope() if scope is not None else nullcontext()
 
     def synchronize(self) -> None:
         """Wait until the device has finished all queued work (no-op on the host).

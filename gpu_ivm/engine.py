@@ -35,7 +35,7 @@ from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
 from .kernels.phase_kernels import clip_threshold, phase_degrees, split_heavy
 from .overflow import LIMIT, VALUE_LIMIT, isqrt_ceil, max_abs, refuses, sum_squares
 from .partition import PartRel, sort_pairs
-from .selection import compress_many, run_starts, select_many
+from .selection import run_starts, select_known, select_many
 from .views import ViewStore
 
 CALIBRATE_MIN = 4096  # stored tuples from which the adaptive policy measures a recount
@@ -150,7 +150,12 @@ class TriangleEngineBase:
         """|D|: the number of stored tuples over all relations."""
         return sum(len(r) for r in self.rels)
 
+    #: every first id stored or about to be stored is below this (what ``_grow_ids`` made
+    #: room for; None until then), so a device store need not read a batch's last key back
+    _id_bound: int | None = None
+
     def _grow_ids(self, capacity: int) -> None:
+        self._id_bound = max(self._id_bound or 0, capacity)
         for r in self.rels:
             r.grow_ids(capacity)
         for v in self.views:
@@ -223,14 +228,15 @@ class TriangleEngineBase:
         K = self.rels[k]
         nx, pv = self._wiring(k)
         r = len(self.rels)
+        below = self._id_bound
         if hk.shape[0]:
             self._view_update(self.views[k], hk, hv, nx.l, left=True)
-            K.h.add(hk, hv)
+            K.h.add(hk, hv, below)
             tk, tv = sort_pairs(transpose(hk), hv)
-            K.ht.add(tk, tv)
+            K.ht.add(tk, tv, below)
         if lk.shape[0]:
             self._view_update(self.views[(k - 1) % r], lk, lv, pv.ht, left=False)
-            K.l.add(lk, lv)
+            K.l.add(lk, lv, below)
 
     # ------------------------------------------------------------------ phases
     def _phase(self, k: int, keys: np.ndarray, deltas: np.ndarray, q_delta, old=None) -> int:
@@ -242,37 +248,39 @@ class TriangleEngineBase:
             old = K.get(keys, assume_sorted=True)
         th = K.th
         up = 1 if th.all_heavy else th.up
+        n_heavy_keys = None  # on a device: keys with a heavy first key, when no key moved
         if xp is np:  # two compiled passes (kernels/phase_kernels.py)
             ux, deg_new, to_heavy, to_light, clear = phase_degrees(
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, clip_threshold(up),
                 clip_threshold(th.down))
-        else:
-            firsts = keys >> 32
-            new = old + deltas
-            sc = (new != 0).astype(np.int64) - (old != 0)
-            starts = group_starts(firsts, xp)
-            ux = firsts[starts]
-            deg_new = K.degree(ux) + xp.add.reduceat(sc, starts)
-            hv = K.heavy[ux]
-            # the three selections' sizes are read in one transfer on a device
-            to_heavy, to_light, clear = compress_many(xp, [
-                (ux, ~hv & (deg_new >= up)),
-                (ux, hv & (deg_new < th.down) & (deg_new > 0)),
-                (ux, hv & (deg_new == 0))])
-        if to_heavy.shape[0] or to_light.shape[0]:
+        else:  # one kernel and one host read (kernels/cuda_phase.py); it also keeps K.over
+            counts, to_heavy, to_light, clear = self.k.phase.phase_scan(
+                keys, old, deltas, K.h.live, K.l.live, K.heavy, K.over, clip_threshold(up),
+                clip_threshold(th.down), -1 if K.watch is None else clip_threshold(K.watch))
+            K.n_over += counts[4]
+            n_heavy_keys = counts[3]
+        moved = bool(to_heavy.shape[0] or to_light.shape[0])
+        if moved:
             self._move(k, to_heavy, to_light)
         dq = q_delta(keys, deltas) if q_delta is not None else 0
         if xp is np:
             ih, il = split_heavy(keys, K.heavy)
+        elif not moved and n_heavy_keys == 0:  # the flags the kernel read are current
+            ih = None
         else:
             hm = K.heavy[keys >> 32]
-            ih, il = select_many(xp, [hm, ~hm])
-        if ih.shape[0] == 0:  # every key light (ε = 1, or no hub touched): no copies
+            if moved:
+                ih, il = select_many(xp, [hm, ~hm])
+            else:  # sizes known: no host read
+                ih = select_known(xp, hm, n_heavy_keys)
+                il = select_known(xp, ~hm, keys.shape[0] - n_heavy_keys)
+        if ih is None or ih.shape[0] == 0:  # every key light (ε = 1, or no hub touched)
             self._apply_part_deltas(k, keys[:0], deltas[:0], keys, deltas)
         else:
             self._apply_part_deltas(k, keys[ih], deltas[ih], keys[il], deltas[il])
-        K.heavy[clear] = False
-        if K.watch is not None:  # auto ε: light keys that grew past the rule's work bound
+        if clear.shape[0]:
+            K.heavy[clear] = False
+        if xp is np and K.watch is not None:  # auto ε: light keys past the rule's work bound
             K.track_lights(ux, deg_new)
         return dq
 
@@ -319,6 +327,11 @@ class TriangleEngineBase:
         self.backend.synchronize()
         return time.perf_counter()
 
+    @staticmethod
+    def _start_clock() -> float:
+        """A batch's start: the host clock without waiting for the device, which is idle
+        (the last batch, load or query of this engine ended with a host read or a wait)."""
+        return time.perf_counter()
 
     def _run_phases(self, phases, q_delta_for, old=None, force: str | None = None) -> str:
         """Apply consolidated phases [(relation, sorted keys, deltas)] by the cheaper path.
@@ -329,13 +342,17 @@ class TriangleEngineBase:
         path = force or (self.policy.choose(self, plist) if phases else "delta")
         if not phases:
             return path
-        t1 = self._clock()
+        # the policy's timings wait for the device; a policy that reads none costs no wait
+        pol = self.policy
+        clock = self._clock if pol is not None and pol.enabled and not pol.force \
+            else time.perf_counter
+        t1 = clock()
         if path == "recompute":
             for k, keys, deltas in phases:
                 self._store_raw(k, keys, deltas)
             self.Q = self._count_from_stores()
             self.stale = True
-            self.policy.observe_recompute(self._clock() - t1, self.size)
+            self.policy.observe_recompute(clock() - t1, self.size)
         else:
             rebuilt = self.stale  # the rebuild leaves caches cold: this batch is not timed
             try:
@@ -343,13 +360,13 @@ class TriangleEngineBase:
             except ResourceLimitError as e:
                 self._degrade(e)
                 return self._run_phases(phases, q_delta_for, old, force="recompute")
-            t1 = self._clock()
+            t1 = clock()
             for i, (k, keys, deltas) in enumerate(phases):
                 self.Q += self._phase(k, keys, deltas, q_delta_for(k),
                                       None if old is None else old[i])
             self._major_check()
             self._epsilon_check()
-            self.policy.observe_delta(self._clock() - t1, self, plist, timed=not rebuilt)
+            self.policy.observe_delta(clock() - t1, self, plist, timed=not rebuilt)
         return path
 
     def _store_raw(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> None:

@@ -88,6 +88,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
 
     names = ("E",)
     unit_multiplicities = True
+    #: during a batch on a device: (its Δ keys, x, y, Δ of its pairs x < y), uploaded with it
+    _half: tuple | None = None
 
     def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "auto",
                  backend: str | Backend | None = None, on_conflict: str = "error",
@@ -272,10 +274,16 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         ``last_batch_id`` (and in snapshots); a batch whose id is not above it is a replay and
         is skipped (report ``path == "skipped"``), which makes replays after a restart safe.
         """
-        t0 = self._clock()
+        t0 = self._start_clock()
         skipped = self._skip_replayed(batch_id, t0)
         if skipped is not None:
             return skipped
+        with self.backend.batch_scope():
+            return self._apply_batch(updates, batch_id, t0, read_options)
+
+    def _apply_batch(self, updates: Any, batch_id: int | None, t0: float,
+                     read_options: dict) -> BatchReport:
+        """:meth:`apply` after the replay check (``t0``: the batch's start)."""
         u = io.read_graph_updates(updates, **read_options)
         rows = len(u)
         src, dst, sign, n_loops, row_idx = self._without_loops(u)
@@ -315,14 +323,20 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         norms = self._check_overflow({0: hvals})
         self.encoder.commit(new[used - n0] if used.shape[0] else new[:0])
         self._grow_ids(max(len(self.encoder), 1))
-        # the validated batch goes to the backend's memory once
-        dkeys, dvals = map(self.backend.to_device, (hkeys, hvals))
+        # set semantics: a delete's edge is present (1), an insert's absent (0)
+        old = (hvals < 0).astype(np.int64)
+        # the validated batch goes to the backend's memory once (with the pairs x < y of an
+        # undirected batch, which the count reads, on a device)
+        pairs = self._pair_half(hkeys, hvals) if self.xp is not np and self.symmetric else []
+        dkeys, dvals, dold, *half = self._upload([hkeys, hvals, old, *pairs])
+        self._half = (dkeys, *half) if half else None
         q_before = self.Q
         stats0 = dict(self._stats)
         phases = [(0, dkeys, dvals)] if dkeys.shape[0] else []
-        # set semantics: a delete's edge is present (1), an insert's absent (0)
-        path = self._run_phases(phases, lambda k: self._q_delta,
-                                old=[(dvals < 0).astype(np.int64)])
+        try:
+            path = self._run_phases(phases, lambda k: self._q_delta, old=[dold])
+        finally:
+            self._half = None
         self._commit_norms(norms)
         # always called: a batch without net changes must still reset last_changes()
         self._queries_apply([(k, dkeys, dvals) for k in range(3)] if dkeys.shape[0] else [])
@@ -341,12 +355,13 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         ``kk``, all valid (their presence is not needed); on a conflict the presence is
         downloaded (for the error or the rows to skip) and None is returned."""
         be = self.backend
-        got = self.rels[0].get(be.to_device(gkey[kk]), assume_sorted=True)
+        E = self.rels[0]
         if be.xp is np:
-            present[kk] = got
+            present[kk] = E.get(gkey[kk], assume_sorted=True)
             return None
-        after = got + be.to_device(net[kk])
-        if not bool(((after < 0) | (after > 1)).any()):
+        keys_d, net_d = self._upload([gkey[kk], net[kk]])
+        got = be.xp.empty(kk.shape[0], np.int64)
+        if not self.k.phase.check_sets(E.h.nt(), E.l.nt(), E.heavy, keys_d, net_d, got):
             return kk
         present[kk] = be.to_host(got)
         return None
@@ -404,10 +419,11 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         return (self.symmetric and n_tuples >= GROUPED_MIN and self.rels[0].h.size == 0
                 and hasattr(self.k.delta, "pair_weights_grouped"))
 
-    def _symmetric_first(self, dkeys, dvals, a, b) -> int:
-        """6·Σ over the batch's pairs of Δ(x,y)·(E²)(x,y): by the IVM^ε path weights, or, when
-        E has no heavy part (ε = 1) and the batch is large, with one pass per long row shared
-        by the pairs at that row (``pair_weights_grouped``)."""
+    def _symmetric_first(self, dkeys, dvals, a, b) -> tuple:
+        """(m, w) with Σ m_i·w_i = Σ over the batch's pairs of Δ(x,y)·(E²)(x,y) (the first
+        term is 6 times that): by the IVM^ε path weights, or, when E has no heavy part (ε = 1)
+        and the batch is large, with one pass per long row shared by the pairs at that row
+        (``pair_weights_grouped``)."""
         E = self.rels[0]
         if self._grouped_pairs(dkeys.shape[0]):
             sel, w, work = self.k.delta.pair_weights_grouped(dkeys, E.l.nt(), E.id_capacity)
@@ -416,9 +432,30 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
                 self.work["updates"] += int(sel.shape[0])
                 self.work["entries"] += int(work.sum())
                 self.work["min_degree_sum"] += int(np.minimum(E.degree(x), E.degree(y)).sum())
-            return 6 * sum_products(dvals[sel], w)
-        half = self.xp.flatnonzero(a < b)  # one selection for the three arrays
-        return 6 * sum_products(dvals[half], self._path_weights(0, a[half], b[half], True))
+            return dvals[sel], w
+        if self._half is not None and self._half[0] is dkeys:  # uploaded with the batch
+            _, hx, hy, hv = self._half
+        else:
+            half = self.xp.flatnonzero(a < b)  # one selection for the three arrays
+            hx, hy, hv = a[half], b[half], dvals[half]
+        return hv, self._path_weights(0, hx, hy, True)
+
+    @staticmethod
+    def _pair_half(hkeys: np.ndarray, hvals: np.ndarray) -> list[np.ndarray]:
+        """(x, y, Δ) of the pairs x < y of a symmetric batch (host arrays): what the count
+        reads of an undirected batch, uploaded with it so that the device selects nothing."""
+        a, b = unpack(hkeys)
+        half = np.flatnonzero(a < b)
+        return [a[half], b[half], hvals[half]]
+
+    def _upload(self, arrays: list[np.ndarray]) -> list:
+        """Host int64 arrays in the backend's memory: on a device one transfer for all of
+        them (views of one buffer), on the host the arrays themselves."""
+        if self.xp is np:
+            return arrays
+        buf = self.backend.to_device(np.concatenate(arrays) if arrays else np.zeros(0, np.int64))
+        ends = np.cumsum([a.shape[0] for a in arrays]).tolist()
+        return [buf[e - a.shape[0]:e] for a, e in zip(arrays, ends)]
 
     def _snapshot_path(self, n_tuples: int) -> bool:
         """Whether a batch of ``n_tuples`` Δ tuples runs against the CSR copy of E
@@ -450,15 +487,18 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             wedges = adj.batch_wedges_snapshot(dkeys, dvals, indptr, nbr, E.h.nt(), E.l.nt(),
                                                E.heavy)
             return 6 * sum_products(dvals[sel], w) + wedges
-        a, b = unpack(dkeys)
-        if self.directed:
-            first = 3 * sum_products(dvals, self._path_weights(0, a, b, False))
+        ours = self._half is not None and self._half[0] is dkeys  # pairs uploaded with it
+        a, b = (None, None) if ours else unpack(dkeys)
+        if self.directed:  # the first term is 3·Σ Δ·w over the arcs
+            coef, ms, ws = 3, dvals, self._path_weights(0, a, b, False)
         else:
-            first = self._symmetric_first(dkeys, dvals, a, b)
+            coef, (ms, ws) = 6, self._symmetric_first(dkeys, dvals, a, b)
         wedge = self.xp.empty(dkeys.shape[0], np.int64)
         self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,
                                   wedge)
-        return first + int(wedge.sum())
+        if self.xp is np:
+            return coef * sum_products(ms, ws) + int(wedge.sum())
+        return self.k.phase.batch_total(ms, ws, coef, wedge)  # one launch, one read
 
 
 # the snapshot reader and the warm-up workload build engines of this class (see their modules)

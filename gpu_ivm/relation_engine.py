@@ -255,7 +255,7 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         ``batch_id`` (optional, increasing): the caller's id of this batch, kept as
         ``last_batch_id``; a batch whose id is not above it is a replay and is skipped.
         """
-        t0 = self._clock()
+        t0 = self._start_clock()
         skipped = self._skip_replayed(batch_id, t0)
         if skipped is not None:
             return skipped

@@ -28,7 +28,7 @@ import numpy as np
 from .kernels import store_kernels as _cpu_store_kernels
 from .kernels.row_bits import BITS_NONE
 from .kernels.row_index import BUCKET
-from .selection import run_starts, select_known
+from .selection import run_starts
 
 GROWTH = 4  # a run is merged into its elder once it is more than 1/GROWTH of its size
 DIR_MIN = 2048  # runs smaller than this are binary searched
@@ -150,16 +150,17 @@ class ZStore:
     def nt(self):
         """The store as the tuple the kernels take: (keys, vals, bounds, dirptr, dirlen, dirs,
         runmask, live, ioff, imask, itab, boff, bits), cached until the structure changes. The run
-        bounds and directory offsets are host lists, uploaded here (a few hundred bytes, once
-        per structure change)."""
+        bounds and directory offsets are host lists, uploaded here in one transfer (a few
+        hundred bytes, once per structure change; the three arrays are views of it)."""
         if self._nt is None:
-            xp = self.xp
+            nb_, nd = len(self.bounds), len(self.dirptr)
+            meta = self.xp.asarray(np.asarray(self.bounds + self.dirptr + self.dirlen, np.int64))
             self._nt = (
                 self.keys,
                 self.vals,
-                xp.asarray(np.asarray(self.bounds, np.int64)),
-                xp.asarray(np.asarray(self.dirptr, np.int64)),
-                xp.asarray(np.asarray(self.dirlen, np.int64)),
+                meta[:nb_],
+                meta[nb_:nb_ + nd],
+                meta[nb_ + nd:],
                 self.dirs,
                 self.runmask,
                 self.live,
@@ -169,6 +170,9 @@ class ZStore:
                 self.boff,
                 self.bits,
             )
+            bundle = getattr(self.sk, "device_bundle", None)  # a device's launch form, once
+            if bundle is not None:
+                self._nt = bundle(self._nt)
         return self._nt
 
     @classmethod
@@ -198,12 +202,30 @@ class ZStore:
 
     def _append_run(self, keys: np.ndarray, vals: np.ndarray) -> None:
         n = keys.shape[0]
+        start = self._run_room(n)
+        self.keys[start : start + n] = keys
+        self.vals[start : start + n] = vals
+        self._close_run(start, n)
+
+    def _append_flagged(self, keys: np.ndarray, vals: np.ndarray, flags: np.ndarray,
+                        n: int) -> None:
+        """:meth:`_append_run` of the ``n`` entries of ``keys`` / ``vals`` that ``flags``
+        marks, copied in one kernel (a scan and a scatter on a device)."""
+        start = self._run_room(n)
+        self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start)
+        self._close_run(start, n)
+
+    def _run_room(self, n: int) -> int:
+        """The start of a new run of ``n`` entries after the last one (arrays grown)."""
         start = self.bounds[-1]
         if start + n > self.keys.shape[0]:
             self.keys = _grow(self.xp, self.keys, start + n)
             self.vals = _grow(self.xp, self.vals, start + n)
-        self.keys[start : start + n] = keys
-        self.vals[start : start + n] = vals
+        return start
+
+    def _close_run(self, start: int, n: int) -> None:
+        """Register the run of ``n`` entries written at ``start``: bounds, run bits,
+        directory."""
         self.bounds.append(start + n)
         j = self.nruns - 1
         self.sk.set_run_bits(self.keys, start, start + n, self.runmask, j)
@@ -267,32 +289,28 @@ class ZStore:
             self.sk.probe_many(self.nt(), keys, out)
         return out
 
-    def add(self, keys: np.ndarray, deltas: np.ndarray) -> np.ndarray:
-        """Add ``deltas`` at sorted unique ``keys``; return the old multiplicities."""
+    def add(self, keys: np.ndarray, deltas: np.ndarray, below: int | None = None) -> np.ndarray:
+        """Add ``deltas`` at sorted unique ``keys``; return the old multiplicities.
+
+        ``below``: a bound on the keys' first ids that the caller knows (on a device the
+        store then makes room for them without reading the last key back)."""
         xp = self.xp
         keys = xp.ascontiguousarray(keys, dtype=np.int64)
         deltas = xp.ascontiguousarray(deltas, dtype=np.int64)
         n = keys.shape[0]
         if n == 0:
             return xp.zeros(0, np.int64)
-        self.grow_ids(int(keys[-1] >> 32) + 1)
+        self.grow_ids(int(keys[-1] >> 32) + 1 if below is None or xp is np else below)
         old = xp.empty(n, np.int64)
         is_new = xp.empty(n, np.bool_)
         n_new, size_change = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys,
                                                    deltas, old, is_new)
         self.size += size_change
-        if n_new:
-            new = select_known(xp, is_new, n_new)  # the kernel counted them: no host read
-            self._append_run(keys[new], deltas[new])
+        if n_new:  # the kernel counted the new keys: no host read
+            self._append_flagged(keys, deltas, is_new, n_new)
             self._settle()
-        # first keys whose tombstones now outnumber their live tuples (one selection)
-        if xp is np:
-            bad = _cpu_store_kernels.rows_to_compact(keys, self.tomb, self.live, COMPACT_SLACK)
-        else:
-            fx = keys >> 32
-            bad = fx[run_starts(xp, fx) & (self.tomb[fx] > self.live[fx] + COMPACT_SLACK)]
-        if bad.shape[0]:
-            self.sk.compact_keys(self.nt(), self.tomb, bad)
+        # first keys whose tombstones now outnumber their live tuples
+        self.sk.compact_rows_of(self.nt(), self.tomb, self.live, keys, COMPACT_SLACK)
         if self.index_min:
             self._index_update(keys, deltas)
         if self.bits_on:

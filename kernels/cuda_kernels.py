@@ -11,6 +11,9 @@ part       module                                    CPU counterpart
 ``view``   :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.view_kernels`
 ``query``  :mod:`gpu_ivm.kernels.cuda_query`         :mod:`gpu_ivm.kernels.query_kernels`
 ``hash``   :mod:`gpu_ivm.kernels.cuda_hash`          :mod:`gpu_ivm.kernels.hashmap`
+``phase``  :mod:`gpu_ivm.kernels.cuda_phase`         :mod:`gpu_ivm.kernels.phase_kernels`
+           (``phase_scan``, ``check_sets``,          and NumPy (called on the host)
+           ``batch_total``)
 ``static`` :mod:`gpu_ivm.kernels.static_kernels`     itself (run on the host), except for
            and :mod:`gpu_ivm.kernels.cuda_static`    ``count_oriented_edges``,
                                                      ``list_oriented_edges`` and
@@ -36,6 +39,7 @@ from . import (
     cuda_delta,
     cuda_hash,
     cuda_launch,
+    cuda_phase,
     cuda_query,
     cuda_static,
     cuda_store,
@@ -44,9 +48,10 @@ from . import (
 
 STORE_FUNCTIONS = (
     "apply_updates", "probe_many", "probe_many_par", "probe_sorted", "merge_runs",
-    "set_run_bits", "build_directory", "compact_keys", "count_rows", "fill_rows",
+    "set_run_bits", "build_directory", "compact_keys", "compact_rows_of", "copy_flagged",
+    "count_rows", "fill_rows",
     "collect_live", "first_key_counts", "sorted_unique_firsts", "index_fill", "index_upsert",
-    "bits_fill", "bits_apply",
+    "bits_fill", "bits_apply", "device_bundle",
 )
 DELTA_FUNCTIONS = (
     "path_weights", "expand_counts", "expand_emit", "segment_sum_sorted", "batch_wedges",
@@ -100,6 +105,8 @@ def kernel_set(xp=None) -> SimpleNamespace:
         xp=xp,
         store=_part(cuda_store, STORE_FUNCTIONS),
         hash=_part(cuda_hash, HASH_FUNCTIONS),
+        phase=_part(cuda_phase, ("phase_scan", "check_sets", "batch_total"),
+                    counter_scope=cuda_launch.counter_scope),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget),
         static=_part(cuda_static, STATIC_FUNCTIONS, **_host_static()),

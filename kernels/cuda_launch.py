@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numba as nb
@@ -136,6 +137,20 @@ def use_array_module(xp) -> None:
     _XP = xp
 
 
+def array_module(a=None):
+    """The array module of ``a`` (NumPy for host arrays), or the one device temporaries are
+    made with (CuPy on hardware, NumPy under the simulator unless a test set another)."""
+    if isinstance(a, np.ndarray):
+        return np
+    if _XP is not None:
+        return _XP
+    if SIMULATOR:
+        return np
+    import cupy
+
+    return cupy
+
+
 def on_device(a) -> bool:
     """True for device arrays (CuPy, numba-cuda), False for NumPy arrays."""
     return hasattr(a, "__cuda_array_interface__") and not isinstance(a, np.ndarray)
@@ -158,6 +173,36 @@ def zeros(n: int, dtype=np.int64):
     if SIMULATOR:
         return np.zeros(n, dtype)
     return cuda.to_device(np.zeros(n, dtype))
+
+
+# Kernels that count with atomics need their counters zeroed first: a CuPy call each. Inside
+# a batch (:func:`counter_scope`, entered by the engines through ``Backend.batch_scope``) the
+# counters are slices of one buffer zeroed once, handed out in turn; outside one, each is a
+# zeroed array of its own.
+_COUNTERS: list = []  # the scopes entered, innermost last: [buffer, slots used]
+
+
+def counters(k: int):
+    """``k`` zeroed int64 device slots for a kernel's atomic counters (see above)."""
+    if not _COUNTERS:
+        return zeros(k)
+    scope = _COUNTERS[-1]
+    buf, used = scope
+    if used + k > buf.shape[0]:
+        buf, used = zeros(max(k, buf.shape[0])), 0
+        scope[0] = buf
+    scope[1] = used + k
+    return buf[used : used + k]
+
+
+@contextmanager
+def counter_scope(size: int = 64):
+    """Zero ``size`` counter slots once for the kernels launched inside (one batch)."""
+    _COUNTERS.append([zeros(size), 0])
+    try:
+        yield
+    finally:
+        _COUNTERS.pop()
 
 
 def result(a, like):
@@ -403,10 +448,26 @@ def _scan_kernels(tpb: int) -> tuple:
 def exclusive_scan(vals):
     """Exclusive prefix sum of an int64 array: ``out[i] = Σ vals[:i]``, ``out[n] = Σ vals``.
 
-    Three kernels (reduce-then-scan): per-chunk sums, a one-block scan of the chunk sums, a
-    per-chunk rescan with the chunk's offset. About 3 passes over ``vals`` (24 bytes per item),
-    no host round trip; the total stays on the device in ``out[n]``.
+    An array of the engine's array module is scanned by its own ``cumsum`` (CuPy's CUB scan
+    on a device: one call, where the kernels below take three launches). Other arrays (any
+    ``__cuda_array_interface__`` object) take three kernels (reduce-then-scan): per-chunk
+    sums, a one-block scan of the chunk sums, a per-chunk rescan with the chunk's offset.
+    About 3 passes over ``vals`` (24 bytes per item). No host round trip either way; the total
+    stays on the device in ``out[n]``.
     """
+    xp = array_module()
+    if not isinstance(vals, xp.ndarray):
+        return kernel_scan(vals)
+    n = vals.shape[0]
+    out = empty(n + 1)
+    out[:1] = 0
+    if n:
+        xp.cumsum(vals, out=out[1:])
+    return out
+
+
+def kernel_scan(vals):
+    """:func:`exclusive_scan` by the three kernels, for any array the kernels take."""
     n = vals.shape[0]
     if n == 0:
         return zeros(1)

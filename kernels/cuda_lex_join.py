@@ -30,8 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from . import cuda_launch
-from .cuda_launch import empty, exclusive_scan, grid, launch, result, scalar, zeros
+from .cuda_launch import array_module, empty, exclusive_scan, grid, launch, result, scalar, zeros
 from .cuda_lex import reduce_sorted
 from .lex_expand import PRODUCT, check_expand, expand_rows, overflow_error
 from .lex_join import check_extend, extend_tuple
@@ -163,20 +162,6 @@ def extend_level(vals, lo, hi):
 
 
 # ----------------------------------------------------------------------------- sorting
-def array_module(a=None):
-    """The array module of ``a`` (NumPy for host arrays), or the one device temporaries are
-    made with (CuPy on hardware, NumPy under the simulator unless a test set another)."""
-    if isinstance(a, np.ndarray):
-        return np
-    if cuda_launch._XP is not None:
-        return cuda_launch._XP
-    if cuda_launch.SIMULATOR:
-        return np
-    import cupy
-
-    return cupy
-
-
 def lex_order(keys):
     """An order that sorts the rows of ``keys`` (``(n, k)``) lexicographically, by the array
     module of ``keys`` (``lexsort``, last key primary: the columns reversed)."""

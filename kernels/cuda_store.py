@@ -14,11 +14,16 @@ counters, merges by rank (own index + binary search in the other run) and stream
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from numba import cuda
 
 from .cuda_launch import (
+    array_module,
     check_1d,
+    counters,
+    device_view,
     empty,
     exclusive_scan,
     grid,
@@ -32,6 +37,9 @@ from .elements import compact_key, count_row, fill_row
 from .lsm import LO_MASK, SENTINEL, find, get, lower_bound
 from .row_bits import BITS_BARRED, apply_group, fill_one
 from .row_index import fill_row_table, upsert_group
+
+#: convert the store's arrays for launches once per structure change (see device_bundle)
+CACHE_VIEWS = os.environ.get("GPU_IVM_CACHE_VIEWS", "1").strip() != "0"
 
 # ----------------------------------------------------------------------------- kernels
 
@@ -208,6 +216,37 @@ def _compact_keys_kernel(st, io, n):
 
 
 @cuda.jit(cache=True)
+def _copy_flagged_kernel(io, n, dst0):
+    """dst[dst0 + incl[r] - 1] = src[r] (keys and values) where ``flags[r]``; ``incl`` is the
+    inclusive prefix sum of the flags. Launch config: 1-D grid-stride, one thread per source
+    entry."""
+    src_k, src_v, flags, incl, dst_k, dst_v = io
+    r = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while r < n:
+        if flags[r]:
+            w = dst0 + incl[r] - 1
+            dst_k[w] = src_k[r]
+            dst_v[w] = src_v[r]
+        r += stride
+
+
+@cuda.jit(cache=True)
+def _compact_rows_of_kernel(st, io, n, slack):
+    """Compact the rows of the sorted keys' first keys x with tomb[x] > live[x] + slack.
+    Launch config: 1-D grid-stride over the keys; the thread of each first key's first key
+    decides and compacts that row (rows are disjoint, so threads never collide)."""
+    keys, tomb, live = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        x = keys[i] >> 32
+        if (i == 0 or (keys[i - 1] >> 32) != x) and tomb[x] > live[x] + slack:
+            compact_key(st, tomb, x)
+        i += stride
+
+
+@cuda.jit(cache=True)
 def _count_rows_kernel(st, io, n):
     """counts[i] = live degree of xs[i]. Launch config: 1-D grid-stride, one thread per key."""
     xs, counts = io
@@ -366,6 +405,19 @@ def _scatter_firsts_kernel(io, n):
 # ----------------------------------------------------------------------------- launchers
 
 
+def device_bundle(st: tuple) -> tuple:
+    """The store tuple with every array in the form launches take (:func:`device_view`),
+    converted once per structure change (``ZStore.nt`` caches the result) instead of at every
+    launch: on a device a CuPy array becomes a numba device array over the same memory once,
+    not once per launch and argument. ``GPU_IVM_CACHE_VIEWS=0`` turns this off (each launch
+    converts again, as before), for measuring what it saves."""
+    if not CACHE_VIEWS:
+        return st
+    return tuple(device_view(a) for a in st)
+
+
+
+
 def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new) -> tuple[int, int]:
     """Add ``deltas`` to stored keys in place; flag keys stored nowhere (see the CPU kernel).
 
@@ -377,7 +429,7 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new) -> tuple[int
     n = keys_in.shape[0]
     if n == 0:
         return 0, 0
-    counter = zeros(2)
+    counter = counters(2)
     launch(_apply_kernel, *grid(n), st, (keys_in, deltas, old_out, is_new, live, tomb), n, counter)
     n_new, size_change = host_ints(counter)
     return n_new, size_change
@@ -442,6 +494,28 @@ def compact_keys(st, tomb, xs) -> None:
     if n == 0:
         return
     launch(_compact_keys_kernel, *grid(n), st, (tomb, xs), n)
+
+
+def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0) -> None:
+    """Copy the entries of ``src_k`` / ``src_v`` that ``flags`` marks, in order, to
+    ``dst_k`` / ``dst_v`` from ``dst0`` on: one scan (CuPy's ``cumsum``) and one scatter."""
+    check_1d("src_k", src_k)
+    n = src_k.shape[0]
+    if n == 0:
+        return
+    incl = array_module(flags).cumsum(flags, dtype=np.int64)
+    launch(_copy_flagged_kernel, *grid(n), (src_k, src_v, flags, incl, dst_k, dst_v), n,
+           np.int64(dst0))
+
+
+def compact_rows_of(st, tomb, live, keys, slack) -> None:
+    """Compact the rows of the sorted ``keys``' first keys whose tombstones outnumber their
+    live tuples by more than ``slack``: one launch, decided on the device (no host read)."""
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    if n == 0:
+        return
+    launch(_compact_rows_of_kernel, *grid(n), st, (keys, tomb, live), n, np.int64(slack))
 
 
 def count_rows(st, xs, counts) -> None:

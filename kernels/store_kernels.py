@@ -160,6 +160,26 @@ def rows_to_compact(keys, tomb, live, slack):
 
 
 @nb.njit(cache=True)
+def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0):
+    """Copy the entries of ``src_k`` / ``src_v`` that ``flags`` marks, in order, to
+    ``dst_k`` / ``dst_v`` from ``dst0`` on."""
+    w = dst0
+    for r in range(src_k.shape[0]):
+        if flags[r]:
+            dst_k[w] = src_k[r]
+            dst_v[w] = src_v[r]
+            w += 1
+
+
+def compact_rows_of(st, tomb, live, keys, slack) -> None:
+    """Compact the rows of the sorted ``keys``' first keys whose tombstones outnumber their
+    live tuples by more than ``slack`` (:func:`rows_to_compact`, then :func:`compact_keys`)."""
+    bad = rows_to_compact(keys, tomb, live, slack)
+    if bad.shape[0]:
+        compact_keys(st, tomb, bad)
+
+
+@nb.njit(cache=True)
 def probe_sorted(st, keys_in, out):
     """out[i] = multiplicity of keys_in[i] (sorted unique keys; 0 where absent)."""
     bits = st[12]

@@ -38,6 +38,7 @@ def cases(repo: str) -> dict:
     from kernels import cuda_lex as lex
     from kernels import cuda_lex_join as lj
     from kernels import cuda_offline as off
+    from kernels import cuda_phase as ph
     from kernels import cuda_query as q
     from kernels import cuda_static as t
     from kernels import cuda_store as s
@@ -71,6 +72,11 @@ def cases(repo: str) -> dict:
         s._live_flags_kernel: ((i, i), n, n),
         s._directory_kernel: ((i, i), n, n, n),
         s._compact_keys_kernel: (st, (i, i), n),
+        s._compact_rows_of_kernel: (st, (i, i, i), n, n),
+        s._copy_flagged_kernel: ((i, i, b, i, i, i), n, n),
+        ph._phase_kernel: ((i, i, i, i, i, b, b, i, i, i, i), n, n, n, n),
+        ph._check_kernel: (st, st, (i, i, b, i), n, i),
+        ph._total_kernel: ((i, i, i, i), n, n, n),
         s._count_rows_kernel: (st, (i, i), n),
         s._fill_rows_kernel: (st, (i,) * 4, n),
         s._first_counts_kernel: ((i, i), n),

@@ -36,6 +36,7 @@ if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != 
 from gpu_ivm.kernels import cuda_launch  # noqa: E402
 from gpu_ivm.kernels import delta_kernels as cpu_delta  # noqa: E402
 from gpu_ivm.kernels import hashmap as cpu_hash  # noqa: E402
+from gpu_ivm.kernels import phase_kernels as cpu_phase  # noqa: E402
 from gpu_ivm.kernels import query_kernels as cpu_query  # noqa: E402
 from gpu_ivm.kernels import static_kernels as cpu_static  # noqa: E402
 from gpu_ivm.kernels import store_kernels as cpu_store  # noqa: E402
@@ -191,9 +192,10 @@ def test_exclusive_scan(n: int, blocks: int) -> None:
     for _ in _set_launch(32, blocks, 32):
         rng = np.random.default_rng(n)
         vals = rng.integers(-5, 9, n).astype(np.int64)
-        out = cuda_launch.exclusive_scan(vals)
-        assert out.shape == (n + 1,)
-        assert array_equal(out, np.r_[0, np.cumsum(vals)])
+        for scan in (cuda_launch.exclusive_scan, cuda_launch.kernel_scan):  # CUB / kernels
+            out = scan(dev(vals))
+            assert out.shape == (n + 1,)
+            assert array_equal(out, np.r_[0, np.cumsum(vals)])
 
 
 @pytest.mark.parametrize("n", [0, 1, 33, 700])
@@ -217,6 +219,32 @@ def test_launch_through_the_cuda_array_interface(n: int) -> None:
     assert array_equal(host(i_out), np.r_[0, np.cumsum(vals)])
     scanned = cuda_launch.exclusive_scan(InterfaceOnly(vals))
     assert array_equal(scanned, np.r_[0, np.cumsum(vals)])
+
+
+def test_store_bundle_converted_once() -> None:
+    """``ZStore.nt`` hands the kernels its arrays in launch form (``device_bundle``): an
+    interface-only array becomes a view of the same memory (a NumPy view here, a numba device
+    array on a device) once, and launches then take it as it is; arrays already in that form
+    pass through."""
+    from gpu_ivm.kernels import cuda_store
+
+    vals = np.arange(5, dtype=np.int64)
+    plain = dev(np.zeros(3, np.int64))
+    out = K.store.device_bundle((InterfaceOnly(vals), plain))
+    assert out[1] is cuda_launch.device_view(plain)
+    assert array_equal(out[0], vals)
+    again = cuda_launch.launch_args(out)  # a launch converts nothing more
+    assert all(a is b for a, b in zip(again, out))
+    s = ZStore.from_sorted(dev(np.array([(1 << 32) | 2], np.int64)), dev(np.array([1])), 4,
+                           K)
+    assert all(a is cuda_launch.device_view(a) for a in s.nt())
+    saved = cuda_store.CACHE_VIEWS
+    cuda_store.CACHE_VIEWS = False
+    try:
+        raw = (InterfaceOnly(vals),)
+        assert K.store.device_bundle(raw) is raw
+    finally:
+        cuda_store.CACHE_VIEWS = saved
 
 
 def test_launch_refuses_strided_interfaces() -> None:
@@ -439,6 +467,96 @@ def test_rows_collect_compact(n: int) -> None:
         outs.append((st2[0], st2[1], tomb))
     for a, b in zip(*outs):
         assert array_equal(a, b)
+    # the rows of a batch's first keys whose tombstones pass their live tuples (+ slack)
+    batch = keys[rng.random(keys.shape[0]) < 0.5][:n]
+    for slack in (0, 1):
+        outs = []
+        for kern in (cpu_store, K.store):
+            st2 = _copy_st(st)
+            tomb = s.tomb.copy()
+            kern.compact_rows_of(st2, tomb, s.live.copy(), batch, slack)
+            outs.append((st2[0], st2[1], tomb))
+        for a, b in zip(*outs):
+            assert array_equal(a, b)
+        if slack == 0 and n >= 1023:  # the case is not vacuous: some row was compacted
+            assert not array_equal(outs[0][2], s.tomb)
+    # the flagged entries copied in order behind an offset (a new run's append)
+    flags = rng.random(n) < 0.5
+    src_k, src_v = rng.integers(0, 1 << 40, n), rng.integers(-5, 5, n)
+    outs = []
+    for kern in (cpu_store, K.store):
+        dk, dv = np.full(n + 9, -1, np.int64), np.full(n + 9, -1, np.int64)
+        kern.copy_flagged(src_k, src_v, flags, dk, dv, 7)
+        outs.append((dk, dv))
+    for a, b in zip(*outs):
+        assert array_equal(a, b)
+    assert array_equal(outs[0][0][7:7 + int(flags.sum())], src_k[flags])
+
+
+@pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("n", SIZES)
+def test_phase_scan(n: int) -> None:
+    """The phase kernel (one launch) against the CPU's ``phase_degrees`` and the auto-ε watch
+    of ``PartRel.track_lights`` after the moves; the selections come out sorted."""
+    rng = np.random.default_rng(700 + n)
+    nid = max(n // 3, 1) + 3
+    keys = sorted_unique(pk(rng.integers(0, nid, n), rng.integers(0, 40, n)))
+    m = keys.shape[0]
+    old = rng.integers(0, 2, m).astype(np.int64)
+    deltas = (np.where(old == 1, -1, 1) * (rng.random(m) < 0.8)).astype(np.int64)
+    heavy = rng.random(nid) < 0.4
+    live_h = np.where(heavy, rng.integers(0, 6, nid), 0).astype(np.int64)
+    live_l = np.where(heavy, 0, rng.integers(0, 6, nid)).astype(np.int64)
+    up, down = 4, 2
+    seen = np.zeros(3, np.int64)
+    for watch in (-1, 3):
+        over0 = rng.random(nid) < 0.3
+        ux, deg, th, tl, cl = cpu_phase.phase_degrees(keys, old, deltas, live_h, live_l, heavy,
+                                                      up, down)
+        want_over, d_over = over0.copy(), 0
+        if watch >= 0:  # track_lights runs after the moves and the clearing
+            after = heavy.copy()
+            after[th], after[tl], after[cl] = True, False, False
+            now = ~after[ux] & (deg > watch)
+            d_over = int(now.sum() - want_over[ux].sum())
+            want_over[ux] = now
+        over = dev(over0.copy())
+        counts, gh, gl, gc = K.phase.phase_scan(dev(keys), dev(old), dev(deltas), dev(live_h),
+                                                dev(live_l), dev(heavy), over, up, down, watch)
+        assert counts == [th.shape[0], tl.shape[0], cl.shape[0],
+                          int(heavy[keys >> 32].sum()), d_over]
+        for want, got in ((th, gh), (tl, gl), (cl, gc)):
+            assert array_equal(want, got)
+        assert array_equal(want_over, over)
+        seen += [th.shape[0], tl.shape[0], cl.shape[0]]
+    if n >= 1023:  # every selection was exercised
+        assert (seen > 0).all(), seen
+
+
+@pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("n", SIZES)
+def test_check_sets(n: int) -> None:
+    """The batch's set-semantics check: multiplicities read from the part the first key's
+    flag names (as ``PartRel.get``) and the number of keys that would leave {0, 1}."""
+    rng = np.random.default_rng(800 + n)
+    nid = max(n // 3, 1) + 3
+    heavy = rng.random(nid) < 0.4
+    stored = sorted_unique(pk(rng.integers(0, nid, 2 * n + 4), rng.integers(0, 30, 2 * n + 4)))
+    vals = rng.integers(1, 3, stored.shape[0]).astype(np.int64)  # some 2s: violations
+    part_h = heavy[stored >> 32]
+    sth = ZStore.from_sorted(stored[part_h], vals[part_h], nid)
+    stl = ZStore.from_sorted(stored[~part_h], vals[~part_h], nid)
+    keys = sorted_unique(np.r_[rng.choice(stored, min(n, stored.shape[0]), replace=False),
+                               pk(rng.integers(0, nid, n), rng.integers(0, 30, n))])
+    net = rng.integers(-1, 2, keys.shape[0]).astype(np.int64)
+    want = np.where(heavy[keys >> 32], sth.get(keys), stl.get(keys))
+    bad = int(((want + net < 0) | (want + net > 1)).sum())
+    got = dev(np.full(keys.shape[0], -7, np.int64))
+    assert K.phase.check_sets(dev(sth.nt()), dev(stl.nt()), dev(heavy), dev(keys), dev(net),
+                              got) == bad
+    assert array_equal(want, got)
+    if n >= 1023:
+        assert 0 < bad < keys.shape[0]
 
 
 @pytest.mark.parametrize("tiny", [False, True], ids=["default", "tiny"])

@@ -290,8 +290,9 @@ def test_relation_free_queries_on_device() -> None:
 
 
 # ----------------------------------------------------------------------------- host syncs
-def _syncs_per_batch(batch_size: int, seed: int) -> list[int]:
-    """Host syncs of each batch of ``batch_size`` new edges (major rebalancing excluded)."""
+def _syncs_per_batch(batch_size: int, seed: int) -> list[tuple[int, int]]:
+    """(host syncs, bytes read back) of each batch of ``batch_size`` new edges (major
+    rebalancing excluded)."""
     rng = np.random.default_rng(seed)
     nv = 150
     base = rng.integers(0, nv, (300, 2))
@@ -311,9 +312,9 @@ def _syncs_per_batch(batch_size: int, seed: int) -> list[int]:
         rep = eng.apply({"src": e[:, 0], "dst": e[:, 1], "sign": np.ones(batch_size, int)})
         stats = sc.reset()
         if not rep.major_rebalances:
-            # only sizes come back (a few int64), never per-update data such as edge presence
-            assert stats.get("bytes_down", 0) <= 64, stats
-            out.append(stats.get("syncs", 0))
+            # only counts come back (a few int64), never per-update data such as edge presence
+            assert stats.get("bytes_down", 0) <= 16 * 8, stats
+            out.append((stats.get("syncs", 0), stats.get("bytes_down", 0)))
     return out
 
 
@@ -322,9 +323,11 @@ def test_host_syncs_do_not_grow_with_the_batch() -> None:
     as a batch of 4 (a per-update sync would multiply them by 16)."""
     small = _syncs_per_batch(4, 18)
     large = _syncs_per_batch(64, 19)
-    print("host syncs per batch: 4 updates", small, "64 updates", large)
+    print("host syncs and bytes read per batch: 4 updates", small, "64 updates", large)
     assert small and large
-    assert max(large) <= 2 * max(small) + 10, (small, large)
+    assert max(s for s, _ in large) <= 2 * max(s for s, _ in small) + 10, (small, large)
+    # what comes back does not grow with the batch (a per-update read would multiply it)
+    assert max(b for _, b in large) <= max(b for _, b in small), (small, large)
 
 
 # ----------------------------------------------------------------------------- kernels

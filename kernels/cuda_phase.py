@@ -1,0 +1,169 @@
+"""CUDA kernels of a batch's bookkeeping: the ``phase`` part of the cuda kernel set.
+
+:func:`check_sets` validates a batch under set semantics before anything changes (one launch,
+one read of the number of violations); :func:`batch_total` adds up the count delta's terms
+(one launch, one read). :func:`phase_scan` is the rest of this docstring.
+
+The device twin of :func:`gpu_ivm.kernels.phase_kernels.phase_degrees` plus the auto-ε watch
+of :meth:`gpu_ivm.partition.PartRel.track_lights`, in one launch and one host read. A phase
+(``TriangleEngineBase._phase``) needs, per distinct first key x of its sorted keys, x's degree
+after the phase, the keys that cross the minor-rebalancing thresholds, and how many of its
+keys have a heavy first key (to split them by part). Written with CuPy calls that was about 45
+calls and two host reads per phase (each selection's size must reach the host); here the
+thread that owns the first key of a group walks the group, classifies x and appends it to
+its selection with an atomic slot, and the four counts come back in one 40-byte read. In the
+steady state every selection is empty, so nothing else runs.
+
+The selections are appended in no particular order; the launcher sorts the (rare) non-empty
+ones, so they come out as the CPU kernel returns them (ascending first keys).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .cuda_launch import array_module, check_1d, counters, empty, grid, host_ints, launch
+from .lsm import get
+
+#: slots of the counts the launcher reads back
+N_TO_HEAVY, N_TO_LIGHT, N_CLEAR, N_HEAVY_KEYS, D_OVER = range(5)
+
+
+@cuda.jit(cache=True)
+def _phase_kernel(io, n, up, down, watch):
+    """Per group of equal first key (its first thread walks it): the degree after the phase,
+    the minor-rebalancing class, the heavy-key count and, with ``watch >= 0``, the auto-ε
+    flag ``over[x]`` (light after the phase and degree above ``watch``) with its change to
+    ``n_over``. Launch config: 1-D grid-stride, one thread per key."""
+    keys, old, deltas, live_h, live_l, heavy, over, to_heavy, to_light, clear, counts = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        x = keys[i] >> 32
+        if i == 0 or (keys[i - 1] >> 32) != x:
+            d = live_h[x] + live_l[x]
+            j = i
+            while j < n and (keys[j] >> 32) == x:
+                o = old[j]
+                if o + deltas[j] != 0:
+                    d += 1
+                if o != 0:
+                    d -= 1
+                j += 1
+            hv = heavy[x]
+            after = hv
+            if hv:
+                cuda.atomic.add(counts, N_HEAVY_KEYS, j - i)
+                if d == 0:
+                    clear[cuda.atomic.add(counts, N_CLEAR, 1)] = x
+                    after = False
+                elif 0 < d < down:
+                    to_light[cuda.atomic.add(counts, N_TO_LIGHT, 1)] = x
+                    after = False
+            elif d >= up:
+                to_heavy[cuda.atomic.add(counts, N_TO_HEAVY, 1)] = x
+                after = True
+            if watch >= 0:
+                now = (not after) and d > watch
+                if now != over[x]:
+                    cuda.atomic.add(counts, D_OVER, 1 if now else -1)
+                    over[x] = now
+        i += stride
+
+
+def phase_scan(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: int,
+               watch: int):
+    """The phase's bookkeeping on the device (see the module docstring).
+
+    ``keys`` sorted unique packed keys, ``old`` their multiplicities before the phase,
+    ``deltas`` their changes; ``live_h`` / ``live_l`` the parts' live counts per first key,
+    ``heavy`` the part flags, ``over`` the auto-ε flags (updated in place when ``watch >= 0``).
+    Returns ``(counts, to_heavy, to_light, clear)``: ``counts`` a host list indexed by
+    :data:`N_TO_HEAVY`, :data:`N_TO_LIGHT`, :data:`N_CLEAR`, :data:`N_HEAVY_KEYS` (keys whose
+    first key is heavy before the phase) and :data:`D_OVER` (the change of ``n_over``), and
+    the three selections of first keys in ascending order, as the CPU kernel gives them.
+    """
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    if n == 0:
+        e = empty(0)
+        return [0] * 5, e, e, e
+    to_heavy, to_light, clear = empty(n), empty(n), empty(n)
+    counts = counters(5)
+    launch(_phase_kernel, *grid(n), (keys, old, deltas, live_h, live_l, heavy, over, to_heavy,
+                                     to_light, clear, counts), n, np.int64(up),
+           np.int64(down), np.int64(watch))
+    c = host_ints(counts)
+    sel = [to_heavy[: c[N_TO_HEAVY]], to_light[: c[N_TO_LIGHT]], clear[: c[N_CLEAR]]]
+    xp = array_module(keys)
+    return c, *(xp.sort(s) if s.shape[0] > 1 else s for s in sel)
+
+
+
+@cuda.jit(cache=True)
+def _check_kernel(sth, stl, io, n, counter):
+    """out[i] = the multiplicity of keys[i] in its part (``sth`` where its first key is
+    heavy, else ``stl``); ``counter[0]`` counts the keys whose multiplicity plus net[i] leaves
+    {0, 1}. Launch config: 1-D grid-stride, one thread per key."""
+    keys, net, heavy, out = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        key = keys[i]
+        x = key >> 32
+        if x < heavy.shape[0] and heavy[x]:
+            m = get(sth, key)
+        else:
+            m = get(stl, key)
+        out[i] = m
+        after = m + net[i]
+        if after < 0 or after > 1:
+            cuda.atomic.add(counter, 0, 1)
+        i += stride
+
+
+def check_sets(sth, stl, heavy, keys, net, out) -> int:
+    """Set-semantics check of a batch before it is applied: ``out[i]`` = the stored
+    multiplicity of ``keys[i]`` (in the heavy part ``sth`` where ``heavy`` flags its first
+    key, else in the light part ``stl``, as ``PartRel.get`` reads it); returns the number of
+    keys whose multiplicity plus ``net[i]`` would leave {0, 1} (one 8-byte read)."""
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    if n == 0:
+        return 0
+    counter = counters(1)
+    launch(_check_kernel, *grid(n), sth, stl, (keys, net, heavy, out), n, counter)
+    return host_ints(counter)[0]
+
+
+@cuda.jit(cache=True)
+def _total_kernel(io, n, m, coef):
+    """acc[0] += coef·Σ ms[i]·ws[i] + Σ vs[j]. Launch config: 1-D grid-stride over the longer
+    of the two; one atomic per thread."""
+    ms, ws, vs, acc = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    s = 0
+    j = i
+    while j < n:
+        s += ms[j] * ws[j]
+        j += stride
+    s *= coef
+    j = i
+    while j < m:
+        s += vs[j]
+        j += stride
+    if s != 0:
+        cuda.atomic.add(acc, 0, s)
+
+
+def batch_total(ms, ws, coef: int, vs) -> int:
+    """``coef·Σ ms[i]·ws[i] + Σ vs[j]`` in int64 (the count delta of a batch: its pairs'
+    multiplicities times their path weights, plus the wedge terms), read back once."""
+    n, m = ms.shape[0], vs.shape[0]
+    if n == 0 and m == 0:
+        return 0
+    acc = counters(1)
+    launch(_total_kernel, *grid(max(n, m)), (ms, ws, vs, acc), n, m, np.int64(coef))
+    return host_ints(acc)[0]
