@@ -15,6 +15,7 @@ import numpy as np
 
 from .encoding import transpose
 from .eps_policy import choose_epsilon, work_bound
+from .kernels.phase_kernels import watch_lights
 from .overflow import max_abs, sum_squares
 from .rational import Thresholds
 from .store import ZStore
@@ -251,6 +252,9 @@ class PartRel:
 
     def track_lights(self, keys: np.ndarray, deg: np.ndarray) -> None:
         """Update ``over`` / ``n_over`` for touched unique ``keys`` of current degree ``deg``."""
+        if self.xp is np:  # one compiled pass
+            self.n_over += watch_lights(keys, deg, self.heavy, self.over, self.watch)
+            return
         new = ~self.heavy[keys] & (deg > self.watch)
         self.n_over += int(new.sum() - self.over[keys].sum())  # one read on a device
         self.over[keys] = new

@@ -24,6 +24,8 @@ from statistics import median
 
 import numpy as np
 
+from .kernels.phase_kernels import delta_units
+
 
 def grouped_units(kernels, st, dkeys) -> int:
     """Work of a batch whose pairs share one pass per long row (``pair_weights_grouped``):
@@ -96,6 +98,9 @@ class AdaptivePolicy:
                 total += grouped_units(engine.k.delta, engine.rels[k].l.nt(), dkeys)
                 continue
             nx, pv = engine._wiring(k)
+            if isinstance(dkeys, np.ndarray):  # one compiled pass
+                total += int(delta_units(dkeys, nx.l.live, nx.h.live, pv.ht.live))
+                continue
             x = dkeys >> 32
             y = dkeys & ((1 << 32) - 1)
             hy = nx.h.live[y]

@@ -92,6 +92,36 @@ def split_heavy(keys, heavy):
     return ih[:a], il[:b]
 
 
+@nb.njit(cache=True)
+def watch_lights(ux, deg, heavy, over, watch):
+    """The auto-ε watch after a phase (``PartRel.track_lights``): ``over[x]`` = x light with
+    degree above ``watch`` for the touched first keys ``ux`` of degrees ``deg``; returns the
+    change of the number of flags set."""
+    change = 0
+    for j in range(ux.shape[0]):
+        x = ux[j]
+        now = (not heavy[x]) and deg[j] > watch
+        if now != over[x]:
+            change += 1 if now else -1
+            over[x] = now
+    return change
+
+
+@nb.njit(cache=True)
+def delta_units(dkeys, next_l_live, next_h_live, prev_ht_live):
+    """The adaptive policy's work estimate of a phase's delta path (``AdaptivePolicy.units``):
+    per update (x, y), 4 + the light row of y in Next + min(heavy row of y in Next, heavy
+    column of x in Prev) + that column."""
+    total = 4 * dkeys.shape[0]
+    for i in range(dkeys.shape[0]):
+        x = dkeys[i] >> 32
+        y = dkeys[i] & 0xFFFFFFFF
+        hy = next_h_live[y]
+        htx = prev_ht_live[x]
+        total += next_l_live[y] + min(hy, htx) + htx
+    return total
+
+
 def clip_threshold(t: int) -> int:
     """A degree threshold as an int64 argument (a threshold beyond int64 is never reached)."""
     return min(int(t), INT64_MAX)

@@ -1,5 +1,7 @@
 """The compiled batch bookkeeping (kernels/phase_kernels.py, store_kernels.rows_to_compact,
-batch_prep.symmetric_delta) against the NumPy formulas they replace, on random inputs."""
+batch_prep.symmetric_delta) against the NumPy formulas they replace, on random inputs; the
+same formulas remain the device path of ``PartRel.track_lights`` and
+``AdaptivePolicy.units``."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ def _random_phase(rng, ids: int, n: int):
 
 
 def _numpy_phase(keys, old, deltas, live_h, live_l, heavy, up, down):
-    """The engine's NumPy formulas (engine._phase before the kernel, still its device path)."""
+    """The engine's NumPy formulas (engine._phase's before the compiled passes; a device now
+    runs kernels/cuda_phase.py, checked against phase_degrees in tests/cuda_sim_cases.py)."""
     firsts = keys >> 32
     sc = ((old + deltas) != 0).astype(np.int64) - (old != 0)
     starts = np.flatnonzero(np.r_[True, firsts[1:] != firsts[:-1]])
@@ -90,3 +93,34 @@ def test_symmetric_delta_equals_both_orientations(seed, ids):
     assert (counted is not None) == (ids == 50)  # which branch this case exercised
     if counted is not None:
         np.testing.assert_array_equal(tkey[counted], np.sort(tkey))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_watch_lights_equals_numpy(seed):
+    """The auto-ε watch in one pass against PartRel.track_lights' NumPy formula."""
+    rng = np.random.default_rng(100 + seed)
+    ids = int(rng.integers(2, 60))
+    ux = np.unique(rng.integers(0, ids, int(rng.integers(0, 40))))
+    deg = rng.integers(0, 12, ux.shape[0])
+    heavy = rng.random(ids) < 0.3
+    over0 = rng.random(ids) < 0.3
+    watch = int(rng.integers(0, 10))
+    want = over0.copy()
+    new = ~heavy[ux] & (deg > watch)
+    change = int(new.sum() - want[ux].sum())
+    want[ux] = new
+    got = over0.copy()
+    assert phase_kernels.watch_lights(ux, deg, heavy, got, watch) == change
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_delta_units_equals_numpy(seed):
+    """The adaptive policy's work estimate in one pass against its NumPy formula."""
+    rng = np.random.default_rng(200 + seed)
+    ids = int(rng.integers(2, 60))
+    keys = np.unique(pack(rng.integers(0, ids, 80), rng.integers(0, ids, 80)))
+    nl, nh, pht = (rng.integers(0, 50, ids) for _ in range(3))
+    x, y = keys >> 32, keys & 0xFFFFFFFF
+    want = 4 * keys.shape[0] + nl[y].sum() + np.minimum(nh[y], pht[x]).sum() + pht[x].sum()
+    assert phase_kernels.delta_units(keys, nl, nh, pht) == want
