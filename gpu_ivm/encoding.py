@@ -21,6 +21,8 @@ LO_MASK = (1 << 32) - 1
 
 def _int64(a):
     """``a`` as int64 in its own array module (NumPy or CuPy); lists become NumPy arrays."""
+    if getattr(a, "dtype", None) == np.int64:
+        return a
     if hasattr(a, "astype"):
         return a.astype(np.int64, copy=False)
     return np.asarray(a, np.int64)

@@ -35,7 +35,7 @@ from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
 from .kernels.phase_kernels import clip_threshold, phase_degrees, split_heavy
 from .overflow import LIMIT, VALUE_LIMIT, isqrt_ceil, max_abs, refuses, sum_squares
 from .partition import PartRel, sort_pairs
-from .selection import run_starts, select_known, select_many
+from .selection import run_starts, select_many
 from .views import ViewStore
 
 CALIBRATE_MIN = 4096  # stored tuples from which the adaptive policy measures a recount
@@ -220,7 +220,7 @@ class TriangleEngineBase:
             n = self.k.view.emit_view_deltas(xs, ys, ms, nt, left, view.vrow, view.vmat, ok, ov)
             ok, ov = ok[:n], ov[:n]
         if ok.shape[0]:
-            view.add(ok, ov)
+            view.add(ok, ov, below=self._id_bound)
 
     def _apply_part_deltas(self, k: int, hk, hv, lk, lv) -> None:
         """Add ΔK_h and ΔK_l to relation k, maintaining views[k] = K_h·Next_l and
@@ -254,7 +254,7 @@ class TriangleEngineBase:
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, clip_threshold(up),
                 clip_threshold(th.down))
         else:  # one kernel and one host read (kernels/cuda_phase.py); it also keeps K.over
-            counts, to_heavy, to_light, clear = self.k.phase.phase_scan(
+            counts, to_heavy, to_light, clear, hflags = self.k.phase.phase_scan(
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, K.over, clip_threshold(up),
                 clip_threshold(th.down), -1 if K.watch is None else clip_threshold(K.watch))
             K.n_over += counts[4]
@@ -265,19 +265,19 @@ class TriangleEngineBase:
         dq = q_delta(keys, deltas) if q_delta is not None else 0
         if xp is np:
             ih, il = split_heavy(keys, K.heavy)
-        elif not moved and n_heavy_keys == 0:  # the flags the kernel read are current
-            ih = None
-        else:
+            parts = (keys[ih], deltas[ih], keys[il], deltas[il]) if ih.shape[0] else None
+        elif moved:  # the flags changed since the kernel read them
             hm = K.heavy[keys >> 32]
-            if moved:
-                ih, il = select_many(xp, [hm, ~hm])
-            else:  # sizes known: no host read
-                ih = select_known(xp, hm, n_heavy_keys)
-                il = select_known(xp, ~hm, keys.shape[0] - n_heavy_keys)
-        if ih is None or ih.shape[0] == 0:  # every key light (ε = 1, or no hub touched)
+            ih, il = select_many(xp, [hm, ~hm])
+            parts = (keys[ih], deltas[ih], keys[il], deltas[il]) if ih.shape[0] else None
+        elif n_heavy_keys:  # sizes and flags known: one scan and one scatter
+            parts = self.k.phase.split_parts(keys, deltas, hflags, n_heavy_keys)
+        else:
+            parts = None
+        if parts is None:  # every key light (ε = 1, or no hub touched): no copies
             self._apply_part_deltas(k, keys[:0], deltas[:0], keys, deltas)
         else:
-            self._apply_part_deltas(k, keys[ih], deltas[ih], keys[il], deltas[il])
+            self._apply_part_deltas(k, *parts)
         if clear.shape[0]:
             K.heavy[clear] = False
         if xp is np and K.watch is not None:  # auto ε: light keys past the rule's work bound

@@ -13,7 +13,6 @@ import numpy as np
 from .kernels import delta_kernels as _cpu_delta_kernels
 from .kernels import store_kernels as _cpu_store_kernels
 from .kernels import view_kernels as _cpu_view_kernels
-from .selection import run_starts
 from .store import ZStore
 
 DENSE_FRACTION = 4  # a row is dense when support * DENSE_FRACTION >= id capacity
@@ -80,8 +79,10 @@ class ViewStore:
         dense = self.vmat[xp.where(d, rows, 0), xp.where(d, keys & 0xFFFFFFFF, 0)]
         return xp.where(d, dense, out)
 
-    def add(self, keys: np.ndarray, vals: np.ndarray, *, presorted: bool = False) -> None:
-        """Add deltas at packed keys (any order, repeats allowed unless ``presorted``)."""
+    def add(self, keys: np.ndarray, vals: np.ndarray, *, presorted: bool = False,
+            below: int | None = None) -> None:
+        """Add deltas at packed keys (any order, repeats allowed unless ``presorted``);
+        ``below``: a bound on their first ids that the caller knows (``ZStore.add``)."""
         xp = self.xp
         keys = xp.asarray(keys, dtype=np.int64)
         vals = xp.asarray(vals, dtype=np.int64)
@@ -95,15 +96,14 @@ class ViewStore:
             keys, vals = self.dk.segment_sum_sorted(keys[order], vals[order])
         if keys.shape[0] == 0:
             return
-        self.sparse.add(keys, vals)
+        self.sparse.add(keys, vals, below)
         self._promote_if_large(keys >> 32)
 
     def _promote_if_large(self, fx: np.ndarray) -> None:
         """Promote the rows among the sorted first keys ``fx`` (repeats allowed) that grew
         large enough for a dense row (one selection)."""
-        cap = self.sparse.id_capacity
-        live = self.sparse.live[fx]
-        big = fx[run_starts(self.xp, fx) & (live * DENSE_FRACTION >= cap) & (live >= DENSE_MIN)]
+        big = self.vk.rows_to_promote(fx, self.sparse.live, self.sparse.id_capacity,
+                                      DENSE_FRACTION, DENSE_MIN)
         if big.shape[0]:
             self.promote(big)
 

@@ -13,7 +13,7 @@ part       module                                    CPU counterpart
 ``hash``   :mod:`gpu_ivm.kernels.cuda_hash`          :mod:`gpu_ivm.kernels.hashmap`
 ``phase``  :mod:`gpu_ivm.kernels.cuda_phase`         :mod:`gpu_ivm.kernels.phase_kernels`
            (``phase_scan``, ``check_sets``,          and NumPy (called on the host)
-           ``batch_total``)
+           ``batch_total``, ``split_parts``)
 ``static`` :mod:`gpu_ivm.kernels.static_kernels`     itself (run on the host), except for
            and :mod:`gpu_ivm.kernels.cuda_static`    ``count_oriented_edges``,
                                                      ``list_oriented_edges`` and
@@ -105,10 +105,11 @@ def kernel_set(xp=None) -> SimpleNamespace:
         xp=xp,
         store=_part(cuda_store, STORE_FUNCTIONS),
         hash=_part(cuda_hash, HASH_FUNCTIONS),
-        phase=_part(cuda_phase, ("phase_scan", "check_sets", "batch_total"),
+        phase=_part(cuda_phase, ("phase_scan", "check_sets", "batch_total", "split_parts"),
                     counter_scope=cuda_launch.counter_scope),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
-        view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget),
+        view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget,
+                   rows_to_promote=cuda_phase.rows_to_promote),
         static=_part(cuda_static, STATIC_FUNCTIONS, **_host_static()),
         query=_part(cuda_query, QUERY_FUNCTIONS,
                     **{c: getattr(query_kernels, c) for c in dir(query_kernels)

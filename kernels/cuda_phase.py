@@ -36,11 +36,12 @@ def _phase_kernel(io, n, up, down, watch):
     the minor-rebalancing class, the heavy-key count and, with ``watch >= 0``, the auto-ε
     flag ``over[x]`` (light after the phase and degree above ``watch``) with its change to
     ``n_over``. Launch config: 1-D grid-stride, one thread per key."""
-    keys, old, deltas, live_h, live_l, heavy, over, to_heavy, to_light, clear, counts = io
+    keys, old, deltas, live_h, live_l, heavy, over, to_heavy, to_light, clear, counts, hflags = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
         x = keys[i] >> 32
+        hflags[i] = 1 if heavy[x] else 0
         if i == 0 or (keys[i - 1] >> 32) != x:
             d = live_h[x] + live_l[x]
             j = i
@@ -79,25 +80,59 @@ def phase_scan(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: in
     ``keys`` sorted unique packed keys, ``old`` their multiplicities before the phase,
     ``deltas`` their changes; ``live_h`` / ``live_l`` the parts' live counts per first key,
     ``heavy`` the part flags, ``over`` the auto-ε flags (updated in place when ``watch >= 0``).
-    Returns ``(counts, to_heavy, to_light, clear)``: ``counts`` a host list indexed by
-    :data:`N_TO_HEAVY`, :data:`N_TO_LIGHT`, :data:`N_CLEAR`, :data:`N_HEAVY_KEYS` (keys whose
-    first key is heavy before the phase) and :data:`D_OVER` (the change of ``n_over``), and
-    the three selections of first keys in ascending order, as the CPU kernel gives them.
+    Returns ``(counts, to_heavy, to_light, clear, hflags)``: ``counts`` a host list indexed
+    by :data:`N_TO_HEAVY`, :data:`N_TO_LIGHT`, :data:`N_CLEAR`, :data:`N_HEAVY_KEYS` (keys
+    whose first key is heavy before the phase) and :data:`D_OVER` (the change of
+    ``n_over``); the three selections of first keys in ascending order, as the CPU kernel
+    gives them; per key, 1 where its first key is heavy before the phase (for
+    :func:`split_parts`).
     """
     check_1d("keys", keys)
     n = keys.shape[0]
     if n == 0:
         e = empty(0)
-        return [0] * 5, e, e, e
-    to_heavy, to_light, clear = empty(n), empty(n), empty(n)
+        return [0] * 5, e, e, e, e
+    to_heavy, to_light, clear, hflags = empty(n), empty(n), empty(n), empty(n)
     counts = counters(5)
     launch(_phase_kernel, *grid(n), (keys, old, deltas, live_h, live_l, heavy, over, to_heavy,
-                                     to_light, clear, counts), n, np.int64(up),
+                                     to_light, clear, counts, hflags), n, np.int64(up),
            np.int64(down), np.int64(watch))
     c = host_ints(counts)
     sel = [to_heavy[: c[N_TO_HEAVY]], to_light[: c[N_TO_LIGHT]], clear[: c[N_CLEAR]]]
     xp = array_module(keys)
-    return c, *(xp.sort(s) if s.shape[0] > 1 else s for s in sel)
+    return c, *(xp.sort(s) if s.shape[0] > 1 else s for s in sel), hflags
+
+
+@cuda.jit(cache=True)
+def _split_kernel(io, n):
+    """Keys and deltas to their part, in order: key i with ``hflags[i]`` to the heavy arrays
+    at ``incl[i] - 1`` (``incl`` the inclusive prefix sum of the flags), the others to the
+    light arrays at ``i - incl[i]``. Launch config: 1-D grid-stride, one thread per key."""
+    keys, deltas, hflags, incl, hk, hv, lk, lv = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        h = incl[i]
+        if hflags[i]:
+            hk[h - 1] = keys[i]
+            hv[h - 1] = deltas[i]
+        else:
+            lk[i - h] = keys[i]
+            lv[i - h] = deltas[i]
+        i += stride
+
+
+def split_parts(keys, deltas, hflags, n_heavy: int):
+    """``(keys, deltas)`` of the heavy part (``hflags`` 1) and of the light part, each in
+    the keys' order, when the host knows how many are heavy (``n_heavy``): one scan (CuPy's
+    ``cumsum``) and one scatter."""
+    n = keys.shape[0]
+    hk, hv = empty(n_heavy), empty(n_heavy)
+    lk, lv = empty(n - n_heavy), empty(n - n_heavy)
+    if n:
+        incl = array_module(hflags).cumsum(hflags)
+        launch(_split_kernel, *grid(n), (keys, deltas, hflags, incl, hk, hv, lk, lv), n)
+    return hk, hv, lk, lv
 
 
 
@@ -167,3 +202,31 @@ def batch_total(ms, ws, coef: int, vs) -> int:
     acc = counters(1)
     launch(_total_kernel, *grid(max(n, m)), (ms, ws, vs, acc), n, m, np.int64(coef))
     return host_ints(acc)[0]
+
+
+@cuda.jit(cache=True)
+def _promote_kernel(io, n, cap, dense_frac, dense_min):
+    """The first thread of each first key's group appends the key when its row qualifies
+    (see :func:`rows_to_promote`). Launch config: 1-D grid-stride, one thread per key."""
+    fx, live, out, counter = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        x = fx[i]
+        if (i == 0 or fx[i - 1] != x) and live[x] * dense_frac >= cap and live[x] >= dense_min:
+            out[cuda.atomic.add(counter, 0, 1)] = x
+        i += stride
+
+
+def rows_to_promote(fx, live, cap: int, dense_frac: int, dense_min: int):
+    """The view part's ``rows_to_promote`` (as :func:`gpu_ivm.kernels.view_kernels.
+    rows_to_promote`): one launch and one 8-byte read; the (rare) rows found are sorted."""
+    n = fx.shape[0]
+    if n == 0:
+        return empty(0)
+    out = empty(n)
+    counter = counters(1)
+    launch(_promote_kernel, *grid(n), (fx, live, out, counter), n, np.int64(cap),
+           np.int64(dense_frac), np.int64(dense_min))
+    k = host_ints(counter)[0]
+    return array_module(fx).sort(out[:k]) if k > 1 else out[:k]

@@ -114,6 +114,24 @@ def emit_view_deltas_par(xs, ys, ms, st, left, vrow, vmat, ptr, out_keys, out_va
 
 
 @nb.njit(cache=True)
+def rows_to_promote(fx, live, cap, dense_frac, dense_min):
+    """The distinct first keys x of the sorted ``fx`` (repeats allowed) whose sparse rows
+    grew large enough for a dense row: ``live[x] * dense_frac >= cap`` and
+    ``live[x] >= dense_min``; in ascending order."""
+    out = np.empty(fx.shape[0], np.int64)
+    k = 0
+    prev = -1
+    for i in range(fx.shape[0]):
+        x = fx[i]
+        if x != prev:
+            prev = x
+            if live[x] * dense_frac >= cap and live[x] >= dense_min:
+                out[k] = x
+                k += 1
+    return out[:k]
+
+
+@nb.njit(cache=True)
 def scatter_dense(keys, vals, vrow, vmat):
     """vmat[vrow[a], c] += v for packed keys (a, c) whose row is dense; returns a keep mask."""
     n = keys.shape[0]

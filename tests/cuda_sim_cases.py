@@ -521,16 +521,37 @@ def test_phase_scan(n: int) -> None:
             d_over = int(now.sum() - want_over[ux].sum())
             want_over[ux] = now
         over = dev(over0.copy())
-        counts, gh, gl, gc = K.phase.phase_scan(dev(keys), dev(old), dev(deltas), dev(live_h),
-                                                dev(live_l), dev(heavy), over, up, down, watch)
+        counts, gh, gl, gc, hflags = K.phase.phase_scan(dev(keys), dev(old), dev(deltas),
+                                                        dev(live_h), dev(live_l), dev(heavy),
+                                                        over, up, down, watch)
         assert counts == [th.shape[0], tl.shape[0], cl.shape[0],
                           int(heavy[keys >> 32].sum()), d_over]
+        assert array_equal(hflags, heavy[keys >> 32].astype(np.int64))
+        # the keys and deltas split by part in order, as the CPU's split_heavy selects them
+        ih, il = cpu_phase.split_heavy(keys, heavy)
+        got = K.phase.split_parts(dev(keys), dev(deltas), hflags, counts[3])
+        for want, g in zip((keys[ih], deltas[ih], keys[il], deltas[il]), got):
+            assert array_equal(want, g)
         for want, got in ((th, gh), (tl, gl), (cl, gc)):
             assert array_equal(want, got)
         assert array_equal(want_over, over)
         seen += [th.shape[0], tl.shape[0], cl.shape[0]]
     if n >= 1023:  # every selection was exercised
         assert (seen > 0).all(), seen
+
+
+@pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("n", SIZES)
+def test_rows_to_promote(n: int) -> None:
+    """The view's promotion check on the device against the CPU kernel (sorted output)."""
+    rng = np.random.default_rng(900 + n)
+    nid = max(n // 4, 1) + 3
+    fx = np.sort(rng.integers(0, nid, n)).astype(np.int64)
+    live = rng.integers(0, 40, nid).astype(np.int64)
+    want = cpu_view.rows_to_promote(fx, live, 60, 4, 12)
+    assert array_equal(want, K.view.rows_to_promote(dev(fx), dev(live), 60, 4, 12))
+    if n >= 1023:
+        assert 1 < want.shape[0] < nid
 
 
 @pytest.mark.usefixtures("boundary_launch")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gpu_ivm.kernels import batch_prep, phase_kernels, store_kernels
+from gpu_ivm.kernels import batch_prep, phase_kernels, store_kernels, view_kernels
 
 from gpu_ivm.encoding import pack, transpose
 
@@ -124,3 +124,16 @@ def test_delta_units_equals_numpy(seed):
     x, y = keys >> 32, keys & 0xFFFFFFFF
     want = 4 * keys.shape[0] + nl[y].sum() + np.minimum(nh[y], pht[x]).sum() + pht[x].sum()
     assert phase_kernels.delta_units(keys, nl, nh, pht) == want
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rows_to_promote_equals_numpy(seed):
+    """The view's dense-row promotion check in one pass against its NumPy formula."""
+    rng = np.random.default_rng(300 + seed)
+    ids = int(rng.integers(2, 60))
+    fx = np.sort(rng.integers(0, ids, int(rng.integers(0, 80))))
+    live = rng.integers(0, 40, ids)
+    cap, frac, dmin = int(rng.integers(1, 100)), 4, int(rng.integers(1, 30))
+    first = np.r_[True, fx[1:] != fx[:-1]] if fx.shape[0] else np.zeros(0, bool)
+    want = fx[first & (live[fx] * frac >= cap) & (live[fx] >= dmin)]
+    assert np.array_equal(view_kernels.rows_to_promote(fx, live, cap, frac, dmin), want)
