@@ -65,6 +65,16 @@ def _tuple(rng: random.Random, arity: int) -> tuple:
                  else rng.choice(DOMAIN) for j in range(arity))
 
 
+def random_db(rng: random.Random, q, n: int) -> dict:
+    """``n`` skewed random tuples per relation of the query ``q`` (repeats add up)."""
+    db: dict = {r: {} for r in q.schemas}
+    for r, arity in q.schemas.items():
+        for _ in range(n):
+            t = _tuple(rng, arity)
+            db[r][t] = db[r].get(t, 0) + 1
+    return db
+
+
 def _burst(rng: random.Random, arity: int) -> list[tuple]:
     """Tuples that agree on hub values in some columns (column 0, column 1 or both) and
     vary over WIDE in the others: one key value gains many distinct tuples."""
@@ -156,11 +166,7 @@ def run_stream(query: str, eps: str) -> TradeoffEngine:
     """Load, then the batches of KINDS, checking after the load and every batch."""
     rng = random.Random(zlib.crc32(f"{query} {eps}{SALT}".encode()))
     q = parse_query(query)
-    db: dict = {r: {} for r in q.schemas}
-    for r, arity in q.schemas.items():
-        for _ in range(12):
-            t = _tuple(rng, arity)
-            db[r][t] = db[r].get(t, 0) + 1
+    db = random_db(rng, q, 12)
     domain = list(range(WIDE)) if len(q.inputs) < 2 else DOMAIN  # + random requests
     eng = TradeoffEngine(query, epsilon=eps)
     eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})

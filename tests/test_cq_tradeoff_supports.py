@@ -29,7 +29,7 @@ from test_cq_tradeoff_forks import (
     _batch,
     _check_partition,
     _random_requests,
-    _tuple,
+    random_db,
 )
 
 from gpu_ivm.cq import evaluate, parse_query
@@ -266,11 +266,7 @@ def _check_rows(eng: TradeoffEngine, cols) -> None:
 def run_random_stream(query: str, eps: str, kinds: list[str]) -> TradeoffEngine:
     rng = random.Random(zlib.crc32(f"{query} {eps}".encode()))
     q = parse_query(query)
-    db: dict = {r: {} for r in q.schemas}
-    for r, arity in q.schemas.items():
-        for _ in range(10):
-            t = _tuple(rng, arity)
-            db[r][t] = db[r].get(t, 0) + 1
+    db = random_db(rng, q, 10)
     domain = list(range(WIDE)) if len(q.inputs) < 2 else DOMAIN
     eng = TradeoffEngine(query, epsilon=eps)
     eng.load(**{r: table(rel, q.schemas[r]) for r, rel in db.items()})
