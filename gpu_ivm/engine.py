@@ -254,15 +254,24 @@ class TriangleEngineBase:
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, clip_threshold(up),
                 clip_threshold(th.down))
         else:  # one kernel and one host read (kernels/cuda_phase.py); it also keeps K.over
+            # the count delta is launched before that read and comes back with it; the rare
+            # phase that moves keys recounts after the moves
+            into = self._q_delta_into(q_delta)
             counts, to_heavy, to_light, clear, hflags = self.k.phase.phase_scan(
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, K.over, clip_threshold(up),
-                clip_threshold(th.down), -1 if K.watch is None else clip_threshold(K.watch))
+                clip_threshold(th.down), -1 if K.watch is None else clip_threshold(K.watch),
+                then=None if into is None else lambda acc: into(keys, deltas, acc))
             K.n_over += counts[4]
             n_heavy_keys = counts[3]
         moved = bool(to_heavy.shape[0] or to_light.shape[0])
         if moved:
             self._move(k, to_heavy, to_light)
-        dq = q_delta(keys, deltas) if q_delta is not None else 0
+        if q_delta is None:
+            dq = 0
+        elif xp is not np and into is not None and not moved:  # read with the counts
+            dq = counts[5]
+        else:
+            dq = q_delta(keys, deltas)
         if xp is np:
             ih, il = split_heavy(keys, K.heavy)
             parts = (keys[ih], deltas[ih], keys[il], deltas[il]) if ih.shape[0] else None
@@ -283,6 +292,12 @@ class TriangleEngineBase:
         if xp is np and K.watch is not None:  # auto ε: light keys past the rule's work bound
             K.track_lights(ux, deg_new)
         return dq
+
+    def _q_delta_into(self, q_delta):
+        """On a device: a launcher ``(keys, deltas, acc)`` that adds the count delta of
+        ``q_delta`` into a device slot without reading it back, or None (each engine says
+        which of its count deltas can)."""
+        return None
 
     def _move(self, k: int, to_heavy: np.ndarray, to_light: np.ndarray) -> None:
         """Minor rebalancing of the given keys of relation k (Q unchanged)."""

@@ -487,6 +487,15 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             wedges = adj.batch_wedges_snapshot(dkeys, dvals, indptr, nbr, E.h.nt(), E.l.nt(),
                                                E.heavy)
             return 6 * sum_products(dvals[sel], w) + wedges
+        coef, ms, ws, wedge = self._q_delta_terms(dkeys, dvals)
+        if self.xp is np:
+            return coef * sum_products(ms, ws) + int(wedge.sum())
+        return self.k.phase.batch_total(ms, ws, coef, wedge)  # one launch, one read
+
+    def _q_delta_terms(self, dkeys: np.ndarray, dvals: np.ndarray) -> tuple:
+        """(c, m, w, wedges) with the count delta c·Σ m_i·w_i + Σ wedges, against the
+        stores (the path weights and the wedge terms, launched on a device)."""
+        E = self.rels[0]
         ours = self._half is not None and self._half[0] is dkeys  # pairs uploaded with it
         a, b = (None, None) if ours else unpack(dkeys)
         if self.directed:  # the first term is 3·Σ Δ·w over the arcs
@@ -496,9 +505,19 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         wedge = self.xp.empty(dkeys.shape[0], np.int64)
         self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,
                                   wedge)
-        if self.xp is np:
-            return coef * sum_products(ms, ws) + int(wedge.sum())
-        return self.k.phase.batch_total(ms, ws, coef, wedge)  # one launch, one read
+        return coef, ms, ws, wedge
+
+    def _q_delta_into(self, q_delta):
+        """On a device, :meth:`_q_delta` launched into a device slot (the stores' path: the
+        compact copy of the graph is the CPU's)."""
+        if self.xp is np or q_delta != self._q_delta:
+            return None
+
+        def launch(dkeys, dvals, acc) -> None:
+            coef, ms, ws, wedge = self._q_delta_terms(dkeys, dvals)
+            self.k.phase.batch_total_into(ms, ws, coef, wedge, acc)
+
+        return launch
 
 
 # the snapshot reader and the warm-up workload build engines of this class (see their modules)

@@ -149,6 +149,10 @@ def _workload(backend, maintain, track_changes: bool) -> None:
     g = GraphEngine(epsilon="1", on_conflict="ignore", **{**kw, "adaptive": True})
     g.load((src[:400], dst[:400]))
     g.apply({"src": src[400:], "dst": dst[400:], "sign": np.ones(500, np.int64)})
+    # epsilon="auto" watches its light keys (phase_kernels.watch_lights)
+    g = GraphEngine(epsilon="auto", on_conflict="ignore", **kw)
+    g.load((np.arange(n), (np.arange(n) + 1) % n))
+    g.apply({"src": src[400:], "dst": dst[400:], "sign": np.ones(500, np.int64)})
     r = RelationEngine(epsilon="1/3", **kw)
     rel = np.array(["R", "S", "T"])[rng.integers(0, 3, 900)]
     r.apply({"rel": rel, "src": src, "dst": dst, "mult": np.ones(900, np.int64)})

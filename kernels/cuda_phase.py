@@ -2,7 +2,8 @@
 
 :func:`check_sets` validates a batch under set semantics before anything changes (one launch,
 one read of the number of violations); :func:`batch_total` adds up the count delta's terms
-(one launch, one read). :func:`phase_scan` is the rest of this docstring.
+(one launch, one read; :func:`batch_total_into` without the read, so that the count comes
+back with :func:`phase_scan`'s counts). :func:`phase_scan` is the rest of this docstring.
 
 The device twin of :func:`gpu_ivm.kernels.phase_kernels.phase_degrees` plus the auto-ε watch
 of :meth:`gpu_ivm.partition.PartRel.track_lights`, in one launch and one host read. A phase
@@ -27,7 +28,7 @@ from .cuda_launch import array_module, check_1d, counters, empty, grid, host_int
 from .lsm import get
 
 #: slots of the counts the launcher reads back
-N_TO_HEAVY, N_TO_LIGHT, N_CLEAR, N_HEAVY_KEYS, D_OVER = range(5)
+N_TO_HEAVY, N_TO_LIGHT, N_CLEAR, N_HEAVY_KEYS, D_OVER, N_THEN = range(6)
 
 
 @cuda.jit(cache=True)
@@ -74,7 +75,7 @@ def _phase_kernel(io, n, up, down, watch):
 
 
 def phase_scan(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: int,
-               watch: int):
+               watch: int, then=None):
     """The phase's bookkeeping on the device (see the module docstring).
 
     ``keys`` sorted unique packed keys, ``old`` their multiplicities before the phase,
@@ -86,17 +87,23 @@ def phase_scan(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: in
     ``n_over``); the three selections of first keys in ascending order, as the CPU kernel
     gives them; per key, 1 where its first key is heavy before the phase (for
     :func:`split_parts`).
+
+    ``then``: called after the launch and before the read with a zeroed device slot that the
+    kernels it launches may add into (:func:`batch_total_into`); the slot's value comes back
+    with the counts, as ``counts[N_THEN]``, in the same read.
     """
     check_1d("keys", keys)
     n = keys.shape[0]
     if n == 0:
         e = empty(0)
-        return [0] * 5, e, e, e, e
+        return [0] * 6, e, e, e, e
     to_heavy, to_light, clear, hflags = empty(n), empty(n), empty(n), empty(n)
-    counts = counters(5)
+    counts = counters(6)
     launch(_phase_kernel, *grid(n), (keys, old, deltas, live_h, live_l, heavy, over, to_heavy,
                                      to_light, clear, counts, hflags), n, np.int64(up),
            np.int64(down), np.int64(watch))
+    if then is not None:
+        then(counts[N_THEN:])
     c = host_ints(counts)
     sel = [to_heavy[: c[N_TO_HEAVY]], to_light[: c[N_TO_LIGHT]], clear[: c[N_CLEAR]]]
     xp = array_module(keys)
@@ -196,12 +203,16 @@ def _total_kernel(io, n, m, coef):
 def batch_total(ms, ws, coef: int, vs) -> int:
     """``coef·Σ ms[i]·ws[i] + Σ vs[j]`` in int64 (the count delta of a batch: its pairs'
     multiplicities times their path weights, plus the wedge terms), read back once."""
-    n, m = ms.shape[0], vs.shape[0]
-    if n == 0 and m == 0:
-        return 0
     acc = counters(1)
-    launch(_total_kernel, *grid(max(n, m)), (ms, ws, vs, acc), n, m, np.int64(coef))
+    batch_total_into(ms, ws, coef, vs, acc)
     return host_ints(acc)[0]
+
+
+def batch_total_into(ms, ws, coef: int, vs, acc) -> None:
+    """:func:`batch_total` added into the zeroed device slot ``acc[0]``, not read back."""
+    n, m = ms.shape[0], vs.shape[0]
+    if n or m:
+        launch(_total_kernel, *grid(max(n, m)), (ms, ws, vs, acc), n, m, np.int64(coef))
 
 
 @cuda.jit(cache=True)

@@ -21,6 +21,7 @@ import os
 import sys
 from collections.abc import Iterator
 from fractions import Fraction
+from functools import partial
 
 import numba
 import numpy as np
@@ -521,11 +522,16 @@ def test_phase_scan(n: int) -> None:
             d_over = int(now.sum() - want_over[ux].sum())
             want_over[ux] = now
         over = dev(over0.copy())
-        counts, gh, gl, gc, hflags = K.phase.phase_scan(dev(keys), dev(old), dev(deltas),
-                                                        dev(live_h), dev(live_l), dev(heavy),
-                                                        over, up, down, watch)
+        # a count launched into the sixth slot comes back with the counts (batch_total_into)
+        ms, ws, vs = (rng.integers(-3, 4, m).astype(np.int64) for _ in range(3))
+        total = int(5 * (ms * ws).sum() + vs.sum())
+        terms = (dev(ms), dev(ws), 5, dev(vs))
+        counts, gh, gl, gc, hflags = K.phase.phase_scan(
+            dev(keys), dev(old), dev(deltas), dev(live_h), dev(live_l), dev(heavy), over, up,
+            down, watch, then=partial(K.phase.batch_total_into, *terms))
         assert counts == [th.shape[0], tl.shape[0], cl.shape[0],
-                          int(heavy[keys >> 32].sum()), d_over]
+                          int(heavy[keys >> 32].sum()), d_over, total]
+        assert K.phase.batch_total(*terms) == total
         assert array_equal(hflags, heavy[keys >> 32].astype(np.int64))
         # the keys and deltas split by part in order, as the CPU's split_heavy selects them
         ih, il = cpu_phase.split_heavy(keys, heavy)

@@ -115,11 +115,12 @@ def test_graph_engine_on_device(eps: str) -> None:
         oracle = GraphOracle(False)
         cpu = GraphEngine(epsilon=eps, backend="cpu", adaptive=False)
         dev = GraphEngine(epsilon=eps, backend=DEVICE, adaptive=False)
-        total = 0
+        total = moves = 0
         for batch in graph_batches(oracle, rng, n_batches=8, nv=22, max_batch=36, hub_p=0.5,
                                    shrink_from=5):
             r1, r2 = cpu.apply(batch), dev.apply(batch)
             total += r1.updates
+            moves += r2.minor_moves
             assert (r2.triangles, r2.delta) == (r1.triangles, r1.delta)
             assert r2.triangles == oracle.count()
             assert_same_state(cpu, dev)
@@ -127,6 +128,9 @@ def test_graph_engine_on_device(eps: str) -> None:
         dev.check_invariants()
         assert dev.recount() == oracle.count()
         assert total >= 80
+        # at eps = 1/2 some phase moved keys: the count read with the phase's counts was
+        # dropped and counted again after the moves (the path a steady batch does not take)
+        assert moves > 0 or eps != "1/2", moves
 
 
 def loaded_twins(src, dst, **kw) -> tuple[GraphEngine, GraphEngine]:
