@@ -249,6 +249,7 @@ class TriangleEngineBase:
         th = K.th
         up = 1 if th.all_heavy else th.up
         n_heavy_keys = None  # on a device: keys with a heavy first key, when no key moved
+        into = None  # on a device: the count delta's launcher read with the phase's counts
         if xp is np:  # two compiled passes (kernels/phase_kernels.py)
             ux, deg_new, to_heavy, to_light, clear = phase_degrees(
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, clip_threshold(up),
@@ -268,7 +269,7 @@ class TriangleEngineBase:
             self._move(k, to_heavy, to_light)
         if q_delta is None:
             dq = 0
-        elif xp is not np and into is not None and not moved:  # read with the counts
+        elif into is not None and not moved:  # read with the phase's counts
             dq = counts[5]
         else:
             dq = q_delta(keys, deltas)
