@@ -24,6 +24,7 @@ goes through it.
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -178,15 +179,25 @@ def zeros(n: int, dtype=np.int64):
 # Kernels that count with atomics need their counters zeroed first: a CuPy call each. Inside
 # a batch (:func:`counter_scope`, entered by the engines through ``Backend.batch_scope``) the
 # counters are slices of one buffer zeroed once, handed out in turn; outside one, each is a
-# zeroed array of its own.
-_COUNTERS: list = []  # the scopes entered, innermost last: [buffer, slots used]
+# zeroed array of its own. The scopes are per thread: engines applying batches in two
+# threads never share a buffer.
+_SCOPES = threading.local()
+
+
+def _scopes() -> list:
+    """This thread's scopes, innermost last: [buffer, slots used] each."""
+    stack = getattr(_SCOPES, "stack", None)
+    if stack is None:
+        stack = _SCOPES.stack = []
+    return stack
 
 
 def counters(k: int):
     """``k`` zeroed int64 device slots for a kernel's atomic counters (see above)."""
-    if not _COUNTERS:
+    stack = _scopes()
+    if not stack:
         return zeros(k)
-    scope = _COUNTERS[-1]
+    scope = stack[-1]
     buf, used = scope
     if used + k > buf.shape[0]:
         buf, used = zeros(max(k, buf.shape[0])), 0
@@ -198,11 +209,12 @@ def counters(k: int):
 @contextmanager
 def counter_scope(size: int = 64):
     """Zero ``size`` counter slots once for the kernels launched inside (one batch)."""
-    _COUNTERS.append([zeros(size), 0])
+    stack = _scopes()
+    stack.append([zeros(size), 0])
     try:
         yield
     finally:
-        _COUNTERS.pop()
+        stack.pop()
 
 
 def result(a, like):

@@ -222,6 +222,26 @@ def test_launch_through_the_cuda_array_interface(n: int) -> None:
     assert array_equal(scanned, np.r_[0, np.cumsum(vals)])
 
 
+def test_counter_scope_hands_out_distinct_zeroed_slots() -> None:
+    """Inside a scope the atomics' counters are disjoint zeroed slices of one buffer (a new
+    zeroed buffer once it runs out); each thread has its own scopes; outside, fresh zeros."""
+    import threading
+
+    with cuda_launch.counter_scope(8):
+        a, b = cuda_launch.counters(5), cuda_launch.counters(3)
+        a[:] = 1  # a kernel's atomics write into its slots only
+        assert array_equal(b, np.zeros(3, np.int64))
+        c = cuda_launch.counters(4)  # 8 slots used: a fresh buffer
+        assert array_equal(c, np.zeros(4, np.int64))
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(cuda_launch._scopes()))
+        t.start()
+        t.join()
+        assert seen == [[]] and len(cuda_launch._scopes()) == 1  # the other thread's: empty
+    assert cuda_launch._scopes() == []
+    assert array_equal(cuda_launch.counters(2), np.zeros(2, np.int64))
+
+
 def test_store_bundle_converted_once() -> None:
     """``ZStore.nt`` hands the kernels its arrays in launch form (``device_bundle``): an
     interface-only array becomes a view of the same memory (a NumPy view here, a numba device
