@@ -433,12 +433,20 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
                 self.work["entries"] += int(work.sum())
                 self.work["min_degree_sum"] += int(np.minimum(E.degree(x), E.degree(y)).sum())
             return dvals[sel], w
-        if self._half is not None and self._half[0] is dkeys:  # uploaded with the batch
-            _, hx, hy, hv = self._half
+        own = self._own_pairs(dkeys)
+        if own is not None:
+            hx, hy, hv = own
         else:
             half = self.xp.flatnonzero(a < b)  # one selection for the three arrays
             hx, hy, hv = a[half], b[half], dvals[half]
         return hv, self._path_weights(0, hx, hy, True)
+
+    def _own_pairs(self, dkeys):
+        """(x, y, Δ) of the pairs x < y uploaded with the batch whose Δ keys are ``dkeys``,
+        or None (on the host, or for other keys)."""
+        if self._half is None or self._half[0] is not dkeys:
+            return None
+        return self._half[1:]
 
     @staticmethod
     def _pair_half(hkeys: np.ndarray, hvals: np.ndarray) -> list[np.ndarray]:
@@ -453,7 +461,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         them (views of one buffer), on the host the arrays themselves."""
         if self.xp is np:
             return arrays
-        buf = self.backend.to_device(np.concatenate(arrays) if arrays else np.zeros(0, np.int64))
+        buf = self.backend.to_device(np.concatenate(arrays))
         ends = np.cumsum([a.shape[0] for a in arrays]).tolist()
         return [buf[e - a.shape[0]:e] for a, e in zip(arrays, ends)]
 
@@ -496,8 +504,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         """(c, m, w, wedges) with the count delta c·Σ m_i·w_i + Σ wedges, against the
         stores (the path weights and the wedge terms, launched on a device)."""
         E = self.rels[0]
-        ours = self._half is not None and self._half[0] is dkeys  # pairs uploaded with it
-        a, b = (None, None) if ours else unpack(dkeys)
+        # the pairs uploaded with the batch need no unpacking
+        a, b = (None, None) if self._own_pairs(dkeys) is not None else unpack(dkeys)
         if self.directed:  # the first term is 3·Σ Δ·w over the arcs
             coef, ms, ws = 3, dvals, self._path_weights(0, a, b, False)
         else:

@@ -45,17 +45,6 @@ def select_many(xp, masks: list) -> list:
     return out
 
 
-def select_known(xp, mask, count: int):
-    """``xp.flatnonzero(mask)`` when the host already knows the number of True entries
-    (``count``): no host read on a device."""
-    if xp is np:
-        return np.flatnonzero(mask)
-    buf = xp.empty(count + 1, np.int64)  # slot count takes every False entry
-    buf[xp.where(mask, xp.cumsum(mask, dtype=np.int64) - 1, count)] = xp.arange(
-        mask.shape[0], dtype=np.int64)
-    return buf[:count]
-
-
 def compress_many(xp, pairs: list) -> list:
     """``a[mask]`` for each (a, mask) of ``pairs``, with one host read on a device."""
     if xp is np or len(pairs) <= 1:
@@ -63,5 +52,5 @@ def compress_many(xp, pairs: list) -> list:
     return [a[i] for (a, _), i in zip(pairs, select_many(xp, [m for _, m in pairs]))]
 
 
-__all__ = ["array_module", "compress_many", "run_starts", "select_known", "select_many",
+__all__ = ["array_module", "compress_many", "run_starts", "select_many",
            "to_host"]
