@@ -254,9 +254,24 @@ class SkewedStream(Stream):
         return np.stack([other, b] if name == "R" else [b, other], axis=1)
 
 
+FIRST = 10  # the limit of the ε table's limited request batch
+
+
+def _first_rows(table, limit: int) -> list[dict]:
+    """The first ``limit`` rows per request of a request's answers (sorted by request)."""
+    rows, seen = [], {}
+    for x in table.to_pylist():
+        seen[x["request"]] = seen.get(x["request"], 0) + 1
+        if seen[x["request"]] <= limit:
+            rows.append(x)
+    return rows
+
+
 def measure_eps(n: int, batch_size: int, n_batches: int, epsilons, seed: int = 0) -> list[dict]:
     """One record per ε: load seconds, mean seconds per batch, seconds per request batch of
-    1,000 A values and its answers; every ε's answers are compared with ε = 1's."""
+    1,000 A values and its answers, and per request batch with ``limit=FIRST`` (the first
+    answers: what the thesis's delay bounds); every ε's answers are compared with ε = 1's,
+    the limited ones with the first rows of the whole answer."""
     from gpu_ivm.cq.factory import engine
 
     recs = []
@@ -276,15 +291,22 @@ def measure_eps(n: int, batch_size: int, n_batches: int, epsilons, seed: int = 0
         t = time.perf_counter()
         ans = eng.request(req)
         req_s = time.perf_counter() - t
+        eng.request(req, limit=FIRST)
+        t = time.perf_counter()
+        first = eng.request(req, limit=FIRST)
+        first_s = time.perf_counter() - t
+        first_ok = first.to_pylist() == _first_rows(ans, FIRST)
         heavy = getattr(eng, "heavy_keys", np.zeros(0))
         recs.append({"epsilon": str(eps), "n": n, "batch_size": batch_size,
                      "batches": n_batches, "load_s": load_s, "mean_s": float(np.mean(secs)),
                      "batch_s": secs, "request_s": req_s, "requests": 1000,
                      "answers": ans.num_rows, "heavy_values": int(heavy.shape[0]),
-                     "count": eng.count(), "answers_sha": _digest(ans)})
+                     "first_s": first_s, "first_limit": FIRST, "first_answers": first.num_rows,
+                     "first_ok": first_ok, "count": eng.count(), "answers_sha": _digest(ans)})
     ref = next((r for r in recs if r["epsilon"] == "1"), recs[-1])
     for r in recs:
-        r["count_ok"] = r["count"] == ref["count"] and r["answers_sha"] == ref["answers_sha"]
+        r["count_ok"] = (r["count"] == ref["count"] and r["answers_sha"] == ref["answers_sha"]
+                         and r["first_ok"])
     return recs
 
 
@@ -402,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in measure_eps(args.peer_size, args.batch_size, args.batches, args.epsilons):
         print(f"{EPS_QUERY} at eps = {r['epsilon']}: N = {r['n']:,}: {r['mean_s'] * 1e3:.2f} ms"
               f" per batch, {r['request_s'] * 1e3:.1f} ms per 1,000 requests ({r['answers']:,}"
-              f" answers), {r['heavy_values']:,} heavy B values, "
+              f" answers), {r['first_s'] * 1e3:.1f} ms with limit {r['first_limit']} "
+              f"({r['first_answers']:,} answers), {r['heavy_values']:,} heavy B values, "
               f"{'same answers as eps = 1' if r['count_ok'] else 'ANSWERS DIFFER'}", flush=True)
     for name in PEER_QUERIES:
         r = measure_peer(name, args.peer_size, args.batch_size, args.batches)

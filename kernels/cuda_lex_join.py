@@ -32,7 +32,7 @@ from numba import cuda
 
 from .cuda_launch import array_module, empty, exclusive_scan, grid, launch, result, scalar, zeros
 from .cuda_lex import reduce_sorted
-from .lex_expand import PRODUCT, check_expand, expand_rows, overflow_error
+from .lex_expand import PRODUCT, check_expand, check_ranges, expand_rows, overflow_error
 from .lex_join import check_extend, extend_tuple
 from .lex_search import prefix_bounds
 
@@ -80,15 +80,21 @@ def _expand_fill_kernel(left, run, ranges, out, skip, how, n):
         q += stride
 
 
-def expand_join(left_keys, left_mult, probes, keys, mult, skip: int, how: int = PRODUCT):
+def expand_join(left_keys, left_mult, probes, keys, mult, skip: int, how: int = PRODUCT,
+                ranges=None):
     """As :func:`gpu_ivm.kernels.lex_expand.expand_join` (without fences), on the device:
-    two launches and a scan; the output size and the overflow flag are read back (two
-    scalars). Results are device arrays for device inputs, host arrays for host inputs."""
+    two launches and a scan (one launch and a scan with ``ranges``, whose sizes are a
+    subtraction); the output size and the overflow flag are read back (two scalars). Results
+    are device arrays for device inputs, host arrays for host inputs."""
     check_expand(left_keys, left_mult, probes, keys, mult, skip, how)
     _int64("expand_join", left_keys, left_mult, probes, keys, mult)
     n = left_keys.shape[0]
-    lo, cnt = empty(n), empty(n)
-    if n:
+    if ranges is not None:
+        lo, hi = check_ranges(ranges, n, keys.shape[0], array_module(keys))
+        cnt = hi - lo
+    else:
+        lo, cnt = empty(n), empty(n)
+    if n and ranges is None:
         launch(_expand_count_kernel, *grid(n), (keys, probes), (lo, cnt), n)
     offs = exclusive_scan(cnt)
     total = int(scalar(offs, n))

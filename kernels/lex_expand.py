@@ -45,7 +45,7 @@ from .int64_checks import mul_overflows
 from .jit import helper
 from .lex_search import prefix_ranges
 
-__all__ = ["LEFT", "PRODUCT", "RIGHT", "check_expand", "expand_join", "expand_rows",
+__all__ = ["LEFT", "PRODUCT", "RIGHT", "check_expand", "check_ranges", "expand_join", "expand_rows",
            "overflow_error"]
 
 PRODUCT = 0  # output multiplicity: left times right (checked)
@@ -119,6 +119,17 @@ def check_expand(left_keys, left_mult, probes, keys, mult, skip: int, how: int) 
                          f"{how} do not fit")
 
 
+def check_ranges(ranges, n: int, size: int, xp):
+    """``ranges`` (``(lo, hi)``, host or device arrays of module ``xp``) as int64 arrays of
+    length ``n`` with ``0 <= lo <= hi <= size``, or ValueError."""
+    lo, hi = (xp.ascontiguousarray(r, dtype=np.int64) for r in ranges)
+    if lo.shape != (n,) or hi.shape != (n,):
+        raise ValueError(f"expand_join: ranges of shapes {lo.shape}, {hi.shape} for {n} rows")
+    if n and bool(((lo < 0) | (lo > hi) | (hi > size)).any()):
+        raise ValueError(f"expand_join: ranges outside 0 <= lo <= hi <= {size}")
+    return lo, hi
+
+
 def overflow_error(left_keys: np.ndarray | None, q: int):
     """The error for left row ``q`` whose product with a match leaves int64 (its key named
     when ``left_keys`` are on the host)."""
@@ -130,18 +141,27 @@ def overflow_error(left_keys: np.ndarray | None, q: int):
 
 def expand_join(left_keys: np.ndarray, left_mult: np.ndarray, probes: np.ndarray,
                 keys: np.ndarray, mult: np.ndarray, skip: int, how: int = PRODUCT,
-                fence: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                fence: np.ndarray | None = None,
+                ranges: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """``(out_keys, out_mult)``: each left row (``left_keys[q]``, ``left_mult[q]``) joined
     with every row of ``keys`` (sorted lexicographically, int64) whose first
     ``probes.shape[1]`` columns equal ``probes[q]``; an output row is the left row's columns
     then the run row's from ``skip`` on; its multiplicity as ``how`` says (see the module
     docstring). ``fence``: :func:`~gpu_ivm.kernels.lex_search.fences` of ``keys``, if it has
-    them. A product outside int64 raises :class:`~gpu_ivm.errors.IntegerOverflowError`.
+    them. ``ranges``: ``(lo, hi)``, the run rows each left row takes, when the caller has
+    narrowed the probes' ranges (a seek or a cap: a range must lie inside its probe's, which
+    the caller guarantees); the search is then skipped. A product outside int64 raises
+    :class:`~gpu_ivm.errors.IntegerOverflowError`.
 
     >>> k, m = expand_join(np.array([[5], [6]]), np.array([1, 1]), np.zeros((2, 0), np.int64),
     ...                    np.array([[1], [2]]), np.array([3, 4]), 0, RIGHT)
     >>> k.tolist(), m.tolist()
     ([[5, 1], [5, 2], [6, 1], [6, 2]], [3, 4, 3, 4])
+    >>> expand_join(np.array([[5], [6]]), np.array([1, 1]), np.zeros((2, 0), np.int64),
+    ...             np.array([[1], [2]]), np.array([3, 4]), 0, RIGHT,
+    ...             ranges=(np.array([1, 0]), np.array([2, 1])))[0].tolist()
+    [[5, 2], [6, 1]]
     """
     left_keys = np.ascontiguousarray(left_keys, dtype=np.int64)
     left_mult = np.ascontiguousarray(left_mult, dtype=np.int64)
@@ -150,7 +170,8 @@ def expand_join(left_keys: np.ndarray, left_mult: np.ndarray, probes: np.ndarray
     mult = np.ascontiguousarray(mult, dtype=np.int64)
     check_expand(left_keys, left_mult, probes, keys, mult, skip, how)
     n = left_keys.shape[0]
-    lo, hi = prefix_ranges(keys, probes, fence)
+    lo, hi = prefix_ranges(keys, probes, fence) if ranges is None else \
+        check_ranges(ranges, n, keys.shape[0], np)
     offs = np.empty(n, np.int64)
     total = _offsets(lo, hi, offs) if n else 0
     out_keys = np.empty((total, left_keys.shape[1] + keys.shape[1] - skip), np.int64)

@@ -30,6 +30,7 @@ from gpu_ivm.kernels import cuda_launch, cuda_lex_join  # noqa: E402
 from gpu_ivm.kernels import lex_expand as cpu_expand  # noqa: E402
 from gpu_ivm.kernels import lex_join as cpu_join  # noqa: E402
 from gpu_ivm.kernels import lex_reduce as cpu_reduce  # noqa: E402
+from gpu_ivm.kernels import lex_search as cpu_search  # noqa: E402
 from test_cq_engine import answers, fold, random_batch, random_db, table  # noqa: E402
 
 from gpu_ivm.cq import evaluate, ops, parse_query, total  # noqa: E402
@@ -79,6 +80,34 @@ def test_expand_join_twin(seed: int) -> None:
             ck, cm = cpu_expand.expand_join(*args)
             assert k.tolist() == ck.tolist() and m.tolist() == cm.tolist(), (n_left, n_run, p)
             assert k.shape == ck.shape
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_expand_join_twin_with_ranges(seed: int) -> None:
+    """Ranges narrowed by the caller (a seek and a cap, as a limited request's expand cuts
+    them): the twin takes them instead of its search and writes the CPU kernel's rows;
+    ranges outside the run are refused by both."""
+    rng = np.random.default_rng(10 + seed)
+    keys, mult = sorted_run(rng, 60, 2)
+    left = np.ascontiguousarray(rng.integers(0, 5, (30, 2)), dtype=np.int64)
+    probes = np.ascontiguousarray(left[:, :1])
+    lo, hi = cpu_search.prefix_ranges(keys, probes)
+    lo = np.minimum(hi, lo + rng.integers(0, 3, 30))
+    hi = np.minimum(hi, lo + rng.integers(0, 4, 30))
+    for how in (cpu_expand.PRODUCT, cpu_expand.LEFT, cpu_expand.RIGHT):
+        args = (left, np.ones(30, np.int64), probes, keys, mult, 1, how)
+        k, m = cuda_lex_join.expand_join(*args, ranges=(lo, hi))
+        ck, cm = cpu_expand.expand_join(*args, ranges=(lo, hi))
+        assert k.tolist() == ck.tolist() and m.tolist() == cm.tolist()
+        assert ck.shape[0] == int((hi - lo).sum()) > 0
+    for bad in ((hi, lo), (lo, hi + keys.shape[0]), (lo[:3], hi[:3])):
+        if (bad[0] <= bad[1]).all() and bad[0].shape == lo.shape and \
+                (bad[1] <= keys.shape[0]).all():
+            continue
+        for f in (cuda_lex_join.expand_join, cpu_expand.expand_join):
+            with pytest.raises(ValueError, match="ranges"):
+                f(left, np.ones(30, np.int64), probes, keys, mult, 1, cpu_expand.LEFT,
+                  ranges=bad)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered")  # the simulator's int64 arithmetic
@@ -164,6 +193,13 @@ def light_check(eng: Engine, query: str, db: dict, domain: list) -> None:
     reqs = [(v,) for v in domain + [99]]
     expect = evaluate(q, db)
     assert answers(eng, q, reqs) == {r: expect[r] for r in reqs if r in expect}
+    # a cursor's pages (the capped, seeking expand on the twins) are the whole answer
+    want = sorted((i, out, m) for i, r in enumerate(reqs)
+                  for out, m in expect.get(r, {}).items())
+    got = [(x["request"], tuple(x[v] for v in q.outputs), x["mult"])
+           for page in eng.cursor({q.inputs[0]: [r[0] for r in reqs]}, limit=2)
+           for x in page.to_pylist()]
+    assert sorted(got) == want
 
 
 @pytest.mark.parametrize("query", QUERIES)

@@ -26,6 +26,7 @@ from gpu_ivm.kernels import cuda_launch, cuda_lex_join  # noqa: E402
 from gpu_ivm.kernels import lex_expand as cpu_expand  # noqa: E402
 from gpu_ivm.kernels import lex_join as cpu_join  # noqa: E402
 from gpu_ivm.kernels import lex_reduce as cpu_reduce  # noqa: E402
+from gpu_ivm.kernels import lex_search as cpu_search  # noqa: E402
 
 from gpu_ivm.cq import ops  # noqa: E402
 
@@ -78,6 +79,13 @@ def test_expand_join_on_device_arrays() -> None:
         ck, cm = cpu_expand.expand_join(left, left_mult, probes, keys, mult, skip, how)
         assert host(k).tolist() == ck.tolist() and host(m).tolist() == cm.tolist()
         assert ck.shape[0] > 0
+    lo, hi = cpu_search.prefix_ranges(keys, probes)  # a cap of 2 rows, as a limited request's
+    hi = np.minimum(hi, lo + 2)
+    k, m = cuda_lex_join.expand_join(dev(left), dev(left_mult), dev(probes), dev(keys),
+                                     dev(mult), 1, cpu_expand.LEFT, ranges=(dev(lo), dev(hi)))
+    ck, cm = cpu_expand.expand_join(left, left_mult, probes, keys, mult, 1, cpu_expand.LEFT,
+                                    ranges=(lo, hi))
+    assert host(k).tolist() == ck.tolist() and host(m).tolist() == cm.tolist()
 
 
 def test_extend_level_on_device_arrays() -> None:

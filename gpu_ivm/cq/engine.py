@@ -62,7 +62,7 @@ from ..errors import InputError
 from . import ops
 from .lsm import LsmRel
 from .planner import VONode, dep_sets, plan
-from .requests import RequestCursor, check_limit
+from .requests import Bound, SeekCursor, check_limit, first_per_request
 from .syntax import Query
 from .tables import int_columns
 from .wcoj import generic_join, needs_wcoj
@@ -71,6 +71,7 @@ from .zrel import ZRel, checked_add, checked_total, consolidate, empty, scalar
 __all__ = ["Engine", "UnsupportedQueryError"]
 
 REQ = "#request"
+GROUP = "#group"  # a limited request's rows whose answers are cut apart
 
 
 class UnsupportedQueryError(InputError):
@@ -250,6 +251,7 @@ class Engine:
         self.base: dict[str, LsmRel] = {}
         self.views: dict[tuple, LsmRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
+        self.request_work = 0  # rows the free expansion of the last request (page) made
         self._inserted = 0.0  # multiplicities ever inserted: a bound of every multiplicity
         self.batches_applied = 0
         with ops.using(self._ops):
@@ -620,39 +622,132 @@ class Engine:
         return ZRel((REQ, *q.inputs), req_keys, np.ones(n, dtype=np.int64)), n
 
     def _answers(self, inputs) -> tuple[pa.Table, int]:
-        q = self.query
         requests, n = self._requests(inputs)
+        return self._table(self._page(requests)), n
+
+    def _table(self, out: ZRel) -> pa.Table:
+        """Answers over ``(request, outputs...)`` as the Arrow table requests return."""
+        data = {"request": out.keys[:, 0]}
+        for k, v in enumerate(self.query.outputs, 1):
+            data[v] = out.keys[:, k]
+        data["mult"] = out.mult
+        return pa.table(data)
+
+    def _page(self, requests: ZRel, limit: int | None = None, bound: Bound | None = None,
+              given: np.ndarray | None = None) -> ZRel:
+        """The answers to ``requests`` (rows over the request number and the inputs) over
+        ``(request, outputs...)``, sorted; with ``limit``, only the first ``limit`` per
+        request after ``bound`` (a request's last answer handed out, where it has one;
+        ``given``: how many each request was handed, indexed by request number).
+
+        One component seeks: each output is expanded in the answers' order, only past the
+        bound and at most ``limit`` (+1) values per request, so a page costs its own rows
+        and not the answers before it. Several components are capped at ``given + limit``
+        each (an answer's projection ranks no later in its component than the answer in
+        the product), then combined, filtered past the bound and cut.
+        """
+        q = self.query
+        self.request_work = 0
         if len(self.components) > 1:
             # semijoin first: a request without an answer in one component has none at all,
             # so it is dropped before another component enumerates its outputs for it
             alive = self._component_totals(requests)
             keep = np.isin(requests.keys[:, 0], alive.keys[:, 0])
             requests = ZRel(requests.vars, requests.keys[keep], requests.mult[keep])
+        cap = None
+        if limit is not None:
+            cap = np.full(int(requests.keys[:, 0].max(initial=-1)) + 1, limit, np.int64)
+            if given is not None and len(self.components) > 1:
+                cap += given[:cap.shape[0]]
+        seek = bound if len(self.components) == 1 else None
         result = None
         for comp in self.components:
-            front = self._free_answers(comp, requests.marginalize((REQ, *comp.inputs)))
+            front = requests.marginalize((REQ, *comp.inputs))
+            front = self._free_answers(comp, front, None if cap is None else
+                                       cap[front.keys[:, 0]], seek)
             result = front if result is None else result.join(front)
         out = result.marginalize((REQ, *q.outputs))
-        data = {"request": out.keys[:, 0]}
-        for k, v in enumerate(q.outputs, 1):
-            data[v] = out.keys[:, k]
-        data["mult"] = out.mult
-        return pa.table(data), n
+        if limit is not None:
+            if bound is not None:
+                out = bound.after(out)
+            out = first_per_request(out, np.full(cap.shape[0], limit, np.int64))
+        return out
 
-    def _free_answers(self, comp: _Component, front: ZRel) -> ZRel:
-        """``front`` (rows over the request number and ``comp``'s inputs, multiplicity 1)
-        with ``comp``'s answers to each: its variables, then the outputs, with the answers'
-        multiplicities (the free part walked through the views' supports, then COMPUTEM
-        from the views at its boundary)."""
+    def _free_answers(self, comp: _Component, front: ZRel, cap: np.ndarray | None = None,
+                      bound: Bound | None = None, outputs: tuple[str, ...] | None = None
+                      ) -> ZRel:
+        """``front`` (rows over the request number, ``comp``'s inputs and maybe other
+        variables bound by the caller, multiplicity 1) with ``comp``'s answers to each: its
+        variables, then the outputs, with the answers' multiplicities (the free part walked
+        through the views' supports, then COMPUTEM from the views at its boundary).
+
+        With ``cap`` (per row of ``front``), only what the first ``cap`` answers of each row
+        in the outputs' order need (at least those; more where a step cannot cut): the
+        inputs are joined first and the outputs expanded in that order while the tree
+        allows, each step cut to ``cap`` rows per row of ``front`` (every row of a free
+        view's support extends to an answer, multiplicities being non-negative), and with
+        ``bound`` only past the request's last answer handed out. ``outputs``: the order
+        the answers are cut in (the query's outputs unless a caller has its own)."""
         free = set(comp.inputs) | set(comp.outputs)
-        stack = [r for r in comp.roots if r.var in free]
-        while stack:
-            node = stack.pop()
-            front = self.views[("V", id(node))].join_from(front, support=True)
-            stack += [c for c in node.children if c.var in free]
+        order = [v for v in (outputs or self.query.outputs) if v in comp.outputs]
+        n_inputs = sum(n.var in comp.inputs for r in comp.roots for n in r.walk())
+        if cap is not None:  # each row's answers cut apart: its number leads
+            n = len(front)
+            front = ZRel((GROUP, *front.vars), np.concatenate(
+                [np.arange(n, dtype=np.int64).reshape(n, 1), front.keys], axis=1), front.mult)
+        done: list[str] = []  # outputs expanded, in expansion order
+        plain = set(front.vars)  # while the front has no other variable, a row per answer
+        cutting = cap is not None
+        avail = [r for r in comp.roots if r.var in free]
+        while avail:
+            node = next((a for a in avail if a.var in comp.inputs), None)
+            if node is None:
+                node = min(avail, key=lambda a: order.index(a.var))
+            avail.remove(node)
+            avail += [c for c in node.children if c.var in free]
+            view = self.views[("V", id(node))]
+            if node.var in comp.inputs:
+                n_inputs -= 1
+                front = view.join_from(front, support=True)
+                cutting &= plain >= set(front.vars)
+                continue
+            done.append(node.var)
+            plain.add(node.var)
+            cut = cutting and n_inputs == 0 and done == order[:len(done)]
+            if cut and bound is not None and len(done) > 1:  # rows before the bound go
+                keep = bound.not_before(front, front.column(REQ), done[:-1])
+                front = ZRel(front.vars, front.keys[keep], front.mult[keep])
+            step = view.expand_first(front, *self._step_cut(front, cap, bound, done)) \
+                if cut else None
+            if step is None:
+                front = view.join_from(front, support=True)
+                cutting &= plain >= set(front.vars)  # else several rows per answer prefix
+            else:
+                slack = 1 if bound is not None and len(done) < len(order) else 0
+                front = first_per_request(step, cap + slack)
+            self.request_work += len(front)
+        if cap is not None:
+            front = ZRel(front.vars[1:], np.ascontiguousarray(front.keys[:, 1:]), front.mult)
         for rel in self._boundary(comp, free):
             front = rel.join_from(front)
         return front
+
+    @staticmethod
+    def _step_cut(front: ZRel, cap: np.ndarray, bound: Bound | None, done: list[str]):
+        """``(cap, seek, seek_value, strict)`` per row of ``front`` (whose first column
+        numbers the rows capped apart) for expanding the output ``done[-1]`` (the outputs
+        ``done`` in order, the earlier ones already in ``front``): a row at its request's
+        bound on the earlier outputs starts at the bound's value (past it for the last
+        output), and may waste a slot on answers up to the bound, hence one more row of
+        cap."""
+        group = cap[front.keys[:, 0]]
+        if bound is None:
+            return group, None, None, False
+        req = front.column(REQ)
+        j = len(done) - 1
+        tight = bound.tight(front, req, done[:j])
+        strict = j == len(bound.outputs) - 1
+        return group + (0 if strict else 1), tight, bound.values[req, j], strict
 
     def _input_counts(self, comp: _Component, front: ZRel) -> ZRel:
         """The rows of ``front`` (over the request number and ``comp``'s inputs) with an
@@ -670,22 +765,36 @@ class Engine:
 
         ``inputs`` is a table with one column per input variable; for a query without
         inputs it may be omitted (one request, number 0). ``limit``: at most this many
-        answers per request (the first ones in that order); :meth:`cursor` pages through
-        the rest.
+        answers per request (the first ones in that order), found without enumerating the
+        others where the variable order allows (see :meth:`_page`); :meth:`cursor` pages
+        through the rest.
+
+        >>> eng = Engine("Q(B | A) = R(A,B)")
+        >>> eng.load(R={"a": [1, 1, 1, 2], "b": [7, 5, 6, 5]})
+        >>> eng.request({"A": [1, 2]}, limit=2).to_pydict()
+        {'request': [0, 0, 1], 'B': [5, 6, 5], 'mult': [1, 1, 1]}
         """
-        if limit is not None:
-            return self.cursor(inputs, limit=limit).next()
-        return self._answers(inputs)[0]
+        if limit is None:
+            return self._answers(inputs)[0]
+        limit = check_limit(limit)
+        requests, _ = self._requests(inputs)
+        return self._table(self._page(requests, limit))
 
     @_on_backend
-    def cursor(self, inputs=None, *, limit: int) -> RequestCursor:
-        """A :class:`~gpu_ivm.cq.requests.RequestCursor` over the answers of a batch of
+    def cursor(self, inputs=None, *, limit: int) -> SeekCursor:
+        """A :class:`~gpu_ivm.cq.requests.SeekCursor` over the answers of a batch of
         access requests, ``limit`` answers per request per page, in the order of
         :meth:`request`; the answers are those of the current state (the cursor refuses to
-        go on after another batch is applied)."""
-        check_limit(limit)
-        answers, n = self._answers(inputs)
-        return RequestCursor(answers, n, limit, self, self._version)
+        go on after another batch is applied). Each page resumes every request after its
+        last answer handed out (a seek, not a re-enumeration of the pages before)."""
+        limit = check_limit(limit)
+        requests, n = self._requests(inputs)
+        return SeekCursor(self, requests, n, limit, self._version)
+
+    @_on_backend
+    def _seek_page(self, requests: ZRel, limit: int, bound: Bound, given) -> ZRel:
+        """A cursor's next page (see :class:`~gpu_ivm.cq.requests.SeekCursor`)."""
+        return self._page(requests, limit, bound, given)
 
     def _request_totals(self, inputs) -> tuple[np.ndarray, int]:
         """Per request, the answers' multiplicity summed over the outputs, from the views at

@@ -158,6 +158,101 @@ class LsmRel:
         return ZRel(left.vars + idx.order[len(shared):], np.ascontiguousarray(out.keys[:, 1:]),
                     out.mult)
 
+    def expand_first(self, left: ZRel, cap: np.ndarray, seek: np.ndarray | None = None,
+                     seek_value: np.ndarray | None = None,
+                     strict: bool = False) -> ZRel | None:
+        """``left ⋈ supp(self)`` where ``self`` has exactly one variable X that ``left`` lacks,
+        keeping for left row q only its first ``cap[q]`` matches in X's order; rows where
+        ``seek`` is True take only matches with X >= ``seek_value[q]`` (> with ``strict``),
+        before the cap. None when ``self`` has more than one variable ``left`` lacks.
+
+        This is the expand of a limited request (a prefix truncation per row, the batch
+        analogue of constant delay): each run's range is cut at the seek and the cap before
+        anything is gathered. A key inserted in one run and deleted in a newer one cancels
+        only when summed, so a row whose cut runs hid a match is expanded again with twice
+        its cap: the keys up to the smallest cut run's last key are exact, and a row is done
+        when it has ``cap`` of them or no run was cut.
+
+        >>> from gpu_ivm.cq.zrel import consolidate
+        >>> v = LsmRel(consolidate(("A", "B"), [[1, 5], [1, 6], [1, 7], [2, 5]], [1, 1, 1, 1]))
+        >>> v.merge(consolidate(("A", "B"), [[1, 5]], [-1]))   # a second run cancels (1, 5)
+        >>> left = consolidate(("A",), [[1], [2]], [1, 1])
+        >>> v.expand_first(left, np.array([2, 2])).keys.tolist()
+        [[1, 6], [1, 7], [2, 5]]
+        >>> v.expand_first(left, np.array([2, 2]), np.array([True, False]),
+        ...                np.array([6, 0]), strict=True).keys.tolist()
+        [[1, 7], [2, 5]]
+        """
+        shared = tuple(v for v in self.vars if v in left.vars)
+        if len(self.vars) - len(shared) != 1:
+            return None
+        idx = self._index(shared)
+        n = len(left)
+        probes = np.ascontiguousarray(left.keys[:, [left.vars.index(v) for v in shared]],
+                                      dtype=np.int64)
+        cap = np.asarray(cap, dtype=np.int64)
+        look = cap.copy()  # how far into each run's range a pass reads
+        todo = np.arange(n, dtype=np.int64)
+        done_ids, done_vals = [], []
+        while todo.shape[0]:
+            ids, vals, ok = self._first_matches(idx, probes[todo], cap[todo], look[todo],
+                                                None if seek is None else seek[todo],
+                                                None if seek_value is None else
+                                                seek_value[todo], strict)
+            fine = ok[ids]
+            done_ids.append(todo[ids[fine]])
+            done_vals.append(vals[fine])
+            todo = todo[~ok]
+            look[todo] *= 2
+        ids = np.concatenate(done_ids) if done_ids else np.zeros(0, np.int64)
+        vals = np.concatenate(done_vals) if done_vals else np.zeros(0, np.int64)
+        order = np.argsort(ids, kind="stable")  # left order; each row's matches stay sorted
+        ids, vals = ids[order], vals[order]
+        keys = np.concatenate([left.keys[ids], vals.reshape(-1, 1)], axis=1)
+        return ZRel(left.vars + idx.order[len(shared):], keys, left.mult[ids])
+
+    @staticmethod
+    def _first_matches(idx: _Index, probes: np.ndarray, cap: np.ndarray, look: np.ndarray,
+                       seek, seek_value, strict: bool
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One pass of :meth:`expand_first` over probe rows, reading at most ``look`` rows
+        of each run's range: ``(ids, vals, ok)``, the probe number and X value of each match
+        kept (sorted by probe, then X; at most ``cap`` per probe) and, per probe, whether its
+        matches are final (else ``look`` was too small to see past cancelled keys)."""
+        op = ops.current()
+        n, p = probes.shape
+        ids0 = np.arange(n, dtype=np.int64).reshape(n, 1)
+        sr = np.flatnonzero(seek) if seek is not None else np.zeros(0, np.int64)
+        ext = np.ascontiguousarray(np.concatenate([probes[sr], seek_value[sr].reshape(-1, 1)],
+                                                  axis=1)) if sr.shape[0] else None
+        horizon = np.full(n, np.iinfo(np.int64).max, np.int64)
+        cut = np.zeros(n, bool)
+        rows = mult = None
+        for keys, m, fence in idx.runs:
+            lo, hi = op.prefix_ranges(keys, probes, fence)
+            if ext is not None:
+                lo2, hi2 = op.prefix_ranges(keys, ext, fence)
+                lo[sr] = hi2 if strict else lo2
+            top = np.minimum(hi, lo + look)
+            short = top < hi
+            if short.any():  # the keys past this run's last one taken are not all seen
+                cut |= short
+                last = keys[top[short] - 1, p]
+                horizon[short] = np.minimum(horizon[short], last)
+            k, km = op.expand_join(ids0, ids0[:, 0], probes, keys, m, p, RIGHT, fence,
+                                   ranges=(lo, top))
+            rows, mult = (k, km) if rows is None else op.merge_sorted(rows, mult, k, km)
+        if rows is None:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.ones(n, bool)
+        ids, vals = rows[:, 0], rows[:, 1]
+        seen = vals <= horizon[ids]  # exact: every run holds all its keys up to here
+        ids, vals = ids[seen], vals[seen]
+        counts = np.bincount(ids, minlength=n)
+        ok = ~cut | (counts >= cap)
+        rank = np.arange(ids.shape[0]) - (np.cumsum(counts) - counts)[ids]
+        keep = rank < cap[ids]
+        return ids[keep], vals[keep], ok
+
     def count_from(self, left: ZRel) -> np.ndarray:
         """Per row of ``left``, how many rows of ``self`` agree with it on the variables
         both have, counted run by run: exact with one run, an upper bound with several (a

@@ -57,7 +57,8 @@ class Ops:
     reduce_sorted : callable
         ``(keys, mult, p) -> (keys, mult)``.
     expand_join : callable
-        ``(left_keys, left_mult, probes, keys, mult, skip, how, fence) -> (keys, mult)``.
+        ``(left_keys, left_mult, probes, keys, mult, skip, how, fence, ranges) -> (keys,
+        mult)``.
     extend_level : callable
         ``(vals, lo, hi) -> (parent, val, new_lo, new_hi, n, work)``.
     lex_order : callable
@@ -115,9 +116,11 @@ def cuda_ops() -> Ops:
         def reduce_sorted(keys, mult, p):
             return cuda_lex.reduce_sorted(_c(keys), _c(mult), p)
 
-        def expand_join(left_keys, left_mult, probes, keys, mult, skip, how=0, fence=None):
+        def expand_join(left_keys, left_mult, probes, keys, mult, skip, how=0, fence=None,
+                        ranges=None):
             return cuda_lex_join.expand_join(_c(left_keys), _c(left_mult), _c(probes),
-                                             _c(keys), _c(mult), skip, how)
+                                             _c(keys), _c(mult), skip, how,
+                                             None if ranges is None else tuple(map(_c, ranges)))
 
         def extend_level(vals, lo, hi):
             return cuda_lex_join.extend_level(_c(vals), _c(lo), _c(hi))

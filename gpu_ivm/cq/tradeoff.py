@@ -49,10 +49,12 @@ A light strategy is asked the requests that have an answer in it (filtered by th
 views). So a request costs each strategy the sum over its forks of their supported values
 (at most N^{1−ε} per fork; no row is asked where one of them supports none), plus its
 answers, where every combination of heavy values would have cost their product.
-:attr:`TradeoffEngine.request_work` counts the rows of the last request batch. The answers
-are materialized per request batch (:mod:`gpu_ivm.cq.requests`), not enumerated lazily,
-and an output reached through several values of a bound heavy key is produced once per
-value and summed, where the thesis's union iterators produce it once.
+:attr:`TradeoffEngine.request_work` counts the rows of the last request batch. A request
+with a ``limit`` has every strategy's engine expand only the first ``limit`` answers per row
+(request and heavy key values); a cursor materializes the answers once and pages through
+them (:mod:`gpu_ivm.cq.requests`). An output reached through several values of a bound
+heavy key is produced once per value and summed, where the thesis's union iterators produce
+it once.
 
 Each atom is routed by its own key columns (an atom ``R(A,B)`` under a fork at B and
 ``R(B,C)`` under it too read their own parts of R), so self-joins under a fork are supported;
@@ -102,7 +104,7 @@ from .forks import Fork, find_fork, fork_forest
 from .key_rows import drop_rows, find_rows, ones, union_rows, unique_rows
 from .lsm import LsmRel
 from .planner import plan
-from .requests import RequestPaging
+from .requests import RequestPaging, check_limit, first_per_request
 from .syntax import Query
 from .zrel import (
     ZRel,
@@ -150,6 +152,12 @@ def _choices(forks: list[Fork]) -> list[dict[int, bool]]:
     return combos
 
 
+def _first(rel: ZRel, limit: int) -> ZRel:
+    """The first ``limit`` rows of each request of ``rel`` (over REQ first, sorted)."""
+    n = int(rel.keys[:, 0].max(initial=-1)) + 1
+    return first_per_request(rel, np.full(n, limit, np.int64))
+
+
 class TradeoffEngine(RequestPaging):
     """A hierarchical CQAP at ε < 1: per fracture component, one ε = 1 engine per strategy
     of Ω over the heavy and light parts (see the module docstring). Same API as
@@ -170,7 +178,9 @@ class TradeoffEngine(RequestPaging):
         strategies' engines (a light strategy's: the requests with an answer in it);
         ``heavy_rows``, those handed to heavy strategies (a request with supported heavy
         key values, projected on a component's inputs); ``candidates``, those built while
-        binding the heavy keys' variables (before the filters).
+        binding the heavy keys' variables (before the filters); ``expanded``, the rows the
+        strategies' engines expanded for the answers (``Engine.request_work``: with a
+        ``limit``, at most ``limit`` per row handed to them per output).
     """
 
     def __init__(self, query: str | Query, relations: Mapping[str, list[str]] | None = None,
@@ -627,19 +637,25 @@ class TradeoffEngine(RequestPaging):
         return rows
 
     def _strategy_sum(self, s: _Strategy, front: ZRel, keep: tuple[str, ...],
-                      totals: bool) -> ZRel:
+                      totals: bool, limit: int | None = None) -> ZRel:
         """(REQ, ``keep``) -> the strategy's answers' multiplicity (``totals``: per request,
         summed over the outputs) for the requests ``front``: each component of its engine
         answers its rows, then the components' answers are joined on the variables they
         share, each variable summed out as soon as no component left has it (the heavy keys
-        are bound, not outputs), so independent forks meet only in the answers."""
+        are bound, not outputs), so independent forks meet only in the answers. With
+        ``limit``, each component answers only the first ``limit`` of each of its rows (a
+        request with bound heavy key values): an answer among a request's first ``limit`` is
+        among them in every row that gives it, multiplicities being non-negative."""
         eng = s.engine
         parts = self._engine_rows(s, front)
         if any(not len(p) for p in parts):
             return empty((REQ, *keep))
+        w0 = eng.request_work
         with ops.using(eng._ops):
-            rels = [eng._input_counts(c, p) if totals else eng._free_answers(c, p)
-                    for c, p in zip(eng.components, parts)]
+            rels = [eng._input_counts(c, p) if totals else eng._free_answers(
+                c, p, None if limit is None else np.full(len(p), limit, np.int64),
+                outputs=self.query.outputs) for c, p in zip(eng.components, parts)]
+        self.request_work["expanded"] += eng.request_work - w0
         want = set(keep)
         acc = None
         for k, rel in enumerate(rels):
@@ -659,17 +675,23 @@ class TradeoffEngine(RequestPaging):
             totals[at] = checked_add(totals[at], per.mult)
         return totals
 
-    def _factor_answers(self, fac: _Factor, requests: ZRel) -> ZRel:
+    def _factor_answers(self, fac: _Factor, requests: ZRel, limit: int | None = None) -> ZRel:
         """(REQ, component outputs) -> multiplicity: the strategies' answers summed (each
-        strategy's are sorted: merged in linear passes, smallest first)."""
+        strategy's are sorted: merged in linear passes, smallest first); with ``limit``, the
+        first ``limit`` per request (each strategy's answers are a subset of the sum's, so
+        each strategy need only give its first ``limit``)."""
         front = requests.marginalize((REQ, *fac.inputs))
-        parts = sorted((self._strategy_sum(s, front, tuple(fac.outputs), totals=False)
+        parts = sorted((self._strategy_sum(s, front, tuple(fac.outputs), totals=False,
+                                           limit=limit)
                         for s in fac.strategies), key=len)
         result = parts[0]
         for p in parts[1:]:
             if len(p):
                 result = result.merge(p) if len(result) else p
-        return result
+        if limit is None:
+            return result
+        return _first(result.reorder((REQ, *(v for v in self.query.outputs
+                                            if v in fac.outputs))), limit)
 
     def count(self, inputs=None):
         """As :meth:`Engine.count`: per component the sum over its strategies, multiplied
@@ -714,7 +736,15 @@ class TradeoffEngine(RequestPaging):
             totals = checked_mul(totals, self._factor_totals(fac, requests, n))
         return totals, n
 
-    def _answers(self, inputs) -> tuple[pa.Table, int]:
+    def request(self, inputs=None, *, limit: int | None = None) -> pa.Table:
+        """As :meth:`gpu_ivm.cq.Engine.request`; with ``limit``, every strategy's engine
+        expands only the first ``limit`` answers of each request and heavy key value (see
+        :meth:`_strategy_sum`), not the whole answer."""
+        if limit is None:
+            return self._answers(inputs)[0]
+        return self._answers(inputs, check_limit(limit))[0]
+
+    def _answers(self, inputs, limit: int | None = None) -> tuple[pa.Table, int]:
         q = self.query
         requests, n = self._reader._requests(inputs)
         self.request_work = _work()
@@ -726,9 +756,11 @@ class TradeoffEngine(RequestPaging):
             requests = ZRel(requests.vars, requests.keys[keep], requests.mult[keep])
         result = None
         for fac in self.factors:
-            z = self._factor_answers(fac, requests)
+            z = self._factor_answers(fac, requests, limit)
             result = z if result is None else result.join(z)
         out = result.marginalize((REQ, *q.outputs))
+        if limit is not None:
+            out = _first(out, limit)
         data = {"request": out.keys[:, 0]}
         for k, v in enumerate(q.outputs, 1):
             data[v] = out.keys[:, k]
@@ -838,7 +870,7 @@ def _no_rows(vars: tuple[str, ...], x: str, below: dict, nodes: dict) -> None:
 
 def _work() -> dict[str, int]:
     """:attr:`TradeoffEngine.request_work` before a request batch."""
-    return {"rows": 0, "heavy_rows": 0, "candidates": 0}
+    return {"rows": 0, "heavy_rows": 0, "candidates": 0, "expanded": 0}
 
 
 def _input_totals(eng: Engine, keep: tuple[str, ...]) -> ZRel:
