@@ -52,7 +52,8 @@ the same state (nothing to rebuild); :attr:`Engine.switched_at` says at which ba
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,7 +65,8 @@ from .lsm import LsmRel
 from .planner import VONode, dep_sets, plan
 from .requests import Bound, SeekCursor, check_limit, first_per_request
 from .syntax import Query
-from .tables import int_columns
+from .tables import value_columns
+from .values import STR, ColumnKinds, ValueDict
 from .wcoj import generic_join, needs_wcoj
 from .zrel import ZRel, checked_add, checked_total, consolidate, empty, scalar
 
@@ -252,6 +254,8 @@ class Engine:
         self.views: dict[tuple, LsmRel] = {}
         self._version = 0  # load() and apply() count up: a request cursor's state
         self.request_work = 0  # rows the free expansion of the last request (page) made
+        self._values = ValueDict()  # the strings of every string column, to ids
+        self._kinds = self._new_kinds()  # int or str, per relation column
         self._inserted = 0.0  # multiplicities ever inserted: a bound of every multiplicity
         self.batches_applied = 0
         with ops.using(self._ops):
@@ -265,7 +269,10 @@ class Engine:
             raise InputError(f"relation {name} does not occur in the query "
                              f"(relations: {', '.join(self.schemas)})")
         what = f"relation {name}"
-        cols = int_columns(table, what)
+        cols = value_columns(table, what)
+        if cols.get("mult", (None, "int"))[1] == STR:
+            raise InputError(f"{what}: column 'mult' must hold integers, not strings",
+                             column="mult")
         if need_mult and "mult" not in cols:
             raise InputError(f"{what}: a batch needs a 'mult' column (+k inserts, -k deletes)",
                              column="mult")
@@ -278,15 +285,52 @@ class Engine:
         for c in names:
             if c not in cols:
                 raise InputError(f"{what}: missing column {c!r}", column=c)
-        n = len(next(iter(cols.values()))) if cols else 0
-        keys = np.stack([cols[c] for c in names], axis=1) if names else np.zeros((n, 0))
-        mult = cols.get("mult", np.ones(n, dtype=np.int64))
+        n = len(next(iter(cols.values()))[0]) if cols else 0
+        for j, c in enumerate(names):
+            arr, kind = cols[c]
+            if arr.shape[0]:  # an empty column has no kind to check
+                self._kinds.check(name, j, c, kind)
+            if kind == STR:
+                cols[c] = (self._values.encode(arr), kind)
+        keys = np.stack([cols[c][0] for c in names], axis=1) if names else np.zeros((n, 0))
+        mult = cols["mult"][0] if "mult" in cols else np.ones(n, dtype=np.int64)
         if deletes is not None:
             neg = np.flatnonzero(mult < 0)
             if len(neg):
                 r = int(neg[0])
-                deletes.append((name, r, tuple(int(x) for x in keys[r]), int(mult[r])))
+                deletes.append((name, r, self._shown(name, keys[r]), int(mult[r])))
         return consolidate(tuple(f"c{k}" for k in range(len(names))), keys, mult)
+
+    def _new_kinds(self) -> ColumnKinds:
+        return ColumnKinds([(a.relation, a.variables) for a in self.query.atoms])
+
+    @contextmanager
+    def _reading(self, fresh: bool = False) -> Iterator[None]:
+        """Read a batch (``fresh``: a whole database, whose column kinds start over): the
+        strings and column kinds its tables bring are kept if the block succeeds and
+        forgotten if it raises (a refused batch leaves no trace)."""
+        kinds = self._kinds
+        if fresh:
+            self._kinds = self._new_kinds()
+        try:
+            yield
+        except BaseException:
+            self._values.drop()
+            kinds.drop()
+            self._kinds = kinds
+            raise
+        self._values.commit()
+        self._kinds.commit()
+
+    def _shown(self, name: str, key: np.ndarray) -> tuple:
+        """A tuple of relation ``name`` as the user wrote it (strings decoded)."""
+        out = []
+        for j, x in enumerate(key.tolist()):
+            if self._kinds.of_column(name, j) == STR:
+                out.append(self._values.decode_one(int(x)))
+            else:
+                out.append(int(x))
+        return tuple(out)
 
     def _atom_rel(self, i: int, rel: ZRel) -> ZRel:
         """The atom's view of a base relation: equal columns for a repeated variable."""
@@ -304,12 +348,11 @@ class Engine:
     def _empty_base(self) -> dict[str, ZRel]:
         return {r: empty(tuple(f"c{k}" for k in range(a))) for r, a in self.schemas.items()}
 
-    @staticmethod
-    def _refuse_negative(name: str, keys: np.ndarray, mult: np.ndarray) -> None:
+    def _refuse_negative(self, name: str, keys: np.ndarray, mult: np.ndarray) -> None:
         """Refuse the batch if a tuple's multiplicity (``mult``, after the batch) is < 0."""
         neg = np.flatnonzero(mult < 0)
         if len(neg):
-            t = tuple(int(x) for x in keys[neg[0]])
+            t = self._shown(name, keys[neg[0]])
             raise InputError(f"relation {name}: tuple {t} would have multiplicity "
                              f"{int(mult[neg[0]])}; multiplicities must stay >= 0 "
                              "(a delete of an absent tuple?)")
@@ -488,13 +531,14 @@ class Engine:
         """
         base = self._empty_base()
         deletes: list | None = [] if self.mode == "insert_only" else None
-        for name, table in tables.items():
-            rel = self._read(name, table, need_mult=False, deletes=deletes)
-            if deletes:
-                self._refuse_delete(*deletes[0], what="nothing was loaded")
-            self._refuse_negative(name, rel.keys, rel.mult)
-            base[name] = rel
-        self._rebuild(base)  # builds the new state, then replaces the old one
+        with self._reading(fresh=True):
+            for name, table in tables.items():
+                rel = self._read(name, table, need_mult=False, deletes=deletes)
+                if deletes:
+                    self._refuse_delete(*deletes[0], what="nothing was loaded")
+                self._refuse_negative(name, rel.keys, rel.mult)
+                base[name] = rel
+            self._rebuild(base)  # builds the new state, then replaces the old one
         self._version += 1
         self.batches_applied = 0
         self.insert_only_active, self.switched_at = self.mode != "general", None
@@ -514,6 +558,10 @@ class Engine:
         """
         if not isinstance(batch, Mapping):
             raise InputError("a batch is a mapping {relation name: table}")
+        with self._reading():
+            self._apply(batch)
+
+    def _apply(self, batch: Mapping[str, object]) -> None:
         deletes: list | None = [] if self.insert_only_active else None
         deltas = {name: self._read(name, table, need_mult=True, deletes=deletes)
                   for name, table in batch.items()}
@@ -612,7 +660,8 @@ class Engine:
             cols: dict[str, np.ndarray] = {}
             n = 1
         else:
-            cols = int_columns(inputs, "requests")
+            cols = {v: self._input_ids(v, arr, kind)
+                    for v, (arr, kind) in value_columns(inputs, "requests").items()}
             missing = [v for v in q.inputs if v not in cols]
             if missing:
                 raise InputError(f"requests: missing input column {missing[0]!r}",
@@ -621,15 +670,33 @@ class Engine:
         req_keys = np.stack([np.arange(n, dtype=np.int64)] + [cols[v] for v in q.inputs], axis=1)
         return ZRel((REQ, *q.inputs), req_keys, np.ones(n, dtype=np.int64)), n
 
+    def _input_ids(self, var: str, arr: np.ndarray, kind: str) -> np.ndarray:
+        """A request column of variable ``var`` as the engine's values: integers as they
+        are; strings as their ids, -1 for a string never seen (which matches nothing, as
+        string ids are >= 0); a column of the other kind than the variable's is refused."""
+        have = self._kinds.of_variable(var)
+        if kind == STR:
+            if have not in (None, STR):
+                raise InputError(f"requests: column {var!r} holds strings but variable {var} "
+                                 "holds integers", column=var)
+            return self._values.lookup(arr)
+        if have == STR and arr.shape[0]:
+            raise InputError(f"requests: column {var!r} holds integers but variable {var} "
+                             "holds strings", column=var)
+        return arr
+
     def _answers(self, inputs) -> tuple[pa.Table, int]:
         requests, n = self._requests(inputs)
         return self._table(self._page(requests)), n
 
     def _table(self, out: ZRel) -> pa.Table:
-        """Answers over ``(request, outputs...)`` as the Arrow table requests return."""
+        """Answers over ``(request, outputs...)`` as the Arrow table requests return
+        (string outputs decoded)."""
         data = {"request": out.keys[:, 0]}
         for k, v in enumerate(self.query.outputs, 1):
-            data[v] = out.keys[:, k]
+            col = out.keys[:, k]
+            data[v] = pa.array(self._values.decode(col), pa.string()) \
+                if self._kinds.of_variable(v) == STR else col
         data["mult"] = out.mult
         return pa.table(data)
 

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 FORM = "cq"
 HEAVY = "heavy-values.arrow"  # the one-fork format: column x
+VALUES = "values.arrow"  # the strings of the string columns, in id order: column value
 
 
 def _heavy_file(k: int) -> str:
@@ -58,7 +59,14 @@ def save(eng, path: str | os.PathLike[str], *, metadata: dict | None = None) -> 
         tables = {f"rel-{name}.arrow": _table(rel) for name, rel in base.items()}
         digests = {name: sn._digest_arrays(rel.keys.ravel(), rel.mult)
                    for name, rel in base.items()}
+        reader = getattr(eng, "_reader", eng)  # the engine that reads tables (its strings)
+        if len(reader._values):
+            tables[VALUES] = pa.table({"value": pa.array(reader._values.values, pa.string())})
+        kinds: dict[str, dict[str, str]] = {}
+        for (rel, j), kind in reader._kinds.kinds.items():
+            kinds.setdefault(rel, {})[str(j)] = kind
         fields = {"form": FORM, "query": str(eng.query), "columns": eng.columns,
+                  "column_kinds": kinds,
                   "batches_applied": eng.batches_applied, "count": int(eng.count()),
                   "mode": eng.mode, "insert_only_active": eng.insert_only_active,
                   "switched_at": eng.switched_at,
@@ -111,6 +119,7 @@ def load(path: str | os.PathLike[str], cls: type, backend: str = "cpu"):
         digests = dict(man["relations_sha256"])
     except (KeyError, TypeError, ValueError) as e:  # InputError (a bad mode) included
         raise sn.SnapshotError(f"manifest lacks or garbles a field: {e}", file=mpath) from None
+    _restore_values(getattr(eng, "_reader", eng), man, mpath, table)
     base = {}
     for name, arity in eng.schemas.items():
         fname = f"rel-{name}.arrow"
@@ -126,6 +135,14 @@ def load(path: str | os.PathLike[str], cls: type, backend: str = "cpu"):
         if sn._digest_arrays(rel.keys.ravel(), rel.mult) != digests.get(name):
             raise sn.SnapshotError("tuples differ from the manifest checksum",
                                    file=folder / fname)
+        reader = getattr(eng, "_reader", eng)
+        n_values = len(reader._values)
+        for j in range(arity):
+            col = keys[:, j]
+            if reader._kinds.of_column(name, j) == "str" and len(col) and (
+                    col.min() < 0 or col.max() >= n_values):
+                raise sn.SnapshotError(f"column c{j} holds a string id outside the "
+                                       f"{n_values} strings of {VALUES}", file=folder / fname)
         base[name] = rel
     if tradeoff:
         heavy = _heavy_sets(eng, man, mpath, folder, table)
@@ -142,6 +159,29 @@ def load(path: str | os.PathLike[str], cls: type, backend: str = "cpu"):
         raise sn.SnapshotError(f"the restored relations give count {eng.count()}, the "
                                f"manifest says {count}", file=mpath)
     return eng
+
+
+def _restore_values(reader, man: dict, mpath: Path, table) -> None:
+    """The strings (ids in the relations' files stand for them) and the column kinds of a
+    snapshot, into the engine that reads tables (a snapshot of before strings has none)."""
+    from .. import snapshot as sn
+    from .values import INT, STR
+
+    kinds = man.get("column_kinds", {})
+    try:
+        found = {(rel, int(j)): kind for rel, cols in kinds.items() for j, kind in cols.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise sn.SnapshotError("manifest garbles column_kinds", file=mpath) from None
+    if any(rel not in reader.schemas or not 0 <= j < reader.schemas[rel]
+           or kind not in (INT, STR) for (rel, j), kind in found.items()):
+        raise sn.SnapshotError("manifest's column_kinds do not fit the query", file=mpath)
+    if VALUES in man.get("files", {}):
+        values = table(VALUES, {"value": "str"}).column("value").to_pylist()
+        try:
+            reader._values.restore(values)
+        except ValueError as e:
+            raise sn.SnapshotError(str(e), file=mpath.parent / VALUES) from None
+    reader._kinds.kinds = found
 
 
 def _heavy_sets(eng, man: dict, mpath: Path, folder: Path, table) -> list[np.ndarray]:

@@ -391,6 +391,10 @@ class TradeoffEngine(RequestPaging):
     # ------------------------------------------------------------------ loading, batches
     def load(self, **tables) -> None:
         """As :meth:`Engine.load`; partitions strictly and builds every strategy."""
+        with self._reader._reading(fresh=True):
+            self._load(**tables)
+
+    def _load(self, **tables) -> None:
         base = {}
         for name, a in self.query.schemas.items():
             rel = (self._reader._read(name, tables[name], need_mult=False) if name in tables
@@ -409,6 +413,12 @@ class TradeoffEngine(RequestPaging):
     def apply(self, batch: Mapping[str, object]) -> None:
         """As :meth:`Engine.apply`: the whole batch is checked first; on any error nothing
         changes (every strategy and the partition are restored)."""
+        if not isinstance(batch, Mapping):
+            raise InputError("a batch is a mapping {relation name: table}")
+        with self._reader._reading():
+            self._apply(batch)
+
+    def _apply(self, batch: Mapping[str, object]) -> None:
         if not isinstance(batch, Mapping):
             raise InputError("a batch is a mapping {relation name: table}")
         deltas = {name: self._reader._read(name, table, need_mult=True)
@@ -761,11 +771,7 @@ class TradeoffEngine(RequestPaging):
         out = result.marginalize((REQ, *q.outputs))
         if limit is not None:
             out = _first(out, limit)
-        data = {"request": out.keys[:, 0]}
-        for k, v in enumerate(q.outputs, 1):
-            data[v] = out.keys[:, k]
-        data["mult"] = out.mult
-        return pa.table(data), n
+        return self._reader._table(out), n
 
     # ------------------------------------------------------------------ snapshots
     @property

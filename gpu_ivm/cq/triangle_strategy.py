@@ -319,6 +319,10 @@ class TriangleQueryEngine(RequestPaging):
     def load(self, **tables) -> None:
         """As :meth:`Engine.load`: replace the database; InputError (state untouched) on bad
         input or a negative multiplicity."""
+        with self._reader._reading(fresh=True):
+            self._load(**tables)
+
+    def _load(self, **tables) -> None:
         base = self._reader._empty_base()
         deletes: list | None = [] if self.mode == "insert_only" else None
         with ops.using(self._ops):
@@ -326,7 +330,7 @@ class TriangleQueryEngine(RequestPaging):
                 rel = self._reader._read(name, table, need_mult=False, deletes=deletes)
                 if deletes:
                     Engine._refuse_delete(*deletes[0], what="nothing was loaded")
-                Engine._refuse_negative(name, rel.keys, rel.mult)
+                self._reader._refuse_negative(name, rel.keys, rel.mult)
                 base[name] = rel
             self._rebuild(base)
         self._version += 1
@@ -337,6 +341,12 @@ class TriangleQueryEngine(RequestPaging):
         """As :meth:`Engine.apply`: ``{relation: table with a mult column}``, checked whole
         first (a batch that would make a multiplicity negative is refused); on any error
         nothing changes."""
+        if not isinstance(batch, Mapping):
+            raise InputError("a batch is a mapping {relation name: table}")
+        with self._reader._reading():
+            self._apply(batch)
+
+    def _apply(self, batch: Mapping[str, object]) -> None:
         if not isinstance(batch, Mapping):
             raise InputError("a batch is a mapping {relation name: table}")
         with ops.using(self._ops):
@@ -350,7 +360,7 @@ class TriangleQueryEngine(RequestPaging):
                 if neg.any():
                     dc = ZRel(d.vars, d.keys[neg], d.mult[neg])
                     after = checked_add(self.base[name].get(dc), dc.mult)
-                    Engine._refuse_negative(name, dc.keys, after)
+                    self._reader._refuse_negative(name, dc.keys, after)
             rels, src, dst, mult = [], [], [], []
             for slot, (name, t) in zip(SLOTS, self.mapping):
                 d = deltas.get(name)
@@ -416,11 +426,7 @@ class TriangleQueryEngine(RequestPaging):
         requests, n = self._reader._requests(inputs)
         with ops.using(self._ops):
             out = self._answer_rel(requests)
-        data = {"request": out.keys[:, 0]}
-        for k, v in enumerate(self.query.outputs, 1):
-            data[v] = out.keys[:, k]
-        data["mult"] = out.mult
-        return pa.table(data), n
+        return self._reader._table(out), n
 
     def _answer_rel(self, requests: ZRel) -> ZRel:
         """The answers as a relation over (request, outputs...) in head order."""
