@@ -12,13 +12,32 @@ the output is the CPU's, in the CPU's order.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 from numba import cuda
 
-from .cuda_launch import check_1d, empty, exclusive_scan, grid, launch, result, scalar, zeros
-from .delta_kernels import _one_weight, _rows_len, _wedges_range
+from .cuda_launch import (
+    CONFIG,
+    check_1d,
+    empty,
+    exclusive_scan,
+    grid,
+    launch,
+    result,
+    scalar,
+    zeros,
+)
+from .delta_kernels import _one_weight, _rows_len, _wedges_range, lane_weight, sym_case
 from .elements import emit_segment
 from .lsm import LO_MASK, SENTINEL, dot_rows_n, run_mask, run_range
+from .view_kernels import vget
+
+# An update whose shorter row has at least this many entries is walked by a whole block (its
+# threads the lanes of the row) rather than by one thread: one thread per update leaves a
+# hub's row to a single lane while the rest of its warp idles (the H100's celebrity-churn
+# batch ran at 31K updates/s, docs/benchmarks.md). A power of two near the block size; the
+# tests lower it to send small rows down the block path.
+COOP_MIN = 256
 
 # ----------------------------------------------------------------------------- kernels
 
@@ -41,6 +60,47 @@ def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, mk,
         _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
                     symmetric, out, work, marks)
         i += stride
+
+
+@cuda.jit(cache=True)
+def _path_weights_binned_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, mk, n, coop_min):
+    """The symmetric count's path weights binned by cost, in one launch: an update whose
+    shorter row (:func:`~gpu_ivm.kernels.delta_kernels.sym_case`) has fewer than
+    ``coop_min`` entries is evaluated by one thread with the CPU's per-update body; a longer
+    one by a whole block, its threads the lanes of the shorter row
+    (:func:`~gpu_ivm.kernels.delta_kernels.lane_weight`), their shares added in shared
+    memory. Launch config: 1-D; threads grid-stride over the short updates, then blocks
+    grid-stride over the long ones (every thread of a block takes the same decisions, so the
+    barriers are reached by all)."""
+    xs, ys, out, work = io
+    vrow, vmat = vview
+    heavy_next, heavy_prev = hv
+    marks = mk[0]
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        if sym_case(xs[i], ys[i], nh, nl, ph, pl, pht, heavy_next, heavy_prev)[3] < coop_min:
+            _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next,
+                        heavy_prev, True, out, work, marks)
+        i += stride
+    acc = cuda.shared.array(1, nb.int64)
+    lane = cuda.threadIdx.x
+    lanes = cuda.blockDim.x
+    b = cuda.blockIdx.x
+    while b < n:
+        x, y, case, cost = sym_case(xs[b], ys[b], nh, nl, ph, pl, pht, heavy_next, heavy_prev)
+        if cost >= coop_min:
+            if lane == 0:
+                acc[0] = 0
+            cuda.syncthreads()
+            s, _ = lane_weight(case, x, y, nh, nl, ph, pl, pht, lane, lanes)
+            if s != 0:
+                cuda.atomic.add(acc, 0, s)
+            cuda.syncthreads()
+            if lane == 0:
+                out[b] = acc[0] + (vget(vsp, vrow, vmat, (y << 32) | x) if case == 0 else 0)
+            cuda.syncthreads()
+        b += cuda.gridDim.x
 
 
 @cuda.jit(cache=True)
@@ -261,10 +321,16 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
     n = xs.shape[0]
     if n == 0:
         return
+    marks = (empty(0, np.int8),)
+    if symmetric and work is None:  # binned by cost (the profile mode's counters: per thread)
+        launch(_path_weights_binned_kernel, min(n, CONFIG.max_blocks), CONFIG.tpb,
+               (xs, ys, out, empty(0)), nh, nl, ph, pl, pht, vsp, (vrow, vmat),
+               (heavy_next, heavy_prev), marks, n, np.int64(COOP_MIN))
+        return
     if work is None:
         work = empty(0)
     launch(_path_weights_kernel, *grid(n), (xs, ys, out, work), nh, nl, ph, pl, pht, vsp,
-           (vrow, vmat), (heavy_next, heavy_prev), bool(symmetric), (empty(0, np.int8),), n)
+           (vrow, vmat), (heavy_next, heavy_prev), bool(symmetric), marks, n)
 
 
 def expand_counts(exp_keys, st, counts) -> None:

@@ -21,6 +21,7 @@ from .lsm import (
     dot_ranges,
     first_key_end,
     first_key_starts,
+    get,
     lower_bound,
     run_mask,
     run_range,
@@ -129,6 +130,71 @@ def _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, hea
     if work is not None:  # resolved when compiled: the variant without counters reads no t
         if work.shape[0] > i:
             work[i] = t
+
+
+@helper
+def dot_rows_lane(st1, x1, st2, x2, lane, lanes):
+    """Lane ``lane`` of ``lanes``' share of Σ_c st1(x1, c)·st2(x2, c): the entries ``lane``,
+    ``lane + lanes``... of x1's row in every run (padding skipped), each looked up in x2's
+    row (a binary search per run of it): ``(sum, entries read)``. The lanes' shares add up
+    to :func:`~gpu_ivm.kernels.lsm.dot_rows`; the CUDA count kernel hands a long update to a
+    block whose threads are the lanes (``kernels/cuda_delta.py``)."""
+    keys = st1[0]
+    vals = st1[1]
+    row = x2 << 32
+    m = run_mask(st1, x1)
+    s = 0
+    t = 0
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(st1, j, x1)
+            p = lo + lane
+            while p < hi:
+                c = keys[p] & LO_MASK
+                if c != SENTINEL:
+                    v = vals[p]
+                    if v != 0:
+                        s += v * get(st2, row | c)
+                        t += 1
+                p += lanes
+        m >>= 1
+        j += 1
+    return s, t
+
+
+@helper
+def sym_case(x, y, nh, nl, ph, pl, pht, heavy_next, heavy_prev):
+    """``(x, y, case, cost)`` of a symmetric count's update (x, y), oriented as
+    :func:`_one_weight` orients it: its path weight is the inner product of the rows
+    nh(y)·pht(x) plus the view's (y, x) entry (case 0, y heavy), nl(y)·ph(x) (case 1, x
+    heavy) or nl(y)·pl(x) (case 2); ``cost`` is the shorter row's length."""
+    if _cost(y, x, nh, nl, pht, heavy_next) < _cost(x, y, nh, nl, pht, heavy_next):
+        x, y = y, x
+    if heavy_next[y]:
+        return x, y, 0, min(_live(nh, y), _live(pht, x))
+    if heavy_prev[x]:
+        return x, y, 1, min(_live(nl, y), _live(ph, x))
+    return x, y, 2, min(_live(nl, y), _live(pl, x))
+
+
+@helper
+def _lane_short(st1, x1, st2, x2, lane, lanes):
+    """:func:`dot_rows_lane` walking the shorter of the two rows."""
+    if _live(st1, x1) <= _live(st2, x2):
+        return dot_rows_lane(st1, x1, st2, x2, lane, lanes)
+    return dot_rows_lane(st2, x2, st1, x1, lane, lanes)
+
+
+@helper
+def lane_weight(case, x, y, nh, nl, ph, pl, pht, lane, lanes):
+    """Lane ``lane`` of ``lanes``' share of the rows' inner product of :func:`sym_case`'s
+    ``case`` (the view's entry of case 0 is not in it)."""
+    if case == 0:
+        return _lane_short(nh, y, pht, x, lane, lanes)
+    if case == 1:
+        return _lane_short(nl, y, ph, x, lane, lanes)
+    return _lane_short(nl, y, pl, x, lane, lanes)
 
 
 @nb.njit(cache=True, inline="always")

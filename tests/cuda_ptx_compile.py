@@ -93,6 +93,8 @@ def cases(repo: str) -> dict:
         d._pair_dot_kernel: ((i, i, i), st, st, n),
         d._path_weights_kernel: ((i, i, i, i), st, st, st, st, st, st, (i, m), (b, b), True,
                                  (k,), n),
+        d._path_weights_binned_kernel: ((i, i, i, i), st, st, st, st, st, st, (i, m), (b, b),
+                                        (k,), n, n),
         d._expand_counts_kernel: (st, (i, i), n),
         d._expand_emit_kernel: (st, (i,) * 6, True, n),
         d._seg_starts_kernel: ((i, i), n),

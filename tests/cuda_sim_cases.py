@@ -722,6 +722,57 @@ def _engine_state(seed: int, eps: str, tiny: bool):
     return g, rng
 
 
+@pytest.mark.usefixtures("small_launch")
+@pytest.mark.parametrize("coop_min", [1, 3, 10**9])
+def test_path_weights_binned_by_cost(coop_min: int, monkeypatch) -> None:
+    """The symmetric count's weights with long updates walked by a whole block (its threads
+    the lanes of the shorter row, their shares added in shared memory): equal to the CPU's
+    for every ε, with the cut low enough that hub rows (and at 1 every row) take the block
+    path, and high enough that none does."""
+    from gpu_ivm.kernels import cuda_delta
+
+    monkeypatch.setattr(cuda_delta, "COOP_MIN", coop_min)
+    for eps, tiny in (("1/2", True), ("0", False), ("1", False)):
+        g, rng = _engine_state(11, eps, tiny)
+        cap = g.rels[0].id_capacity
+        n = 40
+        xs = np.r_[rng.integers(0, 3, n // 2), rng.integers(0, cap, n - n // 2)]
+        ys = rng.integers(0, cap, n)
+        E = g.rels[0]
+        view = g.views[0]
+        args = (E.h.nt(), E.l.nt(), E.h.nt(), E.l.nt(), E.ht.nt(), view.sparse.nt(),
+                view.vrow, view.vmat, E.heavy, E.heavy, True)
+        w_cpu = np.empty(n, np.int64)
+        w_gpu = np.full(n, -5, np.int64)
+        cpu_delta.path_weights(xs, ys, *args, w_cpu)
+        K.delta.path_weights(xs, ys, *args, w_gpu)
+        assert array_equal(w_cpu, w_gpu), (eps, coop_min)
+        assert w_cpu.any()
+
+
+@pytest.mark.usefixtures("small_launch")
+def test_engine_with_block_updates(monkeypatch) -> None:
+    """A cuda engine whose every update goes down the block path keeps the CPU engine's
+    counts, batch after batch (hubs: a star beside a random graph)."""
+    from gpu_ivm.kernels import cuda_delta
+
+    monkeypatch.setattr(cuda_delta, "COOP_MIN", 2)
+    rng = np.random.default_rng(5)
+    a = np.r_[np.zeros(30, np.int64), rng.integers(1, 40, 120)]
+    b = np.r_[np.arange(1, 31), rng.integers(1, 40, 120)]
+    cpu = GraphEngine(epsilon="1", adaptive=False, on_conflict="ignore")
+    dev = GraphEngine(epsilon="1", adaptive=False, on_conflict="ignore", backend=BACKEND)
+    for e in (cpu, dev):
+        e.policy.force = "delta"
+        e.load((a, b))
+    for _ in range(3):
+        u = rng.integers(0, 40, (25, 2))
+        batch = {"src": u[:, 0], "dst": u[:, 1], "sign": rng.choice([-1, 1], 25)}
+        r1, r2 = cpu.apply(batch), dev.apply(batch)
+        assert r1.triangles == r2.triangles and r1.path == r2.path == "delta"
+    assert r1.triangles > 0
+
+
 @pytest.mark.usefixtures("boundary_launch")
 @pytest.mark.parametrize("n", SIZES)
 def test_path_weights_and_expansion(n: int) -> None:
