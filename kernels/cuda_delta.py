@@ -38,40 +38,23 @@ from .view_kernels import vget
 # batch ran at 31K updates/s, docs/benchmarks.md). A power of two near the block size; the
 # tests lower it to send small rows down the block path.
 COOP_MIN = 256
+NO_BLOCKS = np.int64(2**62)  # a cut no row reaches: every update on one thread
 
 # ----------------------------------------------------------------------------- kernels
 
 
 @cuda.jit(cache=True)
-def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, mk, n):
-    """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) by the CPU's per-update ``_one_weight``.
-
-    Launch config: 1-D grid-stride, one thread per update. Work per thread is the IVM^ε cost of
-    the update (a heavy-row inner product, galloped, or a light row), so it is skewed; see
-    docs/gpu.md for the warp-per-heavy-update variant.
-    """
-    xs, ys, out, work = io
-    vrow, vmat = vview
-    heavy_next, heavy_prev = hv
-    marks = mk[0]
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    while i < n:
-        _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                    symmetric, out, work, marks)
-        i += stride
-
-
-@cuda.jit(cache=True)
-def _path_weights_binned_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, mk, n, coop_min):
-    """The symmetric count's path weights binned by cost, in one launch: an update whose
-    shorter row (:func:`~gpu_ivm.kernels.delta_kernels.sym_case`) has fewer than
-    ``coop_min`` entries is evaluated by one thread with the CPU's per-update body; a longer
-    one by a whole block, its threads the lanes of the shorter row
+def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, mk, n,
+                        coop_min):
+    """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]), binned by cost in one launch: an update
+    is evaluated by one thread with the CPU's per-update body (``_one_weight``: a heavy-row
+    inner product, galloped, or a light row), unless the count is ``symmetric`` and its
+    shorter row (:func:`~gpu_ivm.kernels.delta_kernels.sym_case`) has at least ``coop_min``
+    entries: then a whole block walks it, its threads the lanes of the shorter row
     (:func:`~gpu_ivm.kernels.delta_kernels.lane_weight`), their shares added in shared
     memory. Launch config: 1-D; threads grid-stride over the short updates, then blocks
     grid-stride over the long ones (every thread of a block takes the same decisions, so the
-    barriers are reached by all)."""
+    barriers are reached by all). ``coop_min`` = :data:`NO_BLOCKS`: one thread per update."""
     xs, ys, out, work = io
     vrow, vmat = vview
     heavy_next, heavy_prev = hv
@@ -79,10 +62,13 @@ def _path_weights_binned_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, mk, n, 
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
-        if sym_case(xs[i], ys[i], nh, nl, ph, pl, pht, heavy_next, heavy_prev)[3] < coop_min:
+        if not symmetric or coop_min == NO_BLOCKS or sym_case(
+                xs[i], ys[i], nh, nl, ph, pl, pht, heavy_next, heavy_prev)[3] < coop_min:
             _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next,
-                        heavy_prev, True, out, work, marks)
+                        heavy_prev, symmetric, out, work, marks)
         i += stride
+    if not symmetric or coop_min == NO_BLOCKS:
+        return
     acc = cuda.shared.array(1, nb.int64)
     lane = cuda.threadIdx.x
     lanes = cuda.blockDim.x
@@ -321,16 +307,12 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
     n = xs.shape[0]
     if n == 0:
         return
-    marks = (empty(0, np.int8),)
-    if symmetric and work is None:  # binned by cost (the profile mode's counters: per thread)
-        launch(_path_weights_binned_kernel, min(n, CONFIG.max_blocks), CONFIG.tpb,
-               (xs, ys, out, empty(0)), nh, nl, ph, pl, pht, vsp, (vrow, vmat),
-               (heavy_next, heavy_prev), marks, n, np.int64(COOP_MIN))
-        return
-    if work is None:
-        work = empty(0)
-    launch(_path_weights_kernel, *grid(n), (xs, ys, out, work), nh, nl, ph, pl, pht, vsp,
-           (vrow, vmat), (heavy_next, heavy_prev), bool(symmetric), marks, n)
+    # binned by cost when symmetric (the profile mode's counters: one thread per update)
+    blocks = symmetric and work is None
+    shape = (min(n, CONFIG.max_blocks), CONFIG.tpb) if blocks else grid(n)
+    launch(_path_weights_kernel, *shape, (xs, ys, out, empty(0) if work is None else work),
+           nh, nl, ph, pl, pht, vsp, (vrow, vmat), (heavy_next, heavy_prev), bool(symmetric),
+           (empty(0, np.int8),), n, np.int64(COOP_MIN if blocks else NO_BLOCKS))
 
 
 def expand_counts(exp_keys, st, counts) -> None:

@@ -172,12 +172,11 @@ class RequestCursor:
     (an Arrow table ``request, outputs..., mult``; empty once every request is exhausted);
     iterating yields the non-empty pages.
 
-    >>> from gpu_ivm.cq.engine import Engine
-    >>> eng = Engine("Q(B | A) = R(A,B)")
-    >>> eng.load(R={"a": [1, 1, 1, 2], "b": [5, 6, 7, 5]})
-    >>> cur = eng.cursor({"A": [1, 2]}, limit=2)
-    >>> [page.to_pydict()["B"] for page in cur]
-    [[5, 6, 5], [7]]
+    >>> from gpu_ivm.cq.tradeoff import TradeoffEngine
+    >>> eng = TradeoffEngine("Q(C | A) = R(A,B), S(B,C)", epsilon="1/2")
+    >>> eng.load(R={"a": [1, 1, 2], "b": [5, 6, 5]}, S={"b": [5, 5, 6], "c": [7, 8, 9]})
+    >>> [page.to_pydict()["C"] for page in eng.cursor({"A": [1, 2]}, limit=2)]
+    [[7, 8, 7, 8], [9]]
     """
 
     def __init__(self, answers: pa.Table, n_requests: int, limit: int, engine, version: int):
