@@ -460,3 +460,43 @@ def test_spark_query_frames_streams_and_restart(spark, tmp_path):
     assert again.count() == total(query, db)
     with pytest.raises(gpu_ivm.InputError, match="holds the state of the query"):
         SparkQuery(spark, "Q(A | C) = R(A,B), S(B,C)", state_dir=state)
+
+
+def test_spark_query_string_values(spark, tmp_path):
+    """SparkQuery with string columns: loaded, updated and asked from DataFrames, answered
+    with strings (and a limit), checked against a dict join; a restarted driver resumes the
+    dictionary from its snapshot."""
+    from gpu_ivm.spark_glue import SparkQuery
+
+    query = "Q(C | A) = R(A,B), S(B,C)"
+    r = {("ann", "x"): 1, ("bob", "x"): 1, ("bob", "y"): 2}
+    s = {("x", "p"): 1, ("y", "q"): 1, ("y", "p"): 3}
+
+    def frame(rows: dict):
+        return create_frame(spark, pa.table({"u": [k[0] for k in rows], "v": [k[1] for k in rows],
+                                             "mult": list(rows.values())}))
+
+    def want(a: str) -> dict:
+        out: dict = {}
+        for (ra, rb), m in r.items():
+            for (sb, sc), n in s.items():
+                if ra == a and rb == sb and m * n:
+                    out[sc] = out.get(sc, 0) + m * n
+        return {k: v for k, v in out.items() if v}
+
+    state = tmp_path / "state"
+    sq = SparkQuery(spark, query, state_dir=state)
+    sq.load(R=frame(r), S=frame(s))
+    delta = {("ann", "y"): 1, ("bob", "x"): -1}
+    sq.apply({"R": frame(delta)}, batch_id=0)
+    for k, m in delta.items():
+        r[k] = r.get(k, 0) + m
+    reqs = create_frame(spark, pa.table({"A": ["ann", "bob", "nobody"]}))
+    got = collect_arrow(sq.request(reqs)).to_pydict()
+    names = ["ann", "bob", "nobody"]
+    assert {(names[i], c): m for i, c, m in zip(got["request"], got["C"], got["mult"])} == {
+        (a, c): m for a in names for c, m in want(a).items()}
+    first = collect_arrow(sq.request(reqs, limit=1)).to_pydict()
+    assert sorted(first["request"]) == [0, 1]
+    again = SparkQuery(spark, query, state_dir=state)  # a restarted driver
+    assert collect_arrow(again.request(reqs)).to_pydict() == got
