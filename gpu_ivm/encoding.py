@@ -17,6 +17,11 @@ from .kernels import hashmap
 
 MAX_IDS = (1 << 31) - 2
 LO_MASK = (1 << 32) - 1
+# Integer keys in [0, DENSE_FACTOR * ids + DENSE_SLACK) also get a direct table key -> id,
+# looked up with one load per key instead of a hash probe (the usual case: vertex ids that
+# count from 0). A key outside it turns the table off for good.
+DENSE_FACTOR = 4
+DENSE_SLACK = 1 << 16
 
 
 def _int64(a):
@@ -78,6 +83,9 @@ class IdEncoder:
         self._strs: dict[str, int] = {}
         self._str_list: list[str] = []
         self.n = 0
+        # key -> id for small non-negative integer keys (-1: none), while every key fits;
+        # None once one does not (see DENSE_FACTOR)
+        self._dense: np.ndarray | None = np.full(0, -1, np.int64)
 
     def __len__(self) -> int:
         return self.n
@@ -101,7 +109,11 @@ class IdEncoder:
             return np.fromiter((get(k, -1) for k in keys.tolist()), np.int64, keys.shape[0])
         keys = np.ascontiguousarray(keys, np.int64)
         out = np.empty(keys.shape[0], np.int64)
-        hashmap.lookup(self._tkeys, self._tvals, keys, out)
+        self._missing = -1  # unknown keys in the last lookup, when counted
+        if self._dense is not None:  # every known key is in the direct table
+            self._missing = hashmap.dense_lookup(self._dense, keys, out)
+        else:
+            hashmap.lookup(self._tkeys, self._tvals, keys, out)
         return out
 
     def plan(self, keys: np.ndarray, column: str = "src") -> tuple[np.ndarray, np.ndarray]:
@@ -120,6 +132,8 @@ class IdEncoder:
                     raise InputError("mixed key types: expected a string", column=column, row=i)
                 ids[i] = self.n + new.setdefault(k, len(new))
             new_keys = np.array(list(new), dtype=object)
+        elif self._missing == 0:  # every key known: nothing to number
+            ids, new_keys = known, np.zeros(0, np.int64)
         else:
             ids, new_keys = hashmap.plan_new(np.ascontiguousarray(keys, np.int64), known, self.n)
         if self.n + new_keys.shape[0] > MAX_IDS:
@@ -154,7 +168,24 @@ class IdEncoder:
                 grown[: self.n] = self._ints[: self.n]
                 self._ints = grown
             self._ints[self.n : self.n + m] = new_keys
+            self._dense_add(new_keys, self.n)
         self.n += m
+
+    def _dense_add(self, new_keys: np.ndarray, first: int) -> None:
+        """Enter integer keys with ids ``first, first + 1, ...`` in the direct table, or turn
+        it off when one of them falls outside the range it may cover."""
+        if self._dense is None or not new_keys.shape[0]:
+            return
+        lo, hi = int(new_keys.min()), int(new_keys.max())
+        room = DENSE_FACTOR * (first + new_keys.shape[0]) + DENSE_SLACK
+        if lo < 0 or hi >= room:
+            self._dense = None
+            return
+        if hi >= self._dense.shape[0]:
+            grown = np.full(min(max(hi + 1, 2 * self._dense.shape[0]), room), -1, np.int64)
+            grown[: self._dense.shape[0]] = self._dense
+            self._dense = grown
+        self._dense[new_keys] = np.arange(first, first + new_keys.shape[0], dtype=np.int64)
 
     def decode(self, ids: np.ndarray) -> np.ndarray:
         """User keys of ``ids``."""

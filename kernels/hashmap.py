@@ -78,6 +78,22 @@ def insert(tkeys, tvals, keys, vals):
 
 
 @nb.njit(cache=True)
+def dense_lookup(dense, keys, out):
+    """out[i] = dense[keys[i]] for keys in ``[0, len(dense))``, -1 for the others (a direct
+    table of the ids of small non-negative keys: one load per key where :func:`lookup`
+    probes a hash table). Returns how many keys were not found."""
+    n = dense.shape[0]
+    missing = 0
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        v = dense[k] if 0 <= k < n else -1
+        out[i] = v
+        if v < 0:
+            missing += 1
+    return missing
+
+
+@nb.njit(cache=True)
 def plan_new(keys, known, first_new):
     """Provisional ids for unknown keys in order of first appearance.
 
