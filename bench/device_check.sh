@@ -4,7 +4,9 @@
 # tree without installing it, the kernel and engine cases on the device, then bench.gpu_run.
 # Usage: bash bench/device_check.sh OUTDIR [gpu_run arguments...]
 # Environment: CASES_S, BENCH_S, BASE_S (time limits, s), WORKERS (pytest-xdist), CASES (files),
-# CASES_LAST=1 (benchmark first), BASELINE="gpu_run args" (a run with GPU_IVM_CAI_SYNC=always).
+# CASES_LAST=1 (benchmark first), BASELINE="gpu_run args" (a run with GPU_IVM_CAI_SYNC=always),
+# COOP_SWEEP="64 1024 0" (gpu_run again with each block cut of the count kernel,
+# GPU_IVM_COOP_MIN; 0 = every update on one thread), SWEEP_ARGS (those runs' gpu_run args).
 # A cold machine compiles every CPU and CUDA kernel on first use: several minutes, paid by
 # whichever step runs first (the cases, by default, on many workers), so give it the time.
 set -u
@@ -44,4 +46,9 @@ if [ -n "${BASELINE:-}" ]; then  # numba-cuda's per-array stream sync, for the A
 fi
 echo "== bench.gpu_run $*"
 timeout ${BENCH_S:-240} $PY -m bench.gpu_run --out "$OUT/gpu_run.jsonl" "$@" 2>&1 | tee "$OUT/gpu_run.log"
+for c in ${COOP_SWEEP:-}; do  # the count kernel's block cut, timed on the device
+  echo "== GPU_IVM_COOP_MIN=$c bench.gpu_run ${SWEEP_ARGS:-$*}"
+  GPU_IVM_COOP_MIN=$c timeout ${BENCH_S:-240} $PY -m bench.gpu_run ${SWEEP_ARGS:-$*} \
+    --out "$OUT/gpu_run_coop$c.jsonl" 2>&1 | tee "$OUT/gpu_run_coop$c.log" | tail -n 8
+done
 [ -z "${CASES_LAST:-}" ] || cases

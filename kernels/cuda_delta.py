@@ -12,6 +12,8 @@ the output is the CPU's, in the CPU's order.
 
 from __future__ import annotations
 
+import os
+
 import numba as nb
 import numpy as np
 from numba import cuda
@@ -32,12 +34,29 @@ from .elements import emit_segment
 from .lsm import LO_MASK, SENTINEL, dot_rows_n, run_mask, run_range
 from .view_kernels import vget
 
+
+def _coop_min(default: int = 256) -> int:
+    """The block cut (see :data:`COOP_MIN`): ``GPU_IVM_COOP_MIN`` if set (a positive
+    integer; ``0`` for no block path), else ``default``."""
+    raw = os.environ.get("GPU_IVM_COOP_MIN", "").strip()
+    if not raw:
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise ValueError(f"GPU_IVM_COOP_MIN must be a non-negative integer, got {raw!r}")
+    return v if v else int(2**62)
+
+
 # An update whose shorter row has at least this many entries is walked by a whole block (its
 # threads the lanes of the row) rather than by one thread: one thread per update leaves a
 # hub's row to a single lane while the rest of its warp idles (the H100's celebrity-churn
-# batch ran at 31K updates/s, docs/benchmarks.md). A power of two near the block size; the
-# tests lower it to send small rows down the block path.
-COOP_MIN = 256
+# batch ran at 31K updates/s, docs/benchmarks.md). A power of two near the block size, not
+# yet timed on hardware: ``GPU_IVM_COOP_MIN`` sets it for a sweep (bench/device_check.sh's
+# COOP_SWEEP); the tests lower it to send small rows down the block path.
+COOP_MIN = _coop_min()
 NO_BLOCKS = np.int64(2**62)  # a cut no row reaches: every update on one thread
 
 # ----------------------------------------------------------------------------- kernels

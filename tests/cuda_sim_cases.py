@@ -750,6 +750,20 @@ def test_path_weights_binned_by_cost(coop_min: int, monkeypatch) -> None:
         assert w_cpu.any()
 
 
+def test_block_cut_from_the_environment(monkeypatch) -> None:
+    """GPU_IVM_COOP_MIN sets the count kernel's block cut for a sweep on hardware: a positive
+    integer, 0 for none, anything else refused."""
+    from gpu_ivm.kernels import cuda_delta
+
+    for raw, want in (("", 256), ("64", 64), ("0", 2**62)):
+        monkeypatch.setenv("GPU_IVM_COOP_MIN", raw)
+        assert cuda_delta._coop_min() == want
+    for bad in ("-1", "x", "1.5"):
+        monkeypatch.setenv("GPU_IVM_COOP_MIN", bad)
+        with pytest.raises(ValueError, match="GPU_IVM_COOP_MIN"):
+            cuda_delta._coop_min()
+
+
 @pytest.mark.usefixtures("small_launch")
 def test_engine_with_block_updates(monkeypatch) -> None:
     """A cuda engine whose every update goes down the block path keeps the CPU engine's
