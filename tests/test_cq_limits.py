@@ -164,6 +164,38 @@ def test_tradeoff_limit_expands_little():
     assert eng.request_work["expanded"] >= n * n
 
 
+def test_random_queries_limits_and_cursors():
+    """Random queries of every class (the engine suite's generator) on hub streams with
+    cancellations: limited requests and cursor pages against the oracle, for the view trees
+    and, on hierarchical queries, the trade-off engine at a random ε."""
+    from test_cq_engine import random_query
+
+    from gpu_ivm.cq import UnsupportedQueryError
+    from gpu_ivm.cq.tradeoff import TradeoffEngine
+
+    rng = random.Random(99)
+    for k in range(45):
+        query = random_query(rng, ("cqap0", "hierarchical", "cyclic")[k % 3])
+        makers = [Engine]
+        if k % 3 == 1:
+            eps = rng.choice(["0", "1/4", "1/2"])
+            makers.append(lambda t, eps=eps: TradeoffEngine(t, epsilon=eps))
+        for make in makers:
+            try:
+                q, eng, db, reqs = _stream(query, k, make)
+            except UnsupportedQueryError:
+                continue
+            want = _expected(q, db, reqs)
+            cols = _cols(q, reqs)
+            assert eng.request(cols).to_pylist() == want, query
+            for limit in (1, 2, 5):
+                first = [r for i in range(len(reqs)) for r in
+                         [x for x in want if x["request"] == i][:limit]]
+                assert eng.request(cols, limit=limit).to_pylist() == first, (query, limit)
+                pages = [x for p in eng.cursor(cols, limit=limit) for x in p.to_pylist()]
+                assert sorted(pages, key=lambda x: x["request"]) == want, (query, limit)
+
+
 def _hub_engine(n: int) -> Engine:
     """Q(B,C | A) over a hub A = 0 with n B values, each with 3 C values; split over several
     runs with some keys inserted and deleted again."""
