@@ -132,6 +132,8 @@ def test_kinds_are_checked_per_variable():
     eng.apply({"S": {"b": ["u"], "c": [7], "mult": [1]}})  # C holds integers
     assert eng.request({"A": ["x", "nobody"]}).to_pydict() == {
         "request": [0], "C": [7], "mult": [1]}
+    views = [eng.view(v) for v in ("A", "B", "C")]  # inspection decodes the strings too
+    assert {k for view in views for t in view for k in t} >= {"x", "u", 7}
 
 
 def test_a_refused_batch_leaves_no_string_and_no_kind():

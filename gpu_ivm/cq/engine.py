@@ -894,19 +894,21 @@ class Engine:
     @_on_backend
     def view(self, var: str, component: int = 0, marginal: bool = False) -> dict[tuple, int]:
         """The view ``V_var`` (or ``V'_var`` with ``marginal``) of a fracture component, as
-        {key tuple in bag order: multiplicity}; for inspection and tests."""
+        {key tuple in bag order: multiplicity}, strings decoded; for inspection and tests."""
         comp = self.components[component]
         node = next((n for r in comp.roots for n in r.walk() if n.var == var), None)
         if node is None:
             raise InputError(f"component {component} has no variable {var}")
         key = ("C" if marginal else "V", id(node))
         if key in self.views:  # (in bag order: an aliased view has its child's order)
-            return self.views[key].zrel().reorder(node.dep if marginal else node.bag).to_dict()
-        # a bound variable's bag view is not kept: evaluated here from its children
-        rels = [rel.zrel() for _, rel in self._children_rels(self.views, node)]
-        if id(node) in self._wcoj:
-            return generic_join(rels, node.bag).to_dict()
-        return self._join_all(rels).marginalize(node.bag).to_dict()
+            rel = self.views[key].zrel().reorder(node.dep if marginal else node.bag)
+        else:  # a bound variable's bag view is not kept: evaluated here from its children
+            rels = [rel.zrel() for _, rel in self._children_rels(self.views, node)]
+            rel = generic_join(rels, node.bag) if id(node) in self._wcoj else \
+                self._join_all(rels).marginalize(node.bag)
+        strs = [self._kinds.of_variable(v) == STR for v in rel.vars]
+        return {tuple(self._values.decode_one(x) if st else x for x, st in zip(k, strs)): m
+                for k, m in rel.to_dict().items()}
 
     # ----------------------------------------------------------------------------- persistence
     def snapshot(self, path, *, metadata: dict | None = None) -> dict:
