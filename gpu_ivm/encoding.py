@@ -103,25 +103,28 @@ class IdEncoder:
 
     def lookup(self, keys: np.ndarray, column: str = "src") -> np.ndarray:
         """Ids of known keys, -1 for unknown ones (changes nothing)."""
+        return self._lookup(keys, column)[0]
+
+    def _lookup(self, keys: np.ndarray, column: str) -> tuple[np.ndarray, int]:
+        """:meth:`lookup` and how many keys it did not find (-1: not counted)."""
         kind = self._check_kind(keys, column)
         if kind == "str":
             get = self._strs.get
-            return np.fromiter((get(k, -1) for k in keys.tolist()), np.int64, keys.shape[0])
+            return np.fromiter((get(k, -1) for k in keys.tolist()), np.int64,
+                               keys.shape[0]), -1
         keys = np.ascontiguousarray(keys, np.int64)
         out = np.empty(keys.shape[0], np.int64)
-        self._missing = -1  # unknown keys in the last lookup, when counted
         if self._dense is not None:  # every known key is in the direct table
-            self._missing = hashmap.dense_lookup(self._dense, keys, out)
-        else:
-            hashmap.lookup(self._tkeys, self._tvals, keys, out)
-        return out
+            return out, hashmap.dense_lookup(self._dense, keys, out)
+        hashmap.lookup(self._tkeys, self._tvals, keys, out)
+        return out, -1
 
     def plan(self, keys: np.ndarray, column: str = "src") -> tuple[np.ndarray, np.ndarray]:
         """Ids for ``keys``: known ids, or provisional ones (len(self), ...) for unseen keys.
 
         Returns ``(ids, new_keys)``; pass ``new_keys`` to :meth:`commit` to make them real.
         """
-        known = self.lookup(keys, column)
+        known, missing = self._lookup(keys, column)
         if self.kind == "str" or (self.kind is None and keys.dtype.kind in "OUS"):
             ids = known.copy()
             new: dict[str, int] = {}
@@ -132,7 +135,7 @@ class IdEncoder:
                     raise InputError("mixed key types: expected a string", column=column, row=i)
                 ids[i] = self.n + new.setdefault(k, len(new))
             new_keys = np.array(list(new), dtype=object)
-        elif self._missing == 0:  # every key known: nothing to number
+        elif missing == 0:  # every key known: nothing to number
             ids, new_keys = known, np.zeros(0, np.int64)
         else:
             ids, new_keys = hashmap.plan_new(np.ascontiguousarray(keys, np.int64), known, self.n)

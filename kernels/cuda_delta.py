@@ -34,6 +34,8 @@ from .elements import emit_segment
 from .lsm import LO_MASK, SENTINEL, dot_rows_n, run_mask, run_range
 from .view_kernels import vget
 
+NO_BLOCKS = np.int64(2**62)  # a cut no row reaches: every update on one thread
+
 
 def _coop_min(default: int = 256) -> int:
     """The block cut (see :data:`COOP_MIN`): ``GPU_IVM_COOP_MIN`` if set (a positive
@@ -47,7 +49,7 @@ def _coop_min(default: int = 256) -> int:
         v = -1
     if v < 0:
         raise ValueError(f"GPU_IVM_COOP_MIN must be a non-negative integer, got {raw!r}")
-    return v if v else int(2**62)
+    return v if v else int(NO_BLOCKS)
 
 
 # An update whose shorter row has at least this many entries is walked by a whole block (its
@@ -57,7 +59,6 @@ def _coop_min(default: int = 256) -> int:
 # yet timed on hardware: ``GPU_IVM_COOP_MIN`` sets it for a sweep (bench/device_check.sh's
 # COOP_SWEEP); the tests lower it to send small rows down the block path.
 COOP_MIN = _coop_min()
-NO_BLOCKS = np.int64(2**62)  # a cut no row reaches: every update on one thread
 
 # ----------------------------------------------------------------------------- kernels
 

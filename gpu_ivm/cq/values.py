@@ -52,6 +52,7 @@ class ValueDict:
         self._ids: dict[str, int] = {}
         self._values: list[str] = []
         self._pending: dict[str, int] = {}
+        self._table: np.ndarray | None = None  # the strings as an object array, for decode
 
     def __len__(self) -> int:
         return len(self._values)
@@ -90,6 +91,7 @@ class ValueDict:
         for s in sorted(self._pending, key=self._pending.__getitem__):
             self._ids[s] = len(self._values)
             self._values.append(s)
+            self._table = None
         self._pending.clear()
 
     def drop(self) -> None:
@@ -104,8 +106,11 @@ class ValueDict:
 
     def decode(self, ids: np.ndarray) -> np.ndarray:
         """The strings of committed ids (an object array)."""
-        table = np.array(self._values + [""], dtype=object)  # never empty, for take
-        return table[np.asarray(ids, np.int64)] if len(ids) else np.zeros(0, dtype=object)
+        if not len(ids):
+            return np.zeros(0, dtype=object)
+        if self._table is None:  # built once per change of the dictionary, not per request
+            self._table = np.array(self._values, dtype=object)
+        return self._table[np.asarray(ids, np.int64)]
 
     def restore(self, values: list[str]) -> None:
         """Start over from ``values`` (a snapshot's strings, in id order)."""
@@ -113,6 +118,7 @@ class ValueDict:
             raise ValueError("a string appears twice in the dictionary")
         self._values = list(values)
         self._ids = {s: i for i, s in enumerate(self._values)}
+        self._table = None
         self._pending.clear()
 
 
