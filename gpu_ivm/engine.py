@@ -31,7 +31,7 @@ import numpy as np
 
 from .backend import Backend, get_backend
 from .encoding import IdEncoder, transpose, unpack
-from .errors import IntegerOverflowError, InvariantError, ResourceLimitError
+from .errors import IntegerOverflowError, InvariantError, ResourceLimitError, SetViolation
 from .kernels.phase_kernels import clip_threshold, phase_degrees, split_heavy
 from .overflow import LIMIT, VALUE_LIMIT, isqrt_ceil, max_abs, refuses, sum_squares
 from .partition import PartRel, sort_pairs
@@ -153,6 +153,12 @@ class TriangleEngineBase:
     #: every first id stored or about to be stored is below this (what ``_grow_ids`` made
     #: room for; None until then), so a device store need not read a batch's last key back
     _id_bound: int | None = None
+    #: on a device, a batch run ahead of its set-semantics check (the check comes back with
+    #: the phase's counts): called once the check passed; :class:`SetViolation` otherwise
+    _unverified: Callable[[], None] | None = None
+    #: (inserts, deletes) of the phase's keys under set semantics, or None: the stores then
+    #: know their new keys' bound and size change without reading them back
+    _set_counts: tuple[int, int] | None = None
 
     def _grow_ids(self, capacity: int) -> None:
         self._id_bound = max(self._id_bound or 0, capacity)
@@ -222,21 +228,24 @@ class TriangleEngineBase:
         if ok.shape[0]:
             view.add(ok, ov, below=self._id_bound)
 
-    def _apply_part_deltas(self, k: int, hk, hv, lk, lv) -> None:
+    def _apply_part_deltas(self, k: int, hk, hv, lk, lv, hints=(None, None),
+                           sets_check: bool = False) -> None:
         """Add ΔK_h and ΔK_l to relation k, maintaining views[k] = K_h·Next_l and
-        views[k-1] = Prev_h·K_l. Heavy first, then light (exact for the self-join too)."""
+        views[k-1] = Prev_h·K_l. Heavy first, then light (exact for the self-join too).
+        ``hints``: the parts' ``ZStore.add`` hints, where known; ``sets_check``: the light
+        part's add checks set semantics (``ZStore.add``; only where it is the first change)."""
         K = self.rels[k]
         nx, pv = self._wiring(k)
         r = len(self.rels)
         below = self._id_bound
         if hk.shape[0]:
             self._view_update(self.views[k], hk, hv, nx.l, left=True)
-            K.h.add(hk, hv, below)
+            K.h.add(hk, hv, below, hint=hints[0])
             tk, tv = sort_pairs(transpose(hk), hv)
-            K.ht.add(tk, tv, below)
+            K.ht.add(tk, tv, below, hint=hints[0])
         if lk.shape[0]:
             self._view_update(self.views[(k - 1) % r], lk, lv, pv.ht, left=False)
-            K.l.add(lk, lv, below)
+            K.l.add(lk, lv, below, hint=hints[1], sets_check=sets_check)
 
     # ------------------------------------------------------------------ phases
     def _phase(self, k: int, keys: np.ndarray, deltas: np.ndarray, q_delta, old=None) -> int:
@@ -258,41 +267,92 @@ class TriangleEngineBase:
             # the count delta is launched before that read and comes back with it; the rare
             # phase that moves keys recounts after the moves
             into = self._q_delta_into(q_delta)
-            counts, to_heavy, to_light, clear, hflags = self.k.phase.phase_scan(
+            ph = self.k.phase
+            counts, to_heavy, to_light, clear, hflags = ph.phase_scan(
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, K.over, clip_threshold(up),
                 clip_threshold(th.down), -1 if K.watch is None else clip_threshold(K.watch),
-                then=None if into is None else lambda acc: into(keys, deltas, acc))
-            K.n_over += counts[4]
-            n_heavy_keys = counts[3]
+                then=None if into is None else lambda acc: into(keys, deltas, acc),
+                check=None if self._unverified is None else (K.h.nt(), K.l.nt()))
+            self._verified(counts[ph.N_BAD])
+            K.n_over += counts[ph.D_OVER]
+            n_heavy_keys = counts[ph.N_HEAVY_KEYS]
         moved = bool(to_heavy.shape[0] or to_light.shape[0])
         if moved:
+            self._check_ahead([(k, keys, deltas)])  # a batch not checked yet: before the moves
             self._move(k, to_heavy, to_light)
         if q_delta is None:
             dq = 0
         elif into is not None and not moved:  # read with the phase's counts
-            dq = counts[5]
+            dq = counts[self.k.phase.N_THEN]
         else:
             dq = q_delta(keys, deltas)
+        sets = None if moved else self._set_counts  # the stores' hints (set semantics)
+        hints = (None, None)
         if xp is np:
             ih, il = split_heavy(keys, K.heavy)
             parts = (keys[ih], deltas[ih], keys[il], deltas[il]) if ih.shape[0] else None
+            if parts is not None and sets is not None:
+                h_ins = int(np.count_nonzero(parts[1] > 0))
+                hints = _part_hints(sets, h_ins, ih.shape[0])
         elif moved:  # the flags changed since the kernel read them
             hm = K.heavy[keys >> 32]
             ih, il = select_many(xp, [hm, ~hm])
             parts = (keys[ih], deltas[ih], keys[il], deltas[il]) if ih.shape[0] else None
         elif n_heavy_keys:  # sizes and flags known: one scan and one scatter
             parts = self.k.phase.split_parts(keys, deltas, hflags, n_heavy_keys)
+            if sets is not None:
+                hints = _part_hints(sets, counts[self.k.phase.N_HEAVY_INS], n_heavy_keys)
         else:
             parts = None
+        # a batch not checked yet (host): its light store's add checks it as it locates the
+        # keys when that add is the phase's first change (no heavy key, no view to update);
+        # otherwise it is checked here
+        in_add = (parts is None and self._unverified is not None
+                  and self._wiring(k)[1].ht.size == 0
+                  and hasattr(K.l.sk, "apply_updates_sets"))  # the host's store kernels
+        if not in_add:
+            self._check_ahead([(k, keys, deltas)])
         if parts is None:  # every key light (ε = 1, or no hub touched): no copies
-            self._apply_part_deltas(k, keys[:0], deltas[:0], keys, deltas)
+            if sets is not None:
+                hints = _part_hints(sets, 0, 0)
+            self._apply_part_deltas(k, keys[:0], deltas[:0], keys, deltas, hints,
+                                    sets_check=in_add)
+            self._verified(0)  # the add passed the check (or none was pending)
         else:
-            self._apply_part_deltas(k, *parts)
+            self._apply_part_deltas(k, *parts, hints)
         if clear.shape[0]:
             K.heavy[clear] = False
         if xp is np and K.watch is not None:  # auto ε: light keys past the rule's work bound
             K.track_lights(ux, deg_new)
         return dq
+
+    def _verified(self, bad: int) -> None:
+        """The set check of a batch run ahead of it (:attr:`_unverified`) came back with
+        ``bad`` violations: raise :class:`SetViolation` (nothing changed yet), or let the
+        batch go on."""
+        done, self._unverified = self._unverified, None
+        if done is None:
+            return
+        if bad:
+            raise SetViolation(bad)
+        done()
+
+    def _check_ahead(self, phases) -> None:
+        """:meth:`_verified` for a batch not checked yet that is about to change the state
+        (the recompute path, a phase that moves keys first, or views to update first): the
+        check runs and is read here."""
+        if self._unverified is None:
+            return
+        bad = 0
+        for k, keys, deltas in phases:
+            K = self.rels[k]
+            if self.xp is np:
+                after = K.get(keys, assume_sorted=True) + deltas
+                bad += int(np.count_nonzero((after < 0) | (after > 1)))
+            else:
+                bad += self.k.phase.check_sets(K.h.nt(), K.l.nt(), K.heavy, keys, deltas,
+                                               self.xp.empty(keys.shape[0], np.int64))
+        self._verified(bad)
 
     def _q_delta_into(self, q_delta):
         """On a device: a launcher ``(keys, deltas, acc)`` that adds the count delta of
@@ -364,6 +424,7 @@ class TriangleEngineBase:
             else time.perf_counter
         t1 = clock()
         if path == "recompute":
+            self._check_ahead(phases)
             for k, keys, deltas in phases:
                 self._store_raw(k, keys, deltas)
             self.Q = self._count_from_stores()
@@ -772,6 +833,15 @@ class TriangleEngineBase:
         rep = BatchReport(seconds=self._clock() - t0, **kw)
         self.last_report = rep
         return rep
+
+
+def _part_hints(sets: tuple[int, int], h_ins: int, h_keys: int):
+    """``ZStore.add`` hints of a phase's heavy and light parts under set semantics: the
+    phase's (inserts, deletes) and its heavy part's inserts and keys. A part's new keys are
+    at most its inserts (a delete's key is stored), its size changes by inserts - deletes."""
+    ins, dels = sets
+    h_del = h_keys - h_ins
+    return (h_ins, h_ins - h_del), (ins - h_ins, (ins - h_ins) - (dels - h_del))
 
 
 def sum_products(ms: np.ndarray, ws: np.ndarray) -> int:

@@ -83,6 +83,12 @@ class ConflictError(InputError):
     """A set-semantics conflict: inserting a present edge or deleting an absent one."""
 
 
+class SetViolation(Exception):
+    """Internal (never reaches the user): a batch applied ahead of its set-semantics check
+    broke set semantics and was stopped before it changed anything; the engine applies it
+    again, checked first, which raises :class:`ConflictError` or skips the rows."""
+
+
 class IntegerOverflowError(GpuIvmError, OverflowError):
     """A multiplicity, view entry or count would leave the int64 range."""
 

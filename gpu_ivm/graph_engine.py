@@ -25,7 +25,7 @@ from . import io, snapshot, warmup
 from .backend import Backend
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, sum_products
-from .errors import ConflictError, InputError
+from .errors import ConflictError, InputError, SetViolation
 from .kernels import batch_prep
 from .queries.api import FreeQueryResults
 from .rational import EpsilonLike, parse_epsilon_setting
@@ -285,7 +285,6 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
                      read_options: dict) -> BatchReport:
         """:meth:`apply` after the replay check (``t0``: the batch's start)."""
         u = io.read_graph_updates(updates, **read_options)
-        rows = len(u)
         src, dst, sign, n_loops, row_idx = self._without_loops(u)
         m = src.shape[0]
         n0 = len(self.encoder)
@@ -293,6 +292,17 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         key = batch_prep.pair_keys(ids, m, self.directed)
         order = np.argsort(key)  # groups are summed: no need for a (5x slower) stable sort
         gkey, net, starts, kk = batch_prep.sum_groups(key, order, sign, n0)
+        batch = (u, n_loops, new, n0, t0, batch_id)
+        room = n0 + new.shape[0] <= (self._id_bound or 0)  # no id array grows
+        if kk.shape[0] and room and self._valid_unless_stored(net, kk):
+            # the edges between known vertices are checked with the batch's phase: on a
+            # device in its read, on the host as the store locates the keys (or just before
+            # the first change); a conflict stops the batch before it changes anything
+            # (not even an array's capacity) and it is done again, checked first
+            try:
+                return self._apply_groups(gkey, net, 0, batch, ahead=True)
+            except SetViolation:
+                pass
         present = np.zeros(gkey.shape[0], np.int64)
         checked = None  # indices of known edges validated on the device (presence not read)
         if kk.shape[0]:
@@ -313,6 +323,28 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             keep &= ~bad
         if not keep.all():
             gkey, net = gkey[keep], net[keep]
+        return self._apply_groups(gkey, net, ignored, batch, ahead=False)
+
+    @staticmethod
+    def _valid_unless_stored(net: np.ndarray, kk: np.ndarray) -> bool:
+        """Whether the batch's groups (net changes ``net``; ``kk`` those between known
+        vertices) can only conflict with a stored edge: no net change beyond ±1, and no
+        net delete of an edge with a new vertex (absent for sure)."""
+        if np.abs(net).max(initial=0) > 1:
+            return False
+        unknown = np.ones(net.shape[0], np.bool_)
+        unknown[kk] = False
+        return not (unknown & (net < 0)).any()
+
+    def _apply_groups(self, gkey: np.ndarray, net: np.ndarray, ignored: int, batch: tuple,
+                      ahead: bool) -> BatchReport:
+        """Apply the batch's edge groups (sorted ``gkey`` with net changes ``net``, checked
+        against the stored edges, or with ``ahead`` checked on the device with the phase:
+        :class:`~gpu_ivm.engine.SetViolation` when that check fails, nothing changed)."""
+        u, n_loops, new, n0, t0, batch_id = batch
+        keep = net != 0
+        if not keep.all():
+            gkey, net = gkey[keep], net[keep]
         # commit only the new keys that surviving updates use, renumbered densely
         used = batch_prep.used_new_ids(gkey, n0) if new.shape[0] else gkey[:0]
         if used.shape[0] and used[-1] >= n0 + used.shape[0]:
@@ -321,8 +353,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             gkey, net = gkey[o], net[o]
         hkeys, hvals = self._directed_delta(gkey, net)
         norms = self._check_overflow({0: hvals})
-        self.encoder.commit(new[used - n0] if used.shape[0] else new[:0])
-        self._grow_ids(max(len(self.encoder), 1))
+        fresh = new[used - n0] if used.shape[0] else new[:0]
+        self._grow_ids(max(n0 + fresh.shape[0], 1))
         # set semantics: a delete's edge is present (1), an insert's absent (0)
         old = (hvals < 0).astype(np.int64)
         # the validated batch goes to the backend's memory once (with the pairs x < y of an
@@ -333,15 +365,25 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         q_before = self.Q
         stats0 = dict(self._stats)
         phases = [(0, dkeys, dvals)] if dkeys.shape[0] else []
+        n_del = int(old.sum())
+        self._set_counts = (hvals.shape[0] - n_del, n_del)
+        commit = (lambda: self.encoder.commit(fresh))  # noqa: E731
+        if ahead:  # the new ids become real once the check has passed
+            self._unverified = commit
+        else:
+            commit()
         try:
             path = self._run_phases(phases, lambda k: self._q_delta, old=[dold])
+            self._verified(0)  # no phase ran the check: nothing was stored to check
         finally:
             self._half = None
+            self._set_counts = None
+            self._unverified = None
         self._commit_norms(norms)
         # always called: a batch without net changes must still reset last_changes()
         self._queries_apply([(k, dkeys, dvals) for k in range(3)] if dkeys.shape[0] else [])
         rep = self._report(
-            t0, batch=self.batches_applied, rows=rows, updates=int(gkey.shape[0]),
+            t0, batch=self.batches_applied, rows=len(u), updates=int(gkey.shape[0]),
             triangles=self.count(), delta=(self.Q - q_before) // self._per_count, path=path,
             ignored=ignored, self_loops=n_loops,
             major_rebalances=self._stats["major"] - stats0["major"],
@@ -500,9 +542,11 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             return coef * sum_products(ms, ws) + int(wedge.sum())
         return self.k.phase.batch_total(ms, ws, coef, wedge)  # one launch, one read
 
-    def _q_delta_terms(self, dkeys: np.ndarray, dvals: np.ndarray) -> tuple:
+    def _q_delta_terms(self, dkeys: np.ndarray, dvals: np.ndarray, acc=None) -> tuple:
         """(c, m, w, wedges) with the count delta c·Σ m_i·w_i + Σ wedges, against the
-        stores (the path weights and the wedge terms, launched on a device)."""
+        stores (the path weights and the wedge terms, launched on a device). ``acc``: a
+        device slot the wedge kernel also adds the whole delta into, where the backend has
+        that kernel (``batch_wedges_total``); then None is returned."""
         E = self.rels[0]
         # the pairs uploaded with the batch need no unpacking
         a, b = (None, None) if self._own_pairs(dkeys) is not None else unpack(dkeys)
@@ -511,6 +555,11 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         else:
             coef, (ms, ws) = 6, self._symmetric_first(dkeys, dvals, a, b)
         wedge = self.xp.empty(dkeys.shape[0], np.int64)
+        both = getattr(self.k.delta, "batch_wedges_total", None) if acc is not None else None
+        if both is not None:
+            both(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric, wedge, ms, ws,
+                 coef, acc)
+            return None
         self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,
                                   wedge)
         return coef, ms, ws, wedge
@@ -522,8 +571,10 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             return None
 
         def launch(dkeys, dvals, acc) -> None:
-            coef, ms, ws, wedge = self._q_delta_terms(dkeys, dvals)
-            self.k.phase.batch_total_into(ms, ws, coef, wedge, acc)
+            terms = self._q_delta_terms(dkeys, dvals, acc)
+            if terms is not None:  # no fused kernel: the sums in a launch of their own
+                coef, ms, ws, wedge = terms
+                self.k.phase.batch_total_into(ms, ws, coef, wedge, acc)
 
         return launch
 

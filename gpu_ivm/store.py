@@ -16,6 +16,14 @@ A store built with ``index_min`` also keeps, for every first key with at least t
 tuples, a hash table second id → multiplicity (:mod:`gpu_ivm.kernels.row_index`), updated in
 place with each batch, so intersecting a short row with a long one costs O(short row).
 
+On a device (or with ``padded=True``) the host sizes every run before the device
+fills it, so that no batch reads a count back: a batch's new run gets the length the caller
+bounds (``add(hint=)``) and a merged run keeps the length of its inputs, and either ends
+with ``PAD_KEY`` entries (first key above every id) where fewer entries were written. The
+run bounds and directory offsets live in a device array that small kernels patch (no
+upload). When dead entries (tombstones and padding) outnumber the live tuples by
+``DEAD_SLACK``, the runs are rebuilt into one (a few reads, amortized over as many deletes).
+
 A store built with ``bits=True`` keeps, for every first key with at least :attr:`ZStore.bits_min`
 live tuples, all of multiplicity 1, a bitmap over the id space (:mod:`gpu_ivm.kernels.row_bits`),
 updated in place with each batch: an intersection with such a row walks the other row only.
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import SetViolation
 from .kernels import store_kernels as _cpu_store_kernels
 from .kernels.row_bits import BITS_NONE
 from .kernels.row_index import BUCKET
@@ -40,12 +49,16 @@ INDEX_LOAD = 4  # a table has >= INDEX_LOAD slots per taken slot (load factor <=
 # tuple it takes in the runs, and it has at least BITS_FLOOR tuples; it keeps it down to half that
 BITS_BYTES = 2
 BITS_FLOOR = 64
+META_CAP = 64  # entries of each of the device's bounds / dirptr / dirlen arrays (> MAX_RUNS + 1)
+DEAD_SLACK = 1 << 16  # a device store's runs are rebuilt once dead entries exceed live + this
 
-def _grow(xp, arr, need: int, fill=0):
-    """``arr`` with room for ``need`` entries (capacity doubling), in the array module ``xp``."""
+def _grow(xp, arr, need: int):
+    """``arr`` with room for ``need`` entries (capacity doubling), in the array module ``xp``;
+    the entries beyond the old ones are not set (the store reads its arrays only up to what
+    it wrote: ``used`` for the runs, ``dirs_used`` for the directories)."""
     if need <= arr.shape[0]:
         return arr
-    new = xp.full(max(need, 2 * arr.shape[0], 16), fill, dtype=arr.dtype)
+    new = xp.empty(max(need, 2 * arr.shape[0], 16), dtype=arr.dtype)
     new[: arr.shape[0]] = arr
     return new
 
@@ -75,7 +88,7 @@ class ZStore:
     """
 
     def __init__(self, id_capacity: int = 0, kernels=None, index_min: int | None = None,
-                 bits: bool = False):
+                 bits: bool = False, padded: bool | None = None):
         # the backend's store kernels (CPU Numba by default; see gpu_ivm.backend)
         self.sk = kernels.store if kernels is not None else _cpu_store_kernels
         # the array module of the backend: NumPy, or CuPy with the state in device memory
@@ -92,6 +105,11 @@ class ZStore:
         self.tomb = xp.zeros(id_capacity, np.int64)  # tombstones per first key
         self.size = 0
         self._nt = None
+        # run lengths fixed on the host, metadata patched in place (see above): a device
+        # store's way, which ``padded=True`` also gives a host store (for testing it)
+        self.padded = xp is not np if padded is None else bool(padded)
+        self.meta = None  # the device's bounds | dirptr | dirlen, META_CAP entries each
+        self._meta_now = None  # what the device's meta holds (host copy)
         # per-row hash tables of the long rows (kernels/row_index.py); empty when off
         self.index_min = index_min
         self.ioff = xp.full(id_capacity if index_min else 0, -1, np.int64)
@@ -154,13 +172,21 @@ class ZStore:
         hundred bytes, once per structure change; the three arrays are views of it)."""
         if self._nt is None:
             nb_, nd = len(self.bounds), len(self.dirptr)
-            meta = self.xp.asarray(np.asarray(self.bounds + self.dirptr + self.dirlen, np.int64))
+            if self.padded:
+                meta = self._device_meta()
+                bounds = meta[:nb_]
+                dirptr = meta[META_CAP : META_CAP + nd]
+                dirlen = meta[2 * META_CAP : 2 * META_CAP + nd]
+            else:
+                meta = self.xp.asarray(np.asarray(self.bounds + self.dirptr + self.dirlen,
+                                                  np.int64))
+                bounds, dirptr, dirlen = meta[:nb_], meta[nb_:nb_ + nd], meta[nb_ + nd:]
             self._nt = (
                 self.keys,
                 self.vals,
-                meta[:nb_],
-                meta[nb_:nb_ + nd],
-                meta[nb_ + nd:],
+                bounds,
+                dirptr,
+                dirlen,
                 self.dirs,
                 self.runmask,
                 self.live,
@@ -174,6 +200,26 @@ class ZStore:
             if bundle is not None:
                 self._nt = bundle(self._nt)
         return self._nt
+
+    def _device_meta(self):
+        """The device's metadata array brought up to date with the host's lists: uploaded
+        when the store is new, afterwards patched in place where it differs (a kernel launch
+        with the values as arguments; a batch's new run and merges change a few entries)."""
+        nb_, nd = len(self.bounds), len(self.dirptr)
+        if nb_ > META_CAP or nd > META_CAP:  # MAX_RUNS keeps both below
+            raise RuntimeError(f"internal: {nb_ - 1} runs exceed the device metadata")
+        want = np.zeros(3 * META_CAP, np.int64)
+        want[:nb_] = self.bounds
+        want[META_CAP : META_CAP + nd] = self.dirptr
+        want[2 * META_CAP : 2 * META_CAP + nd] = self.dirlen
+        if self.meta is None:
+            self.meta = self.xp.asarray(want)
+        else:
+            diff = np.flatnonzero(want != self._meta_now)
+            if diff.shape[0]:
+                self.sk.patch_meta(self.meta, [(int(i), int(want[i])) for i in diff])
+        self._meta_now = want
+        return self.meta
 
     @classmethod
     def from_sorted(cls, keys, vals, id_capacity: int, kernels=None,
@@ -208,11 +254,15 @@ class ZStore:
         self._close_run(start, n)
 
     def _append_flagged(self, keys: np.ndarray, vals: np.ndarray, flags: np.ndarray,
-                        n: int) -> None:
+                        n: int, padded: bool = False) -> None:
         """:meth:`_append_run` of the ``n`` entries of ``keys`` / ``vals`` that ``flags``
-        marks, copied in one kernel (a scan and a scatter on a device)."""
+        marks, copied in one kernel (a scan and a scatter on a device). ``padded``: at most
+        ``n`` are marked, the rest of the run is ``PAD_KEY`` (on a device)."""
         start = self._run_room(n)
-        self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start)
+        if padded:
+            self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start, pad_to=n)
+        else:
+            self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start)
         self._close_run(start, n)
 
     def _run_room(self, n: int) -> int:
@@ -239,7 +289,9 @@ class ZStore:
         n = e - s
         if n < DIR_MIN:
             return
-        nkeys = int(self.keys[e - 1] >> 32) + 1
+        # on a device the id capacity bounds the run's first keys (its last key is not read;
+        # it may be padding)
+        nkeys = self.id_capacity if self.padded else int(self.keys[e - 1] >> 32) + 1
         if n * DIR_RATIO < nkeys:
             return
         need = self.dirs_used + nkeys + 1
@@ -253,7 +305,11 @@ class ZStore:
     def _merge_last_two(self) -> None:
         j = self.nruns - 2
         s1, s2, s3 = self.bounds[j], self.bounds[j + 1], self.bounds[j + 2]
-        w = self.sk.merge_runs(self.keys, self.vals, s1, s2, s3, self.tomb, self.runmask, j)
+        if self.padded:  # the merged run keeps its length: nothing read back
+            w = self.sk.merge_runs(self.keys, self.vals, s1, s2, s3, self.tomb, self.runmask, j,
+                                   padded=True)
+        else:
+            w = self.sk.merge_runs(self.keys, self.vals, s1, s2, s3, self.tomb, self.runmask, j)
         ptrs = [p for p in self.dirptr[j:] if p >= 0]
         if ptrs:
             self.dirs_used = min(ptrs)
@@ -289,11 +345,18 @@ class ZStore:
             self.sk.probe_many(self.nt(), keys, out)
         return out
 
-    def add(self, keys: np.ndarray, deltas: np.ndarray, below: int | None = None) -> np.ndarray:
+    def add(self, keys: np.ndarray, deltas: np.ndarray, below: int | None = None,
+            hint: tuple[int, int] | None = None, sets_check: bool = False) -> np.ndarray:
         """Add ``deltas`` at sorted unique ``keys``; return the old multiplicities.
 
         ``below``: a bound on the keys' first ids that the caller knows (on a device the
-        store then makes room for them without reading the last key back)."""
+        store then makes room for them without reading the last key back). ``hint``:
+        ``(new_at_most, size_change)`` that the caller knows (set semantics: the inserts,
+        and inserts minus deletes): on a device the batch then reads nothing back; on the
+        host they are checked against the counts. ``sets_check`` (host kernels): the batch
+        is checked for set semantics as its keys are located, and where a multiplicity
+        would leave {0, 1} :class:`~gpu_ivm.errors.SetViolation` is raised with nothing
+        changed."""
         xp = self.xp
         keys = xp.ascontiguousarray(keys, dtype=np.int64)
         deltas = xp.ascontiguousarray(deltas, dtype=np.int64)
@@ -303,12 +366,25 @@ class ZStore:
         self.grow_ids(int(keys[-1] >> 32) + 1 if below is None or xp is np else below)
         old = xp.empty(n, np.int64)
         is_new = xp.empty(n, np.bool_)
-        n_new, size_change = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys,
+        blind = self.padded and hint is not None  # sizes from the hint: no read
+        if sets_check:
+            *got, bad = self.sk.apply_updates_sets(self.nt(), self.live, self.tomb, keys,
                                                    deltas, old, is_new)
+            if bad:
+                raise SetViolation(bad)
+        else:
+            got = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old,
+                                        is_new, read=not blind)  # the host kernel returns them
+        if got is not None and hint is not None and (got[0] > hint[0] or got[1] != hint[1]):
+            raise RuntimeError(f"internal: a batch's hint {hint} does not match its "
+                               f"{got[0]} new keys and size change {got[1]}")
+        n_new, size_change = hint if blind else got
         self.size += size_change
-        if n_new:  # the kernel counted the new keys: no host read
-            self._append_flagged(keys, deltas, is_new, n_new)
+        if n_new:  # the kernel counted the new keys (or the hint bounds them): no host read
+            self._append_flagged(keys, deltas, is_new, n_new, padded=blind)
             self._settle()
+        if self.padded and self.used - self.size > self.size + DEAD_SLACK:
+            self._squeeze()
         # first keys whose tombstones now outnumber their live tuples
         self.sk.compact_rows_of(self.nt(), self.tomb, self.live, keys, COMPACT_SLACK)
         if self.index_min:
@@ -338,10 +414,26 @@ class ZStore:
         self.size += n
         self._append_run(keys, vals)
         self._settle()
+        if self.padded and self.used - self.size > self.size + DEAD_SLACK:
+            self._squeeze()
         if self.index_min:
             self._index_update(keys, vals)
         if self.bits_on:
             self._bits_update(keys, xp.zeros(n, np.int64), vals)
+
+    def _squeeze(self) -> None:
+        """Rebuild the runs into one with the live tuples only (tombstones and padding
+        dropped): a device store's dead entries, which merges keep as padding, are reclaimed
+        here. Reads each run's live count back; rare (see the module docstring)."""
+        ok, ov = self.items(sort=True)
+        self.bounds = [0]
+        self.dirptr, self.dirlen = [], []
+        self.dirs_used = 0
+        self.runmask[:] = 0
+        self.tomb[:] = 0
+        self._nt = None
+        if ok.shape[0]:
+            self._append_run(ok, ov)
 
     # ----------------------------------------------------------------- row bitmaps
     @property

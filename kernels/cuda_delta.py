@@ -203,6 +203,30 @@ def _wedges_kernel(io, eh, el, hv, symmetric, n):
 
 
 @cuda.jit(cache=True)
+def _wedges_total_kernel(io, eh, el, hv, symmetric, n, m, coef):
+    """:func:`_wedges_kernel` that also adds the batch's count delta into ``acc[0]``:
+    coef·Σ ms[j]·ws[j] (the path weights, computed by an earlier launch) plus the wedge
+    terms, one atomic per thread. Launch config: 1-D grid-stride over the longer of the two.
+    """
+    dkeys, dvals, out, ms, ws, acc = io
+    heavy = hv[0]
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    s = 0
+    j = i
+    while j < m:
+        s += ms[j] * ws[j]
+        j += stride
+    s *= coef
+    while i < n:
+        _wedges_range(i, i + 1, dkeys, dvals, eh, el, heavy, symmetric, out)
+        s += out[i]
+        i += stride
+    if s != 0:
+        cuda.atomic.add(acc, 0, s)
+
+
+@cuda.jit(cache=True)
 def _emit_view_kernel(st, io, vview, left, n):
     """View deltas of update i: dense rows by ``atomic.add`` into ``vmat``, the sparse rest
     into update i's segment ``out[ptr[i]:ptr[i+1]]`` (zero-padded).
@@ -388,6 +412,18 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out) -> None:
     if n == 0:
         return
     launch(_wedges_kernel, *grid(n), (dkeys, dvals, out), eh, el, (heavy,), bool(symmetric), n)
+
+
+def batch_wedges_total(dkeys, dvals, eh, el, heavy, symmetric, out, ms, ws, coef: int,
+                       acc) -> None:
+    """:func:`batch_wedges` and the count delta ``coef·Σ ms·ws + Σ out`` added into the
+    device slot ``acc[0]`` in the same launch (a device's form of ``batch_wedges`` followed
+    by ``cuda_phase.batch_total_into``; nothing read back)."""
+    check_1d("dkeys", dkeys)
+    n, m = dkeys.shape[0], ms.shape[0]
+    if n or m:
+        launch(_wedges_total_kernel, *grid(max(n, m)), (dkeys, dvals, out, ms, ws, acc), eh,
+               el, (heavy,), bool(symmetric), n, m, np.int64(coef))
 
 
 def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals) -> int:

@@ -51,12 +51,13 @@ STORE_FUNCTIONS = (
     "set_run_bits", "build_directory", "compact_keys", "compact_rows_of", "copy_flagged",
     "count_rows", "fill_rows",
     "collect_live", "first_key_counts", "sorted_unique_firsts", "index_fill", "index_upsert",
-    "bits_fill", "bits_apply", "device_bundle",
+    "bits_fill", "bits_apply", "device_bundle", "patch_meta",
 )
 DELTA_FUNCTIONS = (
     "path_weights", "expand_counts", "expand_emit", "segment_sum_sorted", "batch_wedges",
-    "first_grouped_weights",
+    "first_grouped_weights", "batch_wedges_total",
 )
+PHASE_SLOTS = ("N_HEAVY_KEYS", "D_OVER", "N_HEAVY_INS", "N_BAD", "N_THEN")  # phase_scan's counts
 VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
 QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums")
 HASH_FUNCTIONS = ("lookup", "insert")
@@ -107,7 +108,8 @@ def kernel_set(xp=None) -> SimpleNamespace:
         hash=_part(cuda_hash, HASH_FUNCTIONS),
         phase=_part(cuda_phase, ("phase_scan", "check_sets", "batch_total",
                                       "batch_total_into", "split_parts"),
-                    counter_scope=cuda_launch.counter_scope),
+                    counter_scope=cuda_launch.counter_scope,
+                    **{name: getattr(cuda_phase, name) for name in PHASE_SLOTS}),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget,
                    rows_to_promote=cuda_phase.rows_to_promote),

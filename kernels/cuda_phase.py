@@ -28,7 +28,7 @@ from .cuda_launch import array_module, check_1d, counters, empty, grid, host_int
 from .lsm import get
 
 #: slots of the counts the launcher reads back
-N_TO_HEAVY, N_TO_LIGHT, N_CLEAR, N_HEAVY_KEYS, D_OVER, N_THEN = range(6)
+N_TO_HEAVY, N_TO_LIGHT, N_CLEAR, N_HEAVY_KEYS, D_OVER, N_HEAVY_INS, N_BAD, N_THEN = range(8)
 
 
 @cuda.jit(cache=True)
@@ -36,15 +36,20 @@ def _phase_kernel(io, n, up, down, watch):
     """Per group of equal first key (its first thread walks it): the degree after the phase,
     the minor-rebalancing class, the heavy-key count and, with ``watch >= 0``, the auto-ε
     flag ``over[x]`` (light after the phase and degree above ``watch``) with its change to
-    ``n_over``. Launch config: 1-D grid-stride, one thread per key."""
+    ``n_over``, and the heavy keys' inserts (positive deltas). A batch that the set check
+    launched before found bad (``counts[N_BAD]``) changes nothing. Launch config: 1-D
+    grid-stride, one thread per key."""
     keys, old, deltas, live_h, live_l, heavy, over, to_heavy, to_light, clear, counts, hflags = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
+    if counts[N_BAD] != 0:
+        return
     while i < n:
         x = keys[i] >> 32
         hflags[i] = 1 if heavy[x] else 0
         if i == 0 or (keys[i - 1] >> 32) != x:
             d = live_h[x] + live_l[x]
+            ins = 0
             j = i
             while j < n and (keys[j] >> 32) == x:
                 o = old[j]
@@ -52,11 +57,15 @@ def _phase_kernel(io, n, up, down, watch):
                     d += 1
                 if o != 0:
                     d -= 1
+                if deltas[j] > 0:
+                    ins += 1
                 j += 1
             hv = heavy[x]
             after = hv
             if hv:
                 cuda.atomic.add(counts, N_HEAVY_KEYS, j - i)
+                if ins:
+                    cuda.atomic.add(counts, N_HEAVY_INS, ins)
                 if d == 0:
                     clear[cuda.atomic.add(counts, N_CLEAR, 1)] = x
                     after = False
@@ -75,7 +84,7 @@ def _phase_kernel(io, n, up, down, watch):
 
 
 def phase_scan(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: int,
-               watch: int, then=None):
+               watch: int, then=None, check=None):
     """The phase's bookkeeping on the device (see the module docstring).
 
     ``keys`` sorted unique packed keys, ``old`` their multiplicities before the phase,
@@ -83,22 +92,30 @@ def phase_scan(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: in
     ``heavy`` the part flags, ``over`` the auto-ε flags (updated in place when ``watch >= 0``).
     Returns ``(counts, to_heavy, to_light, clear, hflags)``: ``counts`` a host list indexed
     by :data:`N_TO_HEAVY`, :data:`N_TO_LIGHT`, :data:`N_CLEAR`, :data:`N_HEAVY_KEYS` (keys
-    whose first key is heavy before the phase) and :data:`D_OVER` (the change of
-    ``n_over``); the three selections of first keys in ascending order, as the CPU kernel
-    gives them; per key, 1 where its first key is heavy before the phase (for
-    :func:`split_parts`).
+    whose first key is heavy before the phase), :data:`D_OVER` (the change of ``n_over``),
+    :data:`N_HEAVY_INS` (their positive deltas) and :data:`N_BAD`; the three selections of
+    first keys in ascending order, as the CPU kernel gives them; per key, 1 where its first
+    key is heavy before the phase (for :func:`split_parts`).
 
     ``then``: called after the launch and before the read with a zeroed device slot that the
     kernels it launches may add into (:func:`batch_total_into`); the slot's value comes back
     with the counts, as ``counts[N_THEN]``, in the same read.
+
+    ``check``: ``(sth, stl)``, the relation's parts, to run :func:`check_sets` on
+    ``(keys, deltas)`` first (set semantics, ``old`` presumed): its violations come back as
+    ``counts[N_BAD]`` in the same read, and where there are any the phase kernel writes
+    nothing (``over`` unchanged, every selection empty).
     """
     check_1d("keys", keys)
     n = keys.shape[0]
     if n == 0:
         e = empty(0)
-        return [0] * 6, e, e, e, e
+        return [0] * (N_THEN + 1), e, e, e, e
     to_heavy, to_light, clear, hflags = empty(n), empty(n), empty(n), empty(n)
-    counts = counters(6)
+    counts = counters(N_THEN + 1)
+    if check is not None:  # hflags is scratch for the presence the check writes
+        launch(_check_kernel, *grid(n), *check, (keys, deltas, heavy, hflags), n,
+               counts[N_BAD:])
     launch(_phase_kernel, *grid(n), (keys, old, deltas, live_h, live_l, heavy, over, to_heavy,
                                      to_light, clear, counts, hflags), n, np.int64(up),
            np.int64(down), np.int64(watch))

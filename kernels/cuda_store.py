@@ -34,7 +34,7 @@ from .cuda_launch import (
     zeros,
 )
 from .elements import compact_key, count_row, fill_row
-from .lsm import LO_MASK, SENTINEL, find, get, lower_bound
+from .lsm import LO_MASK, PAD_KEY, SENTINEL, find, get, lower_bound
 from .row_bits import BITS_BARRED, apply_group, fill_one
 from .row_index import fill_row_table, upsert_group
 
@@ -118,7 +118,7 @@ def _run_bits_kernel(io, s, e, bit):
     stride = cuda.gridsize(1)
     while p < e:
         x = keys[p] >> 32
-        if p == s or (keys[p - 1] >> 32) != x:
+        if (p == s or (keys[p - 1] >> 32) != x) and x < runmask.shape[0]:  # not PAD_ROW
             runmask[x] |= bit
         p += stride
 
@@ -135,7 +135,8 @@ def _merge_rank_kernel(io, s1, s2, s3, keep_low):
     (binary searches in the other run; keys are unique across runs and padding repeats only
     within a run, so ranks are a permutation of ``[0, n)``). Tombstones decrement ``tomb`` and
     every first key met loses its bits of runs j and younger (``atomic.and_``: several threads
-    may share x; the new bit is set after compaction).
+    may share x; the new bit is set after compaction). A run's closing padding (``PAD_KEY``)
+    is dropped like compaction padding.
     """
     keys, vals, tk, tv, flags, tomb, runmask = io
     n = s3 - s1
@@ -153,7 +154,8 @@ def _merge_rank_kernel(io, s1, s2, s3, keep_low):
         tv[r] = v
         flags[r] = 1 if v != 0 else 0
         x = k >> 32
-        cuda.atomic.and_(runmask, x, keep_low)
+        if x < runmask.shape[0]:  # not PAD_ROW
+            cuda.atomic.and_(runmask, x, keep_low)
         if v == 0 and (k & LO_MASK) != SENTINEL:
             cuda.atomic.add(tomb, x, -1)
         q += stride
@@ -174,6 +176,56 @@ def _compact_pairs_kernel(io, n, dst0):
             dst_k[w] = src_k[r]
             dst_v[w] = src_v[r]
         r += stride
+
+
+@cuda.jit(cache=True)
+def _merge_place_kernel(io, n, s1, bit, pad):
+    """The merge's second pass: entry r of the merged order goes to ``keys[s1 + incl[r] - 1]``
+    where ``flags[r]`` (``incl`` the inclusive prefix sum of the flags) and sets its first
+    key's bit of the merged run (``atomic.or_``). With ``pad``, every dropped entry writes
+    ``PAD_KEY`` (value 0) behind the kept ones instead, so the merged run fills exactly
+    ``[s1, s1 + n)`` and the host knows its end without reading the kept count back.
+    Launch config: 1-D grid-stride, one thread per merged entry. The bit is set by each kept
+    entry that does not follow a kept entry of the same first key: several threads may
+    write one word, but all set the same bit of it and nothing else changes it here."""
+    tk, tv, flags, incl, keys, vals, runmask = io
+    r = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    kept = incl[n - 1]
+    while r < n:
+        if flags[r]:
+            w = s1 + incl[r] - 1
+            k = tk[r]
+            keys[w] = k
+            vals[w] = tv[r]
+            x = k >> 32
+            if r == 0 or not flags[r - 1] or (tk[r - 1] >> 32) != x:
+                runmask[x] |= bit
+        elif pad:
+            w = s1 + kept + r - incl[r]
+            keys[w] = PAD_KEY
+            vals[w] = 0
+        r += stride
+
+
+@cuda.jit(cache=True)
+def _meta_kernel(meta, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5):
+    """meta[i] = v for up to six (i, v) pairs (i < 0: none): a store's run bounds and
+    directory offsets, written in place on the device instead of uploaded. Launch config:
+    one thread."""
+    if cuda.grid(1) == 0:
+        if i0 >= 0:
+            meta[i0] = v0
+        if i1 >= 0:
+            meta[i1] = v1
+        if i2 >= 0:
+            meta[i2] = v2
+        if i3 >= 0:
+            meta[i3] = v3
+        if i4 >= 0:
+            meta[i4] = v4
+        if i5 >= 0:
+            meta[i5] = v5
 
 
 @cuda.jit(cache=True)
@@ -216,18 +268,25 @@ def _compact_keys_kernel(st, io, n):
 
 
 @cuda.jit(cache=True)
-def _copy_flagged_kernel(io, n, dst0):
+def _copy_flagged_kernel(io, n, dst0, pad_to):
     """dst[dst0 + incl[r] - 1] = src[r] (keys and values) where ``flags[r]``; ``incl`` is the
-    inclusive prefix sum of the flags. Launch config: 1-D grid-stride, one thread per source
-    entry."""
+    inclusive prefix sum of the flags. With ``pad_to >= 0`` the unflagged entries write
+    ``PAD_KEY`` (value 0) behind the copied ones up to ``dst0 + pad_to``, so the copy fills
+    exactly ``[dst0, dst0 + pad_to)`` (the caller's bound on the flags' count). Launch
+    config: 1-D grid-stride, one thread per source entry."""
     src_k, src_v, flags, incl, dst_k, dst_v = io
     r = cuda.grid(1)
     stride = cuda.gridsize(1)
+    total = incl[n - 1]
     while r < n:
         if flags[r]:
             w = dst0 + incl[r] - 1
             dst_k[w] = src_k[r]
             dst_v[w] = src_v[r]
+        elif total + r - incl[r] < pad_to:
+            w = dst0 + total + r - incl[r]
+            dst_k[w] = PAD_KEY
+            dst_v[w] = 0
         r += stride
 
 
@@ -418,19 +477,23 @@ def device_bundle(st: tuple) -> tuple:
 
 
 
-def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new) -> tuple[int, int]:
+def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new,
+                  read: bool = True) -> tuple[int, int] | None:
     """Add ``deltas`` to stored keys in place; flag keys stored nowhere (see the CPU kernel).
 
     ``keys_in`` sorted and unique. Returns ``(n_new, size_change)``: the number of new keys
     with a nonzero delta (the caller sizes the new run with it) and the change in the number
-    of nonzero keys, read back together (one 16-byte copy).
+    of nonzero keys, read back together (one 16-byte copy). ``read=False``: no read (the
+    caller knows bounds on both, see ``ZStore.add``); returns None.
     """
     check_1d("keys_in", keys_in)
     n = keys_in.shape[0]
     if n == 0:
-        return 0, 0
+        return (0, 0) if read else None
     counter = counters(2)
     launch(_apply_kernel, *grid(n), st, (keys_in, deltas, old_out, is_new, live, tomb), n, counter)
+    if not read:
+        return None
     n_new, size_change = host_ints(counter)
     return n_new, size_change
 
@@ -457,13 +520,16 @@ def set_run_bits(keys, s, e, runmask, j) -> None:
     launch(_run_bits_kernel, *grid(e - s), (keys, runmask), s, e, np.int64(1) << np.int64(j))
 
 
-def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j) -> int:
+def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded: bool = False) -> int:
     """Merge runs [s1, s2) and [s2, s3) (run indices j, j+1) into one run at s1.
 
-    Tombstones and padding are dropped. Four kernels: rank scatter into a temporary, exclusive
-    scan of the live flags, compaction back into ``keys``/``vals``, run bits of the result.
-    Returns the end of the merged run: the merged length is read back once (the caller
-    updates its run bounds with it).
+    Tombstones and padding are dropped. Two kernels and a scan: rank scatter into a
+    temporary, CuPy's scan of the live flags, placement back into ``keys``/``vals`` with the
+    run bits of the result (where a scan, a read, a compaction and a run-bits kernel were).
+    Returns the end of the merged run: the kept count is read back once (the caller updates
+    its run bounds with it); ``padded``: no read, the merged run
+    keeps its length ``s3 - s1`` with ``PAD_KEY`` entries behind the kept ones, and ``s3``
+    is returned.
     """
     n = s3 - s1
     if n <= 0:
@@ -474,12 +540,24 @@ def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j) -> int:
     keep_low = (np.int64(1) << np.int64(j)) - np.int64(1)
     launch(_merge_rank_kernel, *grid(n), (keys, vals, tk, tv, flags, tomb, runmask), s1, s2, s3,
            keep_low)
-    offs = exclusive_scan(flags)
-    kept = scalar(offs, n)
+    incl = array_module(flags).cumsum(flags)
+    kept = n if padded else scalar(incl, n - 1)
     if kept:
-        launch(_compact_pairs_kernel, *grid(n), (tk, tv, flags, offs, keys, vals), n, s1)
-        set_run_bits(keys, s1, s1 + kept, runmask, j)
+        launch(_merge_place_kernel, *grid(n), (tk, tv, flags, incl, keys, vals, runmask), n,
+               np.int64(s1), np.int64(1) << np.int64(j), padded)
     return s1 + kept
+
+
+META_WRITES = 6  # (index, value) pairs per launch of _meta_kernel
+
+
+def patch_meta(meta, writes) -> None:
+    """``meta[i] = v`` on the device for each ``(i, v)`` of ``writes``: six per launch, as
+    scalar arguments (no upload)."""
+    for c in range(0, len(writes), META_WRITES):
+        part = list(writes[c : c + META_WRITES])
+        part += [(-1, 0)] * (META_WRITES - len(part))
+        launch(_meta_kernel, 1, 1, meta, *(np.int64(v) for iv in part for v in iv))
 
 
 def build_directory(keys, s, e, nkeys, out) -> None:
@@ -496,16 +574,18 @@ def compact_keys(st, tomb, xs) -> None:
     launch(_compact_keys_kernel, *grid(n), st, (tomb, xs), n)
 
 
-def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0) -> None:
+def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to: int = -1) -> None:
     """Copy the entries of ``src_k`` / ``src_v`` that ``flags`` marks, in order, to
-    ``dst_k`` / ``dst_v`` from ``dst0`` on: one scan (CuPy's ``cumsum``) and one scatter."""
+    ``dst_k`` / ``dst_v`` from ``dst0`` on: one scan (CuPy's ``cumsum``) and one scatter.
+    ``pad_to >= 0``: ``PAD_KEY`` entries (value 0) follow the copied ones up to
+    ``dst0 + pad_to`` (a bound on the marked count that the caller knows)."""
     check_1d("src_k", src_k)
     n = src_k.shape[0]
     if n == 0:
         return
     incl = array_module(flags).cumsum(flags, dtype=np.int64)
     launch(_copy_flagged_kernel, *grid(n), (src_k, src_v, flags, incl, dst_k, dst_v), n,
-           np.int64(dst0))
+           np.int64(dst0), np.int64(pad_to))
 
 
 def compact_rows_of(st, tomb, live, keys, slack) -> None:

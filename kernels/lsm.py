@@ -7,7 +7,9 @@ imask, itab, boff, bits)``:
   sorted by the packed key ``first << 32 | second``. Keys are unique across runs.
 - ``vals[p] == 0`` marks a tombstone (a deleted tuple, revived in place if re-inserted); a key
   whose second half is ``SENTINEL`` is padding left by per-key compaction, always at the end of
-  its first key's range.
+  its first key's range. A device store's run may end with entries ``PAD_KEY`` (first key
+  ``PAD_ROW``, above every id): its length was fixed before the device knew how many of its
+  slots it would fill (see ``gpu_ivm.store.ZStore``).
 - ``dirptr[j] >= 0``: run ``j`` has a dense directory ``dirs[dirptr[j] + x]`` giving the start of
   first key ``x`` (its end is the next entry); ``dirlen[j]`` directory entries.
 - ``runmask[x]``: bit ``j`` set if run ``j`` may hold tuples with first key ``x``.
@@ -30,6 +32,10 @@ from .jit import helper
 
 LO_MASK = (1 << 32) - 1
 SENTINEL = LO_MASK  # second id reserved for compaction padding
+# first id of the padding that closes a device store's run of known length: above every id
+# (ids stay below 2**31 - 2, gpu_ivm.encoding.MAX_IDS) and with PAD_KEY + 1 still an int64
+PAD_ROW = (1 << 31) - 2
+PAD_KEY = (PAD_ROW << 32) | SENTINEL
 
 
 @nb.njit(cache=True, inline="always")

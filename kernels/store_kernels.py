@@ -7,7 +7,16 @@ import numpy as np
 
 from .elements import compact_key, count_row, fill_row
 from .jit import helper
-from .lsm import LO_MASK, SENTINEL, find, first_key_starts, gallop, lower_bound, run_range_a
+from .lsm import (
+    LO_MASK,
+    PAD_KEY,
+    SENTINEL,
+    find,
+    first_key_starts,
+    gallop,
+    lower_bound,
+    run_range_a,
+)
 from .row_bits import bit_at, bits_apply, bits_fill, has_bits  # noqa: F401  (the store's row-bitmap kernels)
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
 
@@ -99,20 +108,45 @@ def _locate_sorted(st, keys_in, pos, tomb):
 
 
 @nb.njit(cache=True)
-def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new):
+def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new, read=True):
     """Add ``deltas`` to existing keys in place; flag the keys that are not stored anywhere.
 
     ``keys_in`` is sorted and unique. ``live[x]`` / ``tomb[x]`` count live tuples / tombstones
     of first key ``x``. Returns ``(n_new, size_change)``: the number of new keys (with a
-    nonzero delta) and the change in the number of nonzero keys.
+    nonzero delta) and the change in the number of nonzero keys (``read`` is for the device
+    kernel, which can skip reading them back; here they are always returned).
     """
+    pos = np.empty(keys_in.shape[0], np.int64)
+    _locate_sorted(st, keys_in, pos, tomb)
+    return _apply_at(st[1], live, tomb, keys_in, deltas, old_out, is_new, pos)
+
+
+@nb.njit(cache=True)
+def apply_updates_sets(st, live, tomb, keys_in, deltas, old_out, is_new):
+    """:func:`apply_updates` for a batch under set semantics that was not checked yet: the
+    keys are located once, and where some multiplicity plus its delta would leave {0, 1}
+    nothing is written. Returns ``(n_new, size_change, violations)`` (``(0, 0, v)`` then)."""
     vals = st[1]
     n = keys_in.shape[0]
     pos = np.empty(n, np.int64)
     _locate_sorted(st, keys_in, pos, tomb)
+    bad = 0
+    for i in range(n):
+        after = (vals[pos[i]] if pos[i] >= 0 else 0) + deltas[i]
+        if after < 0 or after > 1:
+            bad += 1
+    if bad:
+        return 0, 0, bad
+    n_new, size_change = _apply_at(vals, live, tomb, keys_in, deltas, old_out, is_new, pos)
+    return n_new, size_change, 0
+
+
+@nb.njit(cache=True)
+def _apply_at(vals, live, tomb, keys_in, deltas, old_out, is_new, pos):
+    """The writes of :func:`apply_updates`, the keys' positions given (-1: stored nowhere)."""
     n_new = 0
     size_change = 0
-    for i in range(n):
+    for i in range(keys_in.shape[0]):
         key = keys_in[i]
         d = deltas[i]
         x = key >> 32
@@ -160,15 +194,20 @@ def rows_to_compact(keys, tomb, live, slack):
 
 
 @nb.njit(cache=True)
-def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0):
+def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to=-1):
     """Copy the entries of ``src_k`` / ``src_v`` that ``flags`` marks, in order, to
-    ``dst_k`` / ``dst_v`` from ``dst0`` on."""
+    ``dst_k`` / ``dst_v`` from ``dst0`` on; ``pad_to >= 0``: ``PAD_KEY`` entries (value 0)
+    follow up to ``dst0 + pad_to``."""
     w = dst0
     for r in range(src_k.shape[0]):
         if flags[r]:
             dst_k[w] = src_k[r]
             dst_v[w] = src_v[r]
             w += 1
+    while w < dst0 + pad_to:
+        dst_k[w] = PAD_KEY
+        dst_v[w] = 0
+        w += 1
 
 
 def compact_rows_of(st, tomb, live, keys, slack) -> None:
@@ -209,16 +248,18 @@ def set_run_bits(keys, s, e, runmask, j):
     prev = -1
     for p in range(s, e):
         x = keys[p] >> 32
-        if x != prev:
+        if x != prev and x < runmask.shape[0]:  # not PAD_ROW
             runmask[x] |= bit
             prev = x
 
 
 @nb.njit(cache=True)
-def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j):
+def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded=False):
     """Merge runs [s1, s2) and [s2, s3) (run indices j and j+1) into one run at s1.
 
-    Tombstones and compaction padding are dropped. Returns the end of the merged run.
+    Tombstones and compaction padding are dropped. Returns the end of the merged run;
+    ``padded``: the run keeps its length, ``PAD_KEY`` entries (value 0) behind the kept
+    ones, and ``s3`` is returned (as a device store merges without a read).
     """
     n = s3 - s1
     tk = keys[s1:s3].copy()
@@ -226,7 +267,8 @@ def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j):
     keep_low = (np.int64(1) << j) - 1  # bits of runs older than j survive
     for p in range(n):
         x = tk[p] >> 32
-        runmask[x] &= keep_low
+        if x < runmask.shape[0]:  # not PAD_ROW
+            runmask[x] &= keep_low
     a = 0
     b = s2 - s1
     ea = s2 - s1
@@ -250,7 +292,19 @@ def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j):
         vals[w] = v
         runmask[k >> 32] |= bit
         w += 1
+    if padded:
+        while w < s3:
+            keys[w] = PAD_KEY
+            vals[w] = 0
+            w += 1
     return w
+
+
+def patch_meta(meta, writes) -> None:
+    """``meta[i] = v`` for each ``(i, v)`` of ``writes`` (a store's run metadata; the device
+    kernel takes the values as launch arguments)."""
+    for i, v in writes:
+        meta[i] = v
 
 
 @nb.njit(cache=True)

@@ -549,8 +549,12 @@ def test_phase_scan(n: int) -> None:
         counts, gh, gl, gc, hflags = K.phase.phase_scan(
             dev(keys), dev(old), dev(deltas), dev(live_h), dev(live_l), dev(heavy), over, up,
             down, watch, then=partial(K.phase.batch_total_into, *terms))
-        assert counts == [th.shape[0], tl.shape[0], cl.shape[0],
-                          int(heavy[keys >> 32].sum()), d_over, total]
+        ph = K.phase
+        hot = heavy[keys >> 32]
+        assert counts[:3] == [th.shape[0], tl.shape[0], cl.shape[0]]
+        assert [counts[ph.N_HEAVY_KEYS], counts[ph.D_OVER], counts[ph.N_HEAVY_INS],
+                counts[ph.N_BAD], counts[ph.N_THEN]] == \
+            [int(hot.sum()), d_over, int((hot & (deltas > 0)).sum()), 0, total]
         assert K.phase.batch_total(*terms) == total
         assert array_equal(hflags, heavy[keys >> 32].astype(np.int64))
         # the keys and deltas split by part in order, as the CPU's split_heavy selects them
@@ -564,6 +568,29 @@ def test_phase_scan(n: int) -> None:
         seen += [th.shape[0], tl.shape[0], cl.shape[0]]
     if n >= 1023:  # every selection was exercised
         assert (seen > 0).all(), seen
+    # with the set check in front: the stored keys are those with old = 1, in the part their
+    # first key's flag names; a consistent batch has no violation, and one that inserts a
+    # stored key (or deletes an absent one) has them, and then the phase writes nothing
+    parts = [ZStore(nid, K), ZStore(nid, K)]
+    for part, want in zip(parts, (True, False)):
+        sel = (old == 1) & (heavy[keys >> 32] == want)
+        part.add(dev(keys[sel]), dev(old[sel]))
+    for flip in (0, 1, 3):
+        d2 = deltas.copy()
+        d2[:flip] = np.where(old[:flip] == 1, 1, -1)
+        bad = int(((old + d2 < 0) | (old + d2 > 1)).sum())
+        over0 = rng.random(nid) < 0.3
+        over = dev(over0.copy())
+        counts, gh, gl, gc, _ = K.phase.phase_scan(
+            dev(keys), dev(old), dev(d2), dev(live_h), dev(live_l), dev(heavy), over, up,
+            down, 3, check=(parts[0].nt(), parts[1].nt()))
+        assert counts[K.phase.N_BAD] == bad
+        if bad:
+            assert counts[:K.phase.N_BAD] == [0] * K.phase.N_BAD, counts
+            assert gh.shape[0] == gl.shape[0] == gc.shape[0] == 0
+            assert array_equal(over0, over)
+        else:
+            assert counts[K.phase.N_HEAVY_KEYS] == int(heavy[keys >> 32].sum())
 
 
 @pytest.mark.usefixtures("boundary_launch")

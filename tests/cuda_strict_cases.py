@@ -334,6 +334,92 @@ def test_host_syncs_do_not_grow_with_the_batch() -> None:
     assert max(b for _, b in large) <= max(b for _, b in small), (small, large)
 
 
+# ----------------------------------------------------------------------------- sized on the host
+def test_store_sized_on_the_host_reads_nothing(monkeypatch) -> None:
+    """A device store fed set-semantics batches with their hints reads nothing back: new runs
+    and merges keep lengths the host fixed (padded on the device), the run metadata is
+    patched in place, and the runs are rebuilt when dead entries pile up. Its content, size
+    and degrees equal a dict's after every batch, and the hint is checked on the host."""
+    import gpu_ivm.store as store_mod
+
+    monkeypatch.setattr(store_mod, "DEAD_SLACK", 16)
+    monkeypatch.setattr(store_mod, "DIR_MIN", 32)  # directories on merged runs too
+    squeezes = []
+    squeeze = ZStore._squeeze
+    monkeypatch.setattr(ZStore, "_squeeze", lambda self: (squeezes.append(1), squeeze(self)))
+    rng = np.random.default_rng(8)
+    nfirst = 12
+    dev = ZStore(nfirst, DEVICE.kernels)
+    cpu = ZStore(nfirst)
+    stored: set[int] = set()
+    merged = 0
+    for step in range(60):
+        # inserts of absent keys (some deleted before: tombstones revive) and deletes
+        pool = rng.integers(0, nfirst * 16, 40)
+        keys = np.unique((pool // 16 << 32) | (pool % 16))
+        deltas = np.array([-1 if int(k) in stored else 1 for k in keys], np.int64)
+        if step % 3 == 2:  # a delete-heavy batch: dead entries accumulate
+            deltas = np.where(deltas < 0, -1, 0)
+            keys, deltas = keys[deltas != 0], deltas[deltas != 0]
+        ins = int((deltas > 0).sum())
+        hint = (ins, ins - int((deltas < 0).sum()))
+        runs, rebuilt = dev.nruns, len(squeezes)
+        sc.reset()
+        dev.add(XP.asarray(keys), XP.asarray(deltas), below=nfirst, hint=hint)
+        stats = sc.reset()
+        merged += dev.nruns <= runs
+        cpu.add(keys, deltas, hint=hint)  # the host checks the hint against its counts
+        for k, d in zip(keys.tolist(), deltas.tolist()):
+            (stored.add if d > 0 else stored.discard)(k)
+        if stats.get("syncs", 0):  # only the rebuild reads (a count per run)
+            assert len(squeezes) > rebuilt, (step, stats)
+        want = np.array(sorted(stored), np.int64)
+        got_k, got_v = dev.items()
+        assert np.array_equal(host(got_k), want) and (host(got_v) == 1).all(), step
+        assert len(dev) == len(stored) == len(cpu)
+        assert np.array_equal(host(dev.live), cpu.live)
+        probe = np.unique(rng.integers(0, nfirst * 16, 30))
+        probe = (probe // 16 << 32) | (probe % 16)
+        assert np.array_equal(host(dev.get(XP.asarray(probe))), cpu.get(probe)), step
+    assert squeezes and merged > 5, (len(squeezes), merged)
+    assert (host(dev.tomb) >= 0).all()
+    with pytest.raises(RuntimeError, match="hint"):  # a wrong hint is refused on the host
+        cpu.add(np.array([(1 << 32) | 99], np.int64), np.array([1]), hint=(0, 1))
+
+
+def test_device_conflict_checked_with_the_phase() -> None:
+    """On a device the set check of a batch between known vertices comes back with the
+    phase's counts; a conflict stops the batch before it changes anything: with
+    ``on_conflict="error"`` the error names the row and the state is as before (no new
+    vertex kept), with ``"ignore"`` the rest of the batch applies as on the CPU."""
+    from gpu_ivm.errors import ConflictError
+
+    rng = np.random.default_rng(21)
+    base = rng.integers(0, 40, (120, 2))
+    for mode in ("error", "ignore"):
+        cpu, dev = loaded_twins(base[:, 0], base[:, 1], adaptive=False, on_conflict=mode)
+        present = tuple(int(v) for v in base[base[:, 0] != base[:, 1]][0])
+        batch = {"src": np.array([500, 3, present[0], 7]),
+                 "dst": np.array([501, 500, present[1], 9]), "sign": np.array([1, 1, 1, 1])}
+        before = (dev.count(), len(dev.encoder), dev.size)
+        if mode == "error":
+            for e in (cpu, dev):
+                with pytest.raises(ConflictError, match="already present") as info:
+                    e.apply(batch)
+                assert info.value.row == 2
+            assert (dev.count(), len(dev.encoder), dev.size) == before
+        else:
+            r1, r2 = cpu.apply(batch), dev.apply(batch)
+            assert (r2.triangles, r2.ignored, r2.updates) == (r1.triangles, r1.ignored,
+                                                               r1.updates)
+            assert r2.ignored == 1
+        assert_same_state(cpu, dev)
+        ok = {"src": np.array([3, 4]), "dst": np.array([600, 600]), "sign": np.array([1, 1])}
+        assert dev.apply(ok).triangles == cpu.apply(ok).triangles
+        assert_same_state(cpu, dev)
+        dev.check_invariants()
+
+
 # ----------------------------------------------------------------------------- kernels
 def test_product_entries_in_chunks_matches_gustavson() -> None:
     """The expand-sort-reduce product (cut into chunks of a few paths) equals the CPU's

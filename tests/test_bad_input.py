@@ -89,6 +89,59 @@ def test_conflicts_name_the_row_and_change_nothing(graph, batch, row):
     assert same(before, snapshot(graph))
 
 
+@pytest.mark.parametrize("eps", ["1", "1/2"])
+def test_conflict_found_ahead_changes_nothing(monkeypatch, eps):
+    """A batch between known vertices is checked as it is applied (by the store's location
+    pass at ε = 1, just before the first change otherwise; on a device in the phase's
+    read): a conflict found there leaves the state as it was, and the batch is done again
+    checked first, with the same error or the same rows skipped."""
+    calls = []
+    apply_groups = GraphEngine._apply_groups
+
+    def spy(self, *args, ahead):
+        calls.append(ahead)
+        return apply_groups(self, *args, ahead=ahead)
+
+    monkeypatch.setattr(GraphEngine, "_apply_groups", spy)
+    rng = np.random.default_rng(4)
+    base = rng.integers(0, 30, (160, 2))
+    base = base[base[:, 0] != base[:, 1]]
+    edges = {tuple(sorted(e)) for e in base.tolist()}
+    absent = [(a, b) for a in range(30) for b in range(a + 1, 30) if (a, b) not in edges]
+    present = sorted(edges)
+    # row 3 inserts a present edge; the other rows are fine
+    batch = {"src": [absent[0][0], present[0][0], absent[1][0], present[1][1]],
+             "dst": [absent[0][1], present[0][1], absent[1][1], present[1][0]],
+             "sign": [1, -1, 1, 1]}
+    for mode in ("error", "ignore"):
+        g = GraphEngine(epsilon=eps, on_conflict=mode)
+        g.load({"src": base[:, 0], "dst": base[:, 1]})
+        before = snapshot(g)
+        calls.clear()
+        if mode == "error":
+            with pytest.raises(ConflictError, match="already present") as ei:
+                g.apply(batch)
+            assert ei.value.row == 3
+            assert same(before, snapshot(g))
+            # found ahead, then done again checked first (the error is raised by the check)
+            assert calls == [True]
+        else:
+            rep = g.apply(batch)
+            assert calls == [True, False]  # found ahead, then done again checked first
+            assert rep.ignored == 1 and rep.updates == 3
+            want = GraphEngine(epsilon=eps)
+            want.load({"src": base[:, 0], "dst": base[:, 1]})
+            want.apply({k: v[:3] for k, v in batch.items()})
+            assert g.count() == want.count()
+        g.check_invariants()
+        ok = {k: v[:3] for k, v in batch.items()}
+        calls.clear()
+        if mode == "error":
+            assert g.apply(ok).triangles == g.recount()
+            assert calls == [True]  # a valid batch: applied ahead, once
+        g.check_invariants()
+
+
 def test_ignore_policy_counts_and_applies_the_rest(graph):
     g = GraphEngine(on_conflict="ignore")
     g.load({"src": [1, 2, 3, 1], "dst": [2, 3, 1, 4]})

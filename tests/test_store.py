@@ -73,6 +73,38 @@ def test_zstore_random_ops(thresholds, seed, nkeys, base):
         check_store(s, ref, nkeys)
 
 
+@given(seed=st.integers(0, 2**32 - 1), nkeys=st.integers(1, 30), base=st.integers(0, 200))
+def test_zstore_sized_on_the_host(thresholds, monkeypatch, seed, nkeys, base):
+    """A device store's way on the host (``padded=True``): set-semantics batches with their
+    hints; new runs and merges keep the lengths the host fixed (``PAD_KEY`` behind), and the
+    runs are rebuilt into one when dead entries pile up. Same content as a dict and as the
+    exact store after every batch; the hint is checked against the counts."""
+    monkeypatch.setattr(store_mod, "DEAD_SLACK", 8)
+    rng = np.random.default_rng(seed)
+    f = rng.integers(0, nkeys, base)
+    k0 = np.unique((f << 32) | rng.integers(0, nkeys, base))
+    s = ZStore.from_sorted(k0, np.ones(k0.shape[0], np.int64), nkeys)
+    padded = ZStore(nkeys, padded=True)
+    padded.add(k0, np.ones(k0.shape[0], np.int64), hint=(k0.shape[0], k0.shape[0]))
+    ref = dict.fromkeys(k0.tolist(), 1)
+    for step in range(30):
+        n = int(rng.integers(1, 60))
+        k = np.unique((rng.integers(0, nkeys, n) << 32) | rng.integers(0, nkeys, n))
+        d = np.array([-1 if x in ref else 1 for x in k.tolist()], np.int64)
+        if step % 2:  # delete-heavy: dead entries, merges that drop them, rebuilds
+            k, d = k[d < 0], d[d < 0]
+        ins = int((d > 0).sum())
+        hint = (ins, 2 * ins - d.shape[0])
+        assert padded.add(k, d, hint=hint).tolist() == s.add(k, d, hint=hint).tolist()
+        _ref_add(ref, k, d)
+        assert padded.used - len(padded) <= len(padded) + store_mod.DEAD_SLACK
+        check_store(padded, ref, nkeys)
+        check_store(s, ref, nkeys)
+    k = np.array([(0 << 32) | nkeys], np.int64)  # absent: one new key, not the hint's zero
+    with pytest.raises(RuntimeError, match="hint"):
+        s.add(k, np.ones(1, np.int64), hint=(0, 1))
+
+
 def test_zstore_growth_is_logarithmic_in_runs():
     s = ZStore(1 << 12)
     rng = np.random.default_rng(0)
