@@ -28,10 +28,11 @@ def _locate_range(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_
     that may hold x, x's range (from the run's directory; a run without one is searched
     whole, one binary search where finding the range first took two more) is searched for
     the group's first key and walked forward with galloping searches for the next ones, so
-    a group of clustered keys (as view deltas are) costs little more than a merge. The store's arrays are passed one by one (see
-    :func:`_arrays`); the groups are found in this loop (the group search in a function of
-    its own called per group, or the group bounds in an array, took 74 keys 11-12 us instead
-    of 2-3 us on one thread: one-off script on the insert-only store of CollegeMsg).
+    a group of clustered keys (as view deltas are) costs little more than a merge. The
+    store's arrays are passed one by one (see :func:`_arrays`); the groups are found in this
+    loop (the group search in a function of its own called per group, or the group bounds in
+    an array, took 74 keys 11-12 us instead of 2-3 us on one thread: one-off script on the
+    insert-only store of CollegeMsg).
 
     ``tomb``: per-row tombstone counts (or an empty array). Where row x has a bitmap and no
     tombstone, a key whose bit is clear is stored nowhere and is not searched for."""
