@@ -29,6 +29,7 @@ from .cuda_launch import (
     scalar,
     zeros,
 )
+from .cuda_phase import strided_dot
 from .delta_kernels import _one_weight, _rows_len, _wedges_range, lane_weight, sym_case
 from .elements import emit_segment
 from .lsm import LO_MASK, SENTINEL, dot_rows_n, run_mask, run_range
@@ -212,12 +213,7 @@ def _wedges_total_kernel(io, eh, el, hv, symmetric, n, m, coef):
     heavy = hv[0]
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
-    s = 0
-    j = i
-    while j < m:
-        s += ms[j] * ws[j]
-        j += stride
-    s *= coef
+    s = coef * strided_dot(ms, ws, i, stride, m)
     while i < n:
         _wedges_range(i, i + 1, dkeys, dvals, eh, el, heavy, symmetric, out)
         s += out[i]

@@ -25,6 +25,7 @@ import numpy as np
 from numba import cuda
 
 from .cuda_launch import array_module, check_1d, counters, empty, grid, host_ints, launch
+from .jit import helper
 from .lsm import get
 
 #: slots of the counts the launcher reads back
@@ -196,6 +197,18 @@ def check_sets(sth, stl, heavy, keys, net, out) -> int:
     return host_ints(counter)[0]
 
 
+@helper
+def strided_dot(ms, ws, i, stride, n):
+    """Σ ms[j]·ws[j] over j = i, i + stride, ... below n: one thread's share of a
+    grid-stride dot product (the count delta's first term)."""
+    s = 0
+    j = i
+    while j < n:
+        s += ms[j] * ws[j]
+        j += stride
+    return s
+
+
 @cuda.jit(cache=True)
 def _total_kernel(io, n, m, coef):
     """acc[0] += coef·Σ ms[i]·ws[i] + Σ vs[j]. Launch config: 1-D grid-stride over the longer
@@ -203,12 +216,7 @@ def _total_kernel(io, n, m, coef):
     ms, ws, vs, acc = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
-    s = 0
-    j = i
-    while j < n:
-        s += ms[j] * ws[j]
-        j += stride
-    s *= coef
+    s = coef * strided_dot(ms, ws, i, stride, n)
     j = i
     while j < m:
         s += vs[j]

@@ -34,6 +34,7 @@ from .cuda_launch import (
     zeros,
 )
 from .elements import compact_key, count_row, fill_row
+from .jit import helper
 from .lsm import LO_MASK, PAD_KEY, SENTINEL, find, get, lower_bound
 from .row_bits import BITS_BARRED, apply_group, fill_one
 from .row_index import fill_row_table, upsert_group
@@ -182,9 +183,9 @@ def _compact_pairs_kernel(io, n, dst0):
 def _merge_place_kernel(io, n, s1, bit, pad):
     """The merge's second pass: entry r of the merged order goes to ``keys[s1 + incl[r] - 1]``
     where ``flags[r]`` (``incl`` the inclusive prefix sum of the flags) and sets its first
-    key's bit of the merged run (``atomic.or_``). With ``pad``, every dropped entry writes
-    ``PAD_KEY`` (value 0) behind the kept ones instead, so the merged run fills exactly
-    ``[s1, s1 + n)`` and the host knows its end without reading the kept count back.
+    key's bit of the merged run. With ``pad``, every dropped entry writes ``PAD_KEY`` (value
+    0) behind the kept ones instead, so the merged run fills exactly ``[s1, s1 + n)`` and the
+    host knows its end without reading the kept count back.
     Launch config: 1-D grid-stride, one thread per merged entry. The bit is set by each kept
     entry that does not follow a kept entry of the same first key: several threads may
     write one word, but all set the same bit of it and nothing else changes it here."""
@@ -192,40 +193,52 @@ def _merge_place_kernel(io, n, s1, bit, pad):
     r = cuda.grid(1)
     stride = cuda.gridsize(1)
     kept = incl[n - 1]
+    pad_to = n if pad else 0
     while r < n:
-        if flags[r]:
-            w = s1 + incl[r] - 1
-            k = tk[r]
-            keys[w] = k
-            vals[w] = tv[r]
-            x = k >> 32
+        if _place(r, tk, tv, flags, incl, keys, vals, s1, kept, pad_to):
+            x = tk[r] >> 32
             if r == 0 or not flags[r - 1] or (tk[r - 1] >> 32) != x:
                 runmask[x] |= bit
-        elif pad:
-            w = s1 + kept + r - incl[r]
-            keys[w] = PAD_KEY
-            vals[w] = 0
         r += stride
 
 
+@helper
+def _place(r, src_k, src_v, flags, incl, dst_k, dst_v, dst0, total, pad_to):
+    """Entry r of a flagged copy: to ``dst0 + incl[r] - 1`` where ``flags[r]`` (returns True),
+    else ``PAD_KEY`` (value 0) at ``dst0 + total`` plus the unflagged entries before it, when
+    that is below ``dst0 + pad_to`` (``total``: the flags' count, ``incl[n - 1]``)."""
+    if flags[r]:
+        w = dst0 + incl[r] - 1
+        dst_k[w] = src_k[r]
+        dst_v[w] = src_v[r]
+        return True
+    if total + r - incl[r] < pad_to:
+        w = dst0 + total + r - incl[r]
+        dst_k[w] = PAD_KEY
+        dst_v[w] = 0
+    return False
+
+
 @cuda.jit(cache=True)
-def _meta_kernel(meta, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5):
-    """meta[i] = v for up to six (i, v) pairs (i < 0: none): a store's run bounds and
-    directory offsets, written in place on the device instead of uploaded. Launch config:
-    one thread."""
+def _meta_kernel(io, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5):
+    """meta[i] = v for up to six (i, v) pairs (i < 0: none), ``io = (meta,)``: a store's run
+    bounds and directory offsets, written in place on the device instead of uploaded. Launch
+    config: one thread."""
+    meta = io[0]
     if cuda.grid(1) == 0:
-        if i0 >= 0:
-            meta[i0] = v0
-        if i1 >= 0:
-            meta[i1] = v1
-        if i2 >= 0:
-            meta[i2] = v2
-        if i3 >= 0:
-            meta[i3] = v3
-        if i4 >= 0:
-            meta[i4] = v4
-        if i5 >= 0:
-            meta[i5] = v5
+        _put(meta, i0, v0)
+        _put(meta, i1, v1)
+        _put(meta, i2, v2)
+        _put(meta, i3, v3)
+        _put(meta, i4, v4)
+        _put(meta, i5, v5)
+
+
+@helper
+def _put(meta, i, v):
+    """meta[i] = v unless i < 0 (an unused argument pair of :func:`_meta_kernel`)."""
+    if i >= 0:
+        meta[i] = v
 
 
 @cuda.jit(cache=True)
@@ -279,14 +292,7 @@ def _copy_flagged_kernel(io, n, dst0, pad_to):
     stride = cuda.gridsize(1)
     total = incl[n - 1]
     while r < n:
-        if flags[r]:
-            w = dst0 + incl[r] - 1
-            dst_k[w] = src_k[r]
-            dst_v[w] = src_v[r]
-        elif total + r - incl[r] < pad_to:
-            w = dst0 + total + r - incl[r]
-            dst_k[w] = PAD_KEY
-            dst_v[w] = 0
+        _place(r, src_k, src_v, flags, incl, dst_k, dst_v, dst0, total, pad_to)
         r += stride
 
 
@@ -557,7 +563,7 @@ def patch_meta(meta, writes) -> None:
     for c in range(0, len(writes), META_WRITES):
         part = list(writes[c : c + META_WRITES])
         part += [(-1, 0)] * (META_WRITES - len(part))
-        launch(_meta_kernel, 1, 1, meta, *(np.int64(v) for iv in part for v in iv))
+        launch(_meta_kernel, 1, 1, (meta,), *(np.int64(v) for iv in part for v in iv))
 
 
 def build_directory(keys, s, e, nkeys, out) -> None:
