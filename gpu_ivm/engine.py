@@ -153,8 +153,9 @@ class TriangleEngineBase:
     #: every first id stored or about to be stored is below this (what ``_grow_ids`` made
     #: room for; None until then), so a device store need not read a batch's last key back
     _id_bound: int | None = None
-    #: on a device, a batch run ahead of its set-semantics check (the check comes back with
-    #: the phase's counts): called once the check passed; :class:`SetViolation` otherwise
+    #: a batch run ahead of its set-semantics check (on a device the check comes back with
+    #: the phase's counts, on the host with the light store's location pass or just before
+    #: the first change): called once the check passed; :class:`SetViolation` otherwise
     _unverified: Callable[[], None] | None = None
     #: (inserts, deletes) of the phase's keys under set semantics, or None: the stores then
     #: know their new keys' bound and size change without reading them back

@@ -348,9 +348,10 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
 
     def _apply_groups(self, gkey: np.ndarray, net: np.ndarray, ignored: int, batch: tuple,
                       ahead: bool) -> BatchReport:
-        """Apply the batch's edge groups (sorted ``gkey`` with net changes ``net``, checked
-        against the stored edges, or with ``ahead`` checked on the device with the phase:
-        :class:`~gpu_ivm.engine.SetViolation` when that check fails, nothing changed)."""
+        """Apply the batch's edge groups (sorted ``gkey`` with net changes ``net``), checked
+        against the stored edges before, or with ``ahead`` checked as the batch runs
+        (:attr:`_unverified`): :class:`~gpu_ivm.errors.SetViolation` when that check fails,
+        with nothing changed."""
         u, n_loops, new, n0, t0, batch_id = batch
         keep = net != 0
         if not keep.all():

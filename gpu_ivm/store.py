@@ -383,8 +383,7 @@ class ZStore:
         if n_new:  # the kernel counted the new keys (or the hint bounds them): no host read
             self._append_flagged(keys, deltas, is_new, n_new, padded=blind)
             self._settle()
-        if self.padded and self.used - self.size > self.size + DEAD_SLACK:
-            self._squeeze()
+        self._reclaim()
         # first keys whose tombstones now outnumber their live tuples
         self.sk.compact_rows_of(self.nt(), self.tomb, self.live, keys, COMPACT_SLACK)
         if self.index_min:
@@ -414,12 +413,17 @@ class ZStore:
         self.size += n
         self._append_run(keys, vals)
         self._settle()
-        if self.padded and self.used - self.size > self.size + DEAD_SLACK:
-            self._squeeze()
+        self._reclaim()
         if self.index_min:
             self._index_update(keys, vals)
         if self.bits_on:
             self._bits_update(keys, xp.zeros(n, np.int64), vals)
+
+    def _reclaim(self) -> None:
+        """:meth:`_squeeze` a store sized on the host once its dead entries outnumber its live
+        tuples by ``DEAD_SLACK``."""
+        if self.padded and self.used - self.size > self.size + DEAD_SLACK:
+            self._squeeze()
 
     def _squeeze(self) -> None:
         """Rebuild the runs into one with the live tuples only (tombstones and padding
