@@ -216,13 +216,17 @@ class TriangleEngineBase:
         ov = xp.empty(total, np.int64)
         ms = xp.ascontiguousarray(vals, dtype=np.int64)
         par = getattr(self.k.view, "emit_view_deltas_par", None)
-        if par is not None and expanded >= PAR_EMIT_MIN:  # the dense adds are work too
+        device = xp is not np
+        # the dense adds are work too; on a device the segments are the caller's whatever
+        # the size (one launch, nothing read back)
+        if par is not None and (device or expanded >= PAR_EMIT_MIN):
             ptr = xp.zeros(keys.shape[0] + 1, np.int64)
             xp.cumsum(counts, out=ptr[1:])
             par(xs, ys, ms, nt, left, view.vrow, view.vmat, ptr, ok, ov,
                 numba.get_num_threads())
-            nz = ov != 0
-            ok, ov = ok[nz], ov[nz]
+            if not device:  # on a device the view's consolidation drops the zero slots
+                nz = ov != 0  # (summed away as key 0), so their count is not read back
+                ok, ov = ok[nz], ov[nz]
         else:
             n = self.k.view.emit_view_deltas(xs, ys, ms, nt, left, view.vrow, view.vmat, ok, ov)
             ok, ov = ok[:n], ov[:n]
