@@ -87,6 +87,7 @@ class Backend:
 def _cpu_kernels() -> SimpleNamespace:
     from .kernels import (
         adjacency,
+        batch_prep,
         delta_kernels,
         hashmap,
         query_kernels,
@@ -97,7 +98,10 @@ def _cpu_kernels() -> SimpleNamespace:
 
     return SimpleNamespace(xp=np, store=store_kernels, delta=delta_kernels, view=view_kernels,
                            static=static_kernels, query=query_kernels, hash=hashmap,
-                           adjacency=adjacency)
+                           adjacency=adjacency,
+                           prep=SimpleNamespace(rows=batch_prep.prep_rows,
+                                                groups=batch_prep.prep_groups,
+                                                scatter=batch_prep.prep_scatter))
 
 
 CPU = Backend("cpu", np, _cpu_kernels())

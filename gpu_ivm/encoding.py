@@ -139,8 +139,7 @@ class IdEncoder:
             ids, new_keys = known, np.zeros(0, np.int64)
         else:
             ids, new_keys = hashmap.plan_new(np.ascontiguousarray(keys, np.int64), known, self.n)
-        if self.n + new_keys.shape[0] > MAX_IDS:
-            raise InputError(f"more than {MAX_IDS} distinct keys", column=column)
+        self.check_room(new_keys.shape[0], column)
         return ids, new_keys
 
     def commit(self, new_keys: np.ndarray) -> None:
@@ -189,6 +188,17 @@ class IdEncoder:
             grown[: self._dense.shape[0]] = self._dense
             self._dense = grown
         self._dense[new_keys] = np.arange(first, first + new_keys.shape[0], dtype=np.int64)
+
+    def hash_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """The integer keys' hash table ``(tkeys, tvals)`` (layout of
+        :mod:`gpu_ivm.kernels.hashmap`; every committed key is in it): what a device keeps a
+        copy of to encode batches there (:class:`gpu_ivm.device_batch.DeviceKeyTable`)."""
+        return self._tkeys, self._tvals
+
+    def check_room(self, n_new: int, column: str = "src") -> None:
+        """Refuse ``n_new`` more keys when the ids would run out (as :meth:`plan` does)."""
+        if self.n + n_new > MAX_IDS:
+            raise InputError(f"more than {MAX_IDS} distinct keys", column=column)
 
     def decode(self, ids: np.ndarray) -> np.ndarray:
         """User keys of ``ids``."""

@@ -348,16 +348,17 @@ class TriangleEngineBase:
         check runs and is read here."""
         if self._unverified is None:
             return
-        bad = 0
-        for k, keys, deltas in phases:
-            K = self.rels[k]
-            if self.xp is np:
-                after = K.get(keys, assume_sorted=True) + deltas
-                bad += int(np.count_nonzero((after < 0) | (after > 1)))
-            else:
-                bad += self.k.phase.check_sets(K.h.nt(), K.l.nt(), K.heavy, keys, deltas,
-                                               self.xp.empty(keys.shape[0], np.int64))
-        self._verified(bad)
+        self._verified(sum(self._conflicts(keys, deltas, k) for k, keys, deltas in phases))
+
+    def _conflicts(self, keys, deltas, k: int = 0) -> int:
+        """How many of relation k's sorted unique ``keys`` would leave {0, 1} with ``deltas``
+        (set semantics; the id arrays must cover the keys)."""
+        K = self.rels[k]
+        if self.xp is np:
+            after = K.get(keys, assume_sorted=True) + deltas
+            return int(np.count_nonzero((after < 0) | (after > 1)))
+        return self.k.phase.check_sets(K.h.nt(), K.l.nt(), K.heavy, keys, deltas,
+                                       self.xp.empty(keys.shape[0], np.int64))
 
     def _q_delta_into(self, q_delta):
         """On a device: a launcher ``(keys, deltas, acc)`` that adds the count delta of

@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from . import device_batch, io, snapshot, warmup
 from . import engine as _engine
-from . import io, snapshot, warmup
 from .backend import Backend
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, sum_products
 from .errors import ConflictError, InputError, SetViolation
+from .io.device import device_columns
 from .kernels import batch_prep
 from .queries.api import FreeQueryResults
 from .rational import EpsilonLike, parse_epsilon_setting
@@ -90,6 +91,12 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     unit_multiplicities = True
     #: during a batch on a device: (its Δ keys, x, y, Δ of its pairs x < y), uploaded with it
     _half: tuple | None = None
+    # the device's copy of the encoder's table, for batches held in device memory
+    _device_keys: device_batch.DeviceKeyTable | None = None
+    #: batches held in device memory: prepared there, and of those judged by the host's
+    #: rules on their downloaded columns (a bad row, a conflict, a cancelled new vertex)
+    device_batches: int = 0
+    device_to_host: int = 0
 
     def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "auto",
                  backend: str | Backend | None = None, on_conflict: str = "error",
@@ -182,16 +189,20 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             raise InputError("load() needs an empty engine; apply batches instead")
         # kernels loaded (or compiled, cold cache) once per process before any timed batch
         warm_up(self.backend, self.maintain, self.track_changes)
-        el = io.read_edges(edges, **read_options)
-        src, dst = el.src, el.dst
-        loops = src == dst
-        n_loops = int(np.count_nonzero(loops))
-        keys_all = np.concatenate([src, dst])
-        ids, new = self.encoder.plan(keys_all, "src")
-        self.encoder.commit(new)
-        n = src.shape[0]
-        a, b = ids[:n][~loops], ids[n:][~loops]
-        keys = self.backend.to_device(self._directed_keys(a, b))  # the one upload of the load
+        got = self._load_device(edges, read_options)
+        if got is not None:  # columns already on the device: prepared there
+            keys, n, n_loops = got
+        else:
+            el = io.read_edges(edges, **read_options)
+            src, dst = el.src, el.dst
+            loops = src == dst
+            n_loops = int(np.count_nonzero(loops))
+            keys_all = np.concatenate([src, dst])
+            ids, new = self.encoder.plan(keys_all, "src")
+            self.encoder.commit(new)
+            n = src.shape[0]
+            a, b = ids[:n][~loops], ids[n:][~loops]
+            keys = self.backend.to_device(self._directed_keys(a, b))  # the load's one upload
         ones = self.xp.ones(keys.shape[0], np.int64)
         self._build(keys, ones)
         self._queries_build([(keys >> 32, keys & 0xFFFFFFFF, ones)] * 3)
@@ -199,6 +210,28 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         return self._report(t0, batch=-1, rows=n, updates=self.num_edges,
                             triangles=self.count(), delta=self.count(), path="load",
                             self_loops=n_loops)
+
+    def _load_device(self, edges: Any, read_options: dict):
+        """(sorted unique keys, rows, self-loops) of an edge list held in device memory,
+        encoded and deduplicated there (:func:`gpu_ivm.device_batch.prepare_load`), or None
+        for an edge list on the host. Keys out of the int64 range are left to the host's
+        reader (downloaded once) to word the error."""
+        if self.backend.name == "cpu":
+            return None
+        cols = device_columns(edges, self.xp, updates=False, read_options=read_options)
+        if cols is None:
+            return None
+        table = self._key_table()
+        got = device_batch.prepare_load(self.backend, table, self.encoder, cols, self.directed)
+        if got is None:
+            io.read_edges(cols.to_host(self.backend))  # raises the reader's error
+            raise AssertionError("a key the device refused was read by the host")
+        keys, new_keys, n_loops = got
+        if new_keys is not None:
+            n0 = len(self.encoder)
+            self.encoder.commit(self.backend.to_host(new_keys))
+            table.added(self.encoder, new_keys, n0)
+        return keys, cols.rows, n_loops
 
     def _directed_keys(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if self.directed:
@@ -286,6 +319,10 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def _apply_batch(self, updates: Any, batch_id: int | None, t0: float,
                      read_options: dict) -> BatchReport:
         """:meth:`apply` after the replay check (``t0``: the batch's start)."""
+        if self.backend.name != "cpu":  # columns already on the device stay there
+            cols = device_columns(updates, self.xp, updates=True, read_options=read_options)
+            if cols is not None:
+                return self._apply_device(cols, batch_id, t0)
         u = io.read_graph_updates(updates, **read_options)
         src, dst, sign, n_loops, row_idx = self._without_loops(u)
         m = src.shape[0]
@@ -294,7 +331,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         key = batch_prep.pair_keys(ids, m, self.directed)
         order = np.argsort(key)  # groups are summed: no need for a (5x slower) stable sort
         gkey, net, starts, kk = batch_prep.sum_groups(key, order, sign, n0)
-        batch = (u, n_loops, new, n0, t0, batch_id)
+        batch = (len(u), n_loops, new, n0, t0, batch_id)
         room = n0 + new.shape[0] <= (self._id_bound or 0)  # no id array grows
         if kk.shape[0] and room and self._check_rides() and self._valid_unless_stored(net, kk):
             # the edges between known vertices are checked with the batch's phase: on a
@@ -352,7 +389,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         against the stored edges before, or with ``ahead`` checked as the batch runs
         (:attr:`_unverified`): :class:`~gpu_ivm.errors.SetViolation` when that check fails,
         with nothing changed."""
-        u, n_loops, new, n0, t0, batch_id = batch
+        rows, n_loops, new, n0, t0, batch_id = batch
         keep = net != 0
         if not keep.all():
             gkey, net = gkey[keep], net[keep]
@@ -363,22 +400,33 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             o = np.argsort(gkey)  # unique keys
             gkey, net = gkey[o], net[o]
         hkeys, hvals = self._directed_delta(gkey, net)
-        norms = self._check_overflow({0: hvals})
         fresh = new[used - n0] if used.shape[0] else new[:0]
-        self._grow_ids(max(n0 + fresh.shape[0], 1))
         # set semantics: a delete's edge is present (1), an insert's absent (0)
         old = (hvals < 0).astype(np.int64)
         # the validated batch goes to the backend's memory once (with the pairs x < y of an
         # undirected batch, which the count reads, on a device)
         pairs = self._pair_half(hkeys, hvals) if self.xp is not np and self.symmetric else []
-        dkeys, dvals, dold, *half = self._upload([hkeys, hvals, old, *pairs])
+        arrays = self._upload([hkeys, hvals, old, *pairs])
+        return self._apply_edges(arrays, int(gkey.shape[0]), int(old.sum()),
+                                 n0 + fresh.shape[0], lambda: self.encoder.commit(fresh),
+                                 ignored, batch, ahead)
+
+    def _apply_edges(self, arrays: list, n_updates: int, n_deletes: int, n_ids: int,
+                     commit, ignored: int, batch: tuple, ahead: bool) -> BatchReport:
+        """Apply a batch's edges in the backend's memory: ``arrays`` = the sorted unique keys
+        (both orientations when undirected), their net signs and multiplicities before the
+        batch, then the pairs x < y (x, y, net) where the count reads them; ``n_updates``
+        edges, ``n_deletes`` of the keys deletes; ``commit`` makes the batch's new vertex
+        ids (below ``n_ids``) real, once its set check has passed (``ahead``) or now."""
+        rows, n_loops, _, _, t0, batch_id = batch
+        dkeys, dvals, dold, *half = arrays
+        norms = self._check_overflow({0: dvals})
+        self._grow_ids(max(n_ids, 1))
         self._half = (dkeys, *half) if half else None
         q_before = self.Q
         stats0 = dict(self._stats)
         phases = [(0, dkeys, dvals)] if dkeys.shape[0] else []
-        n_del = int(old.sum())
-        self._set_counts = (hvals.shape[0] - n_del, n_del)
-        commit = (lambda: self.encoder.commit(fresh))  # noqa: E731
+        self._set_counts = (dkeys.shape[0] - n_deletes, n_deletes)
         if ahead:  # the new ids become real once the check has passed
             self._unverified = commit
         else:
@@ -394,12 +442,57 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         # always called: a batch without net changes must still reset last_changes()
         self._queries_apply([(k, dkeys, dvals) for k in range(3)] if dkeys.shape[0] else [])
         rep = self._report(
-            t0, batch=self.batches_applied, rows=len(u), updates=int(gkey.shape[0]),
+            t0, batch=self.batches_applied, rows=rows, updates=n_updates,
             triangles=self.count(), delta=(self.Q - q_before) // self._per_count, path=path,
             ignored=ignored, self_loops=n_loops,
             major_rebalances=self._stats["major"] - stats0["major"],
             minor_moves=self._stats["moves"] - stats0["moves"])
         return self._done(rep, batch_id)
+
+    # ------------------------------------------------------------------ device batches
+    def _host_rules(self, cols, batch_id: int | None, t0: float) -> BatchReport:
+        """A device batch that only the host's rules decide (nothing of it applied yet):
+        its columns downloaded once and applied by the host's path."""
+        self.device_to_host += 1
+        return self._apply_batch(cols.to_host(self.backend), batch_id, t0, {})
+
+    def _key_table(self) -> device_batch.DeviceKeyTable:
+        """The device's copy of the encoder's table (made on first use)."""
+        if self._device_keys is None:
+            self._device_keys = device_batch.DeviceKeyTable(self.backend)
+        return self._device_keys
+
+    def _apply_device(self, cols, batch_id: int | None, t0: float) -> BatchReport:
+        """:meth:`apply` of a batch in device memory, prepared there
+        (:mod:`gpu_ivm.device_batch`); what only the host's rules decide (a bad row, a
+        conflict) is applied from the columns downloaded once, by the host's path."""
+        be = self.backend
+        self.device_batches += 1
+        prep = device_batch.prepare(be, self._key_table(), self.encoder, cols, self.directed)
+        n0, n_new = prep.n0, prep.n_new
+        if prep.host_rules:
+            return self._host_rules(cols, batch_id, t0)
+        half = list(prep.pairs) if self.xp is not np and self.symmetric else []
+        arrays = [prep.keys, prep.vals, prep.old, *half]
+        batch = (prep.rows, prep.loops, None, n0, t0, batch_id)
+
+        def commit() -> None:
+            if n_new:
+                self.encoder.commit(be.to_host(prep.new_keys))
+                self._key_table().added(self.encoder, prep.new_keys, n0)
+
+        room = n0 + n_new <= (self._id_bound or 0)  # no id array grows
+        if room and self._check_rides():
+            try:  # checked with the batch's phase, as a host batch's known edges are
+                return self._apply_edges(arrays, prep.n_pairs, prep.n_deletes, n0 + n_new,
+                                         commit, 0, batch, ahead=True)
+            except SetViolation:
+                return self._host_rules(cols, batch_id, t0)
+        self._grow_ids(max(n0 + n_new, 1))
+        if prep.keys.shape[0] and self._conflicts(prep.keys, prep.vals):
+            return self._host_rules(cols, batch_id, t0)
+        return self._apply_edges(arrays, prep.n_pairs, prep.n_deletes, n0 + n_new, commit,
+                                 0, batch, ahead=False)
 
     def _check_known(self, gkey, net, kk, present):
         """Set-semantics check of the batch's edges between known vertices (``gkey[kk]``)

@@ -21,11 +21,39 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from . import hashmap
+
 LO_MASK = (1 << 32) - 1
+# the key of a row that forms no edge (self-loop, key not known yet): sorted after every edge
+SENTINEL_KEY = (1 << 63) - 1
+
+# The device preparation (:mod:`gpu_ivm.device_batch`): its ``stats`` slots (int64; a first
+# bad row is kept as m - row, 0 for none, by a maximum) and the row pass's ``mode`` bits. The
+# CPU twins below (:func:`prep_rows`, :func:`prep_groups`, :func:`prep_scatter`) run the same
+# steps serially, for the tests and for any backend without a device.
+BAD_SIGN = 0  # m - first row whose sign is not +1 / -1
+BAD_KEY = 1  # m - first row with an unsigned 64-bit key above the int64 range
+LOOPS = 2  # rows with src == dst
+UNKNOWN = 3  # rows with a key the table does not know
+BIG = 4  # runs whose net sign is beyond ±1 (a conflict under set semantics, for sure)
+NEW_DELETE = 5  # runs with a net delete of an edge with a new vertex (absent: a conflict)
+USED_NEW = 6  # distinct new ids in kept runs
+KEPT = 7  # kept runs (net sign != 0), every orientation
+PAIRS = 8  # kept runs with a < b (undirected), or every kept run (directed)
+DELETES = 9  # kept runs with a negative net sign, every orientation
+N_STATS = 16
+DIRECTED = 1  # mode: a directed batch (one key per row)
+PROBE = 2  # mode: look the keys up (else the ids are given)
+KEYS_U64 = 4  # mode: the key columns are uint64 viewed as int64 (negative: out of range)
+SIGN_U64 = 8  # mode: the sign column is uint64 viewed as int64 (-1 there is 2**64 - 1)
+# mode: row keys carry their sign in the lowest bit (key << 1 | sign > 0), so that one sort of
+# the keys alone orders the rows (no sort by key of a second array); needs ids below 2**30
+PACKED = 16
+PACKED_IDS = 1 << 30
 
 
 @nb.njit(cache=True, inline="always")
-def _edge_key(a, b, directed):
+def edge_key(a, b, directed):
     """The packed key of edge (a, b): ``a << 32 | b``, undirected edges as (min, max)."""
     if not directed and b < a:
         a, b = b, a
@@ -38,7 +66,7 @@ def pair_keys(ids, m, directed):
     ordered so that a < b (one key per edge)."""
     out = np.empty(m, np.int64)
     for i in range(m):
-        out[i] = _edge_key(ids[i], ids[m + i], directed)
+        out[i] = edge_key(ids[i], ids[m + i], directed)
     return out
 
 
@@ -103,7 +131,7 @@ def renumber(gkey, used, n0, directed):
             a = remap[a - n0]
         if b >= n0:
             b = remap[b - n0]
-        out[i] = _edge_key(a, b, directed)
+        out[i] = edge_key(a, b, directed)
     return out
 
 
@@ -175,3 +203,163 @@ def symmetric_delta(gkey, net):
     if order is None:
         order = np.argsort(tkey)
     return both_orientations(gkey, net, tkey, order)
+
+
+@nb.njit(cache=True, inline="always")
+def key_at(keys, i, packed):
+    """The packed edge key at ``i`` of sorted row keys (``packed``: with the row's sign in
+    the lowest bit, see PACKED; the sentinel as it is)."""
+    v = keys[i]
+    if packed and v != SENTINEL_KEY:
+        return v >> 1
+    return v
+
+
+@nb.njit(cache=True, inline="always")
+def sign_at(keys, sg, i, packed):
+    """The sign of the row key at ``i`` (from its lowest bit when ``packed``)."""
+    if packed:
+        return 2 * (keys[i] & 1) - 1
+    return sg[i]
+
+
+@nb.njit(cache=True, inline="always")
+def run_sum(keys, sg, i, n, packed):
+    """The sum of the signs over the run of rows with the edge key at ``i``, from ``i``."""
+    k = key_at(keys, i, packed)
+    s = 0
+    j = i
+    while j < n and key_at(keys, j, packed) == k:
+        s += sign_at(keys, sg, j, packed)
+        j += 1
+    return s
+
+
+@nb.njit(cache=True, inline="always")
+def row_checks(s, ka, kb, mode):
+    """(sign bad, key bad) of one row: a sign other than ±1; a uint64 key above int64."""
+    bad_sign = (s != 1 and s != -1) or ((mode & SIGN_U64) != 0 and s < 0)
+    bad_key = (mode & KEYS_U64) != 0 and (ka < 0 or kb < 0)
+    return bad_sign, bad_key
+
+
+@nb.njit(cache=True, inline="always")
+def row_keys(a, b, ka, kb, directed):
+    """(key, its transpose, what) of a row with ids (a, b) (-1: unknown) and user keys
+    (ka, kb): what is 0 for an edge, 1 for a self-loop, 2 for a key not known yet (the keys
+    are then the sentinel)."""
+    if ka == kb:
+        return SENTINEL_KEY, SENTINEL_KEY, 1
+    if a < 0 or b < 0:
+        return SENTINEL_KEY, SENTINEL_KEY, 2
+    k = edge_key(a, b, directed)
+    return k, ((k & LO_MASK) << 32) | (k >> 32), 0
+
+
+@nb.njit(cache=True, inline="always")
+def run_flags(k, s, n0, directed):
+    """(pair, delete, big, new delete, a new, b new) of a kept run with key ``k`` and net
+    sign ``s`` (ids at or above ``n0`` are new)."""
+    a = k >> 32
+    b = k & LO_MASK
+    return ((directed or a < b), s < 0, (s > 1 or s < -1), (s < 0 and (a >= n0 or b >= n0)),
+            a >= n0, b >= n0)
+
+
+@nb.njit(cache=True, inline="always")
+def pack_sign(k, s):
+    """Row key ``k`` with sign ``s`` in its lowest bit (PACKED)."""
+    return (k << 1) | (1 if s > 0 else 0)
+
+
+@nb.njit(cache=True)
+def prep_rows(src, dst, sign, tkeys, tvals, ids, keys, sg, stats, mode):
+    """CPU twin of the device row pass (:func:`gpu_ivm.kernels.cuda_batch_prep.rows`)."""
+    m = src.shape[0]
+    mask = tkeys.shape[0] - 1
+    directed = (mode & DIRECTED) != 0
+    per = 1 if directed else 2
+    for i in range(m):
+        s = sign[i]
+        ka = src[i]
+        kb = dst[i]
+        bad_sign, bad_key = row_checks(s, ka, kb, mode)
+        if bad_sign:
+            stats[BAD_SIGN] = max(stats[BAD_SIGN], m - i)
+        if bad_key:
+            stats[BAD_KEY] = max(stats[BAD_KEY], m - i)
+        if (mode & PROBE) != 0:
+            ids[i] = hashmap.probe(tkeys, tvals, ka, mask)
+            ids[m + i] = hashmap.probe(tkeys, tvals, kb, mask)
+        k0, k1, what = row_keys(ids[i], ids[m + i], ka, kb, directed)
+        if what == 1:
+            stats[LOOPS] += 1
+        elif what == 2:
+            stats[UNKNOWN] += 1
+        elif (mode & PACKED) != 0:
+            k0, k1 = pack_sign(k0, s), pack_sign(k1, s)
+        keys[per * i] = k0
+        sg[per * i] = s
+        if not directed:
+            keys[per * i + 1] = k1
+            sg[per * i + 1] = s
+
+
+@nb.njit(cache=True)
+def prep_groups(keys, sg, net, flags, used, stats, n0, directed, packed):
+    """CPU twin of the device run pass (:func:`gpu_ivm.kernels.cuda_batch_prep.groups`)."""
+    n = keys.shape[0]
+    for i in range(n):
+        k = key_at(keys, i, packed)
+        flags[0, i] = 0
+        flags[1, i] = 0
+        flags[2, i] = 0
+        if k == SENTINEL_KEY or (i > 0 and key_at(keys, i - 1, packed) == k):
+            continue
+        s = run_sum(keys, sg, i, n, packed)
+        net[i] = s
+        if s == 0:
+            continue
+        pair, dele, big, new_del, a_new, b_new = run_flags(k, s, n0, directed)
+        flags[0, i] = 1
+        flags[1, i] = 1 if pair else 0
+        flags[2, i] = 1 if dele else 0
+        stats[BIG] += big
+        stats[NEW_DELETE] += new_del
+        if a_new and used[(k >> 32) - n0] == 0:
+            used[(k >> 32) - n0] = 1
+            stats[USED_NEW] += 1
+        if b_new and used[(k & LO_MASK) - n0] == 0:
+            used[(k & LO_MASK) - n0] = 1
+            stats[USED_NEW] += 1
+
+
+@nb.njit(cache=True)
+def prep_scatter(keys, net, flags, cs, out, stats, packed):
+    """CPU twin of the device placement (:func:`gpu_ivm.kernels.cuda_batch_prep.scatter`)."""
+    n = keys.shape[0]
+    if n == 0:
+        return
+    stats[KEPT] = cs[0, n - 1]
+    stats[PAIRS] = cs[1, n - 1]
+    stats[DELETES] = cs[2, n - 1]
+    for i in range(n):
+        scatter_one(keys, net, flags, cs, out, i, packed)
+
+
+@nb.njit(cache=True, inline="always")
+def scatter_one(keys, net, flags, cs, out, i, packed):
+    """Key ``i``'s writes of the placement: a kept run's key, net sign and multiplicity
+    before the batch (1 for a delete), and a pair's (a, b, net)."""
+    k = key_at(keys, i, packed)
+    if flags[0, i] != 0:
+        p = cs[0, i] - 1
+        s = net[i]
+        out[0, p] = k
+        out[1, p] = s
+        out[2, p] = 1 if s < 0 else 0
+    if flags[1, i] != 0:
+        q = cs[1, i] - 1
+        out[3, q] = k >> 32
+        out[4, q] = k & LO_MASK
+        out[5, q] = net[i]

@@ -11,6 +11,8 @@ part       module                                    CPU counterpart
 ``view``   :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.view_kernels`
 ``query``  :mod:`gpu_ivm.kernels.cuda_query`         :mod:`gpu_ivm.kernels.query_kernels`
 ``hash``   :mod:`gpu_ivm.kernels.cuda_hash`          :mod:`gpu_ivm.kernels.hashmap`
+``prep``   :mod:`gpu_ivm.kernels.cuda_batch_prep`    ``prep_*`` of
+                                                     :mod:`gpu_ivm.kernels.batch_prep`
 ``phase``  :mod:`gpu_ivm.kernels.cuda_phase`         :mod:`gpu_ivm.kernels.phase_kernels`
            (``phase_scan``, ``check_sets``,          and NumPy (called on the host)
            ``batch_total``, ``split_parts``)
@@ -36,6 +38,7 @@ from types import ModuleType, SimpleNamespace
 import numpy as np
 
 from . import (
+    cuda_batch_prep,
     cuda_delta,
     cuda_hash,
     cuda_launch,
@@ -106,6 +109,8 @@ def kernel_set(xp=None) -> SimpleNamespace:
         xp=xp,
         store=_part(cuda_store, STORE_FUNCTIONS),
         hash=_part(cuda_hash, HASH_FUNCTIONS),
+        prep=_part(cuda_batch_prep, ("rows", "groups", "scatter"),
+                   counters=cuda_launch.counters),
         phase=_part(cuda_phase, ("phase_scan", "check_sets", "batch_total",
                                       "batch_total_into", "split_parts"),
                     counter_scope=cuda_launch.counter_scope,

@@ -57,10 +57,12 @@ CEILING = {"1": dict(GOAL),
            "1/2": {"launches_and_calls": 115, "syncs": 10, "uploads": 1}}
 
 
-def _steady_counts(eps: str, batch_size: int, scale: int = 8, **kw) -> list[dict]:
+def _steady_counts(eps: str, batch_size: int, scale: int = 8, on_device: bool = False,
+                   **kw) -> list[dict]:
     """Counts of each delta batch after the first (which may compile or grow buffers),
     batches with a major rebalancing left out; every count checked against the CPU
-    (``kw``: more engine options, e.g. ``maintain``)."""
+    (``kw``: more engine options, e.g. ``maintain``; ``on_device``: the batches are handed
+    over as device arrays, uploaded before the count starts)."""
     st = mixed_stream(scale, batch_size=batch_size, n_batches=3, seed=3)
     dev = GraphEngine(backend=DEVICE, adaptive=False, epsilon=eps, **kw)
     cpu = GraphEngine(backend="cpu", adaptive=False, epsilon=eps, **kw)
@@ -68,15 +70,18 @@ def _steady_counts(eps: str, batch_size: int, scale: int = 8, **kw) -> list[dict
         e.load((st.base_src, st.base_dst))
     out = []
     for i, b in enumerate(st.batches()):
+        given = {k: XP.asarray(v) for k, v in b.items()} if on_device else b
+        n_ids = len(dev.encoder)
         sc.reset()
-        rep = dev.apply(b)
+        rep = dev.apply(given)
         work = sc.work()
         syncs = sc.reset()
         assert rep.triangles == cpu.apply(b).triangles
         if i and rep.path == "delta" and not rep.major_rebalances:
             out.append({"launches_and_calls": work.get("launches", 0) + work.get("cupy_ops", 0),
                         "launches": work.get("launches", 0), "syncs": syncs.get("syncs", 0),
-                        "uploads": syncs.get("uploads", 0)})
+                        "uploads": syncs.get("uploads", 0),
+                        "new_vertices": len(dev.encoder) > n_ids})
     assert out, "no steady-state delta batch"
     return out
 
@@ -96,6 +101,27 @@ def test_batch_budget(eps: str) -> None:
         assert max(c[k] for c in large) <= max(c[k] for c in small) + 4, (k, small, large)
     over = {k: round(worst[k] / GOAL[k], 1) for k in GOAL}
     print(f"eps={eps}: times issue 15's budget: {over}")
+
+
+# a batch handed over in device memory (issue 15, item 1): prepared there, so no upload at
+# all. The preparation adds its row, run and placement kernels, a sort and a scan (5 calls)
+# and one read (its sizes, conflicts and new keys) to the batch's work: 14 launches and 5
+# CuPy calls, 2 reads and the report's wait (R-MAT 8, B = 25 and 200, 2026-11-28). A batch
+# with new vertices numbers them on the device (about 30 calls and 4 more syncs, sizes of
+# data-dependent selections) and uploads the key table again when the host's has grown.
+DEVICE_INPUT_CEILING = {"launches_and_calls": 19, "syncs": 3, "uploads": 0}
+DEVICE_INPUT_NEW_CEILING = {"launches_and_calls": 56, "syncs": 7, "uploads": 1}
+
+
+@pytest.mark.parametrize("batch_size", [25, 200])
+def test_device_input_budget(batch_size: int) -> None:
+    counts = _steady_counts("1", batch_size, on_device=True)
+    print(f"device input, B={batch_size}: {counts}; ceiling {DEVICE_INPUT_CEILING}")
+    assert any(not c["new_vertices"] for c in counts)
+    for c in counts:
+        ceiling = DEVICE_INPUT_NEW_CEILING if c["new_vertices"] else DEVICE_INPUT_CEILING
+        for k, most in ceiling.items():
+            assert c[k] <= most, (k, c)
 
 
 # the free-query families' budget (docs/gpu.md, "Launch and sync budget"): what a family may

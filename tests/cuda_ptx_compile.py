@@ -31,6 +31,7 @@ def cases(repo: str) -> dict:
 
     dispatcher.get_current_device = lambda: _Hopper()
     sys.path.insert(0, repo)
+    from kernels import cuda_batch_prep as bp
     from kernels import cuda_delta as d
     from kernels import cuda_hash as h
     from kernels import cuda_insert_adj as ia
@@ -139,6 +140,9 @@ def cases(repo: str) -> dict:
                                                                    np.zeros(4)), n),
         h._lookup_kernel: ((i,) * 4, n),
         h._insert_kernel: ((i,) * 4, n),
+        bp._rows_kernel: ((i,) * 9, n, n),
+        bp._groups_kernel: ((i, i, i, m, i, i), n, n, True, True),
+        bp._scatter_kernel: ((i, i, m, m, m, i), n, True),
     }
     scans = launch._scan_kernels(launch.LaunchConfig().scan_tpb)
     for k, a in zip(scans, [((i, i), n, n), ((i,), n), ((i, i, i), n, n)]):

@@ -157,6 +157,52 @@ def test_graph_engine_load_and_directed_on_device() -> None:
         assert all(np.array_equal(x, y) for x, y in zip(e1, e2))
 
 
+def device_columns_of(batch: dict) -> dict:
+    """A batch handed over in device memory (uploaded here, before the engine sees it)."""
+    return {k: XP.asarray(np.asarray(v)) for k, v in batch.items()}
+
+
+@pytest.mark.parametrize("eps", ["1/2", "1"])
+def test_device_batches_prepared_on_device(eps: str) -> None:
+    """Batches given as device arrays (valid ones from the oracle, then conflicting, looped
+    and new-vertex rows) are prepared on the device: same state as the CPU fed host arrays,
+    no upload of a valid batch, and the state stays on the device."""
+    with pytest.MonkeyPatch.context() as mp:
+        tiny_storage(mp)
+        rng = np.random.default_rng(21)
+        oracle = GraphOracle(False)
+        kw = dict(epsilon=eps, adaptive=False, on_conflict="ignore")
+        cpu = GraphEngine(backend="cpu", **kw)
+        dev = GraphEngine(backend=DEVICE, **kw)
+        twin = GraphEngine(backend=DEVICE, **kw)  # the same batches from host arrays
+        for batch in graph_batches(oracle, rng, n_batches=6, nv=22, max_batch=36, hub_p=0.5,
+                                   shrink_from=4):
+            given = device_columns_of(batch)
+            known = len(dev.encoder)
+            sc.reset()
+            r2 = dev.apply(given)
+            ups = sc.reset().get("uploads", 0)
+            twin.apply(batch)
+            twin_ups = sc.reset().get("uploads", 0)
+            # the twin uploads the batch; the device input's key table goes up again only
+            # after new vertices (when the host's table grew)
+            assert ups < twin_ups or (len(dev.encoder) > known and ups <= twin_ups + 1), \
+                (ups, twin_ups)
+            r1 = cpu.apply(batch)
+            assert (r2.triangles, r2.delta, r2.updates) == (r1.triangles, r1.delta, r1.updates)
+            assert r2.triangles == oracle.count()
+            assert_same_state(cpu, dev)
+        assert dev.device_to_host == 0
+        for u in signed_batches(rng, 30, 25, 4):
+            u["dst"][:2] = u["src"][:2]  # self-loops
+            r2, r1 = dev.apply(device_columns_of(u)), cpu.apply(u)
+            assert (r2.triangles, r2.ignored, r2.self_loops) == \
+                (r1.triangles, r1.ignored, r1.self_loops)
+            assert_same_state(cpu, dev)
+        assert_on_device(dev)
+        dev.check_invariants()
+
+
 @pytest.mark.parametrize("eps", ["1/2", "1"])
 def test_relation_engine_on_device(eps: str) -> None:
     with pytest.MonkeyPatch.context() as mp:
