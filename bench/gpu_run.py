@@ -12,7 +12,11 @@ checks after every batch that the two counts agree (a mismatch is an error: exit
 Per batch it records the wall time of each backend (the device synchronized before the clock
 is read), the path the engine took (delta or recount), and on the cuda side the number of
 Numba kernel launches (every launch of the package goes through
-``gpu_ivm.kernels.cuda_launch.launch``, which this script counts). The first batch of each
+``gpu_ivm.kernels.cuda_launch.launch``, which this script counts). The ``cuda-dev`` side gets
+each batch as device arrays (uploaded before its clock starts), as a cuDF or CuPy caller hands
+it over, and prepares it on the device (``device_batches``: the batches read that way, 0 under
+the simulator, whose device arrays are NumPy arrays; ``prepared_on_host``: those that needed
+the host's rules). The first batch of each
 workload is applied untimed (it is where compilation would show). A table goes to stdout and
 one JSON line per (workload, backend) to ``--out``.
 """
@@ -30,6 +34,8 @@ import sys
 import time
 import traceback
 from pathlib import Path
+
+import numpy as np
 
 RECORDS: list[dict] = []
 
@@ -80,7 +86,8 @@ def _run(name, base, batches, args, counter, out) -> bool:
     from gpu_ivm.backend import get_backend
 
     cuda = get_backend("cuda")
-    sides = ["cuda", "cpu"] + (["cuda-sync"] if args.compare_sync else [])
+    sides = ["cuda"] + ([] if args.host_input_only else ["cuda-dev"]) + ["cpu"] + \
+        (["cuda-sync"] if args.compare_sync else [])
     engines, load_s = {}, {}
     for side in sides:
         with _sync_mode(cuda_launch, side):
@@ -92,7 +99,8 @@ def _run(name, base, batches, args, counter, out) -> bool:
             load_s[side] = time.perf_counter() - t
     ok = len({e.count() for e in engines.values()}) == 1
     times = {s: [] for s in sides}
-    launches, paths = [], []
+    launches = {s: [] for s in sides}
+    paths = []
     prof = cProfile.Profile() if args.profile else None
     n_prof = 0
     for i, b in enumerate(batches):
@@ -102,12 +110,16 @@ def _run(name, base, batches, args, counter, out) -> bool:
             if profiled and side != "cuda":
                 counts[side] = engines[side].apply(b).triangles
                 continue
+            given = b
+            if side == "cuda-dev":  # handed over in device memory, uploaded before the clock
+                given = {k: cuda.to_device(np.asarray(v)) for k, v in b.items()}
+                cuda.synchronize()
             n0 = counter.n
             with _sync_mode(cuda_launch, side):
                 if profiled:
                     prof.enable()
                 t = time.perf_counter()
-                rep = engines[side].apply(b)
+                rep = engines[side].apply(given)
                 cuda.synchronize()
                 dt = time.perf_counter() - t
                 if profiled:
@@ -115,8 +127,9 @@ def _run(name, base, batches, args, counter, out) -> bool:
             counts[side] = rep.triangles
             if i and not profiled:
                 times[side].append(dt)
+                if side != "cpu":
+                    launches[side].append(counter.n - n0)
                 if side == "cuda":
-                    launches.append(counter.n - n0)
                     paths.append(rep.path)
         n_prof += profiled
         if len(set(counts.values())) != 1:
@@ -132,9 +145,14 @@ def _run(name, base, batches, args, counter, out) -> bool:
                platform.processor() or platform.machine(), "load_s": round(load_s[side], 4),
                "median_batch_s": med, "updates_per_s": bsize / med if t else None,
                "batches": len(t), "agree": ok}
+        if side != "cpu":
+            rec["launches_per_batch"] = (statistics.median(launches[side]) if launches[side]
+                                         else None)
         if side == "cuda":
-            rec["launches_per_batch"] = statistics.median(launches) if launches else None
             rec["paths"] = sorted(set(paths))
+        if side == "cuda-dev":  # batches read as device columns, and of those judged on the host
+            rec["device_batches"] = engines[side].device_batches
+            rec["prepared_on_host"] = engines[side].device_to_host
         print(json.dumps(rec))
         RECORDS.append(rec)
         if out:
@@ -175,20 +193,21 @@ def _print_profile(name: str, prof: cProfile.Profile, n: int, top: int) -> None:
 
 
 def _table(records: list[dict]) -> str:
-    """The run's summary: one line per workload, cuda and cpu side by side."""
+    """The run's summary: one line per workload, cuda and cpu side by side, then the batches
+    handed over on the device (cuda-dev) and numba-cuda's stream syncs (cuda-sync) where run."""
     by = {}
     for r in records:
         by.setdefault(r["workload"], {})[r["backend"]] = r
     lines = [f"{'workload':<22} {'cuda upd/s':>12} {'cpu upd/s':>12} {'cuda/cpu':>9} "
-             f"{'launches':>9} {'paths':<18} agree  cuda-sync upd/s"]
+             f"{'launches':>9} {'paths':<18} agree  cuda-dev upd/s  cuda-sync upd/s"]
     for w, d in by.items():
         c, h = d.get("cuda", {}), d.get("cpu", {})
         cu, cp = c.get("updates_per_s") or 0.0, h.get("updates_per_s") or 0.0
-        cs = d.get("cuda-sync", {}).get("updates_per_s")
+        extra = "".join(f"  {s}={d[s]['updates_per_s']:,.0f}" for s in ("cuda-dev", "cuda-sync")
+                        if d.get(s, {}).get("updates_per_s"))
         lines.append(f"{w:<22} {cu:12,.0f} {cp:12,.0f} {cu / cp if cp else 0:9.2f} "
                      f"{c.get('launches_per_batch') or 0:9.0f} "
-                     f"{','.join(c.get('paths', [])):<18} {c.get('agree')}"
-                     + (f"  {cs:,.0f}" if cs else ""))
+                     f"{','.join(c.get('paths', [])):<18} {c.get('agree')}" + extra)
     return "\n".join(lines)
 
 
@@ -207,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare-sync", action="store_true",
                    help="also run a cuda engine with numba-cuda's stream sync for every "
                         "launched array (GPU_IVM_CAI_SYNC=always), side by side")
+    p.add_argument("--host-input-only", action="store_true",
+                   help="leave out the cuda-dev side (each batch handed over as device arrays, "
+                        "uploaded before the clock starts, prepared on the device)")
     p.add_argument("--simulator", action="store_true",
                    help="accept Numba's CUDA simulator as the device (NUMBA_ENABLE_CUDASIM=1; "
                         "for testing this script with tiny sizes)")

@@ -43,17 +43,18 @@ from .kernels import batch_prep as bp
 
 
 class DeviceKeyTable:
-    """The device's copy of an :class:`~gpu_ivm.encoding.IdEncoder`'s hash table.
+    """The device's copy of an :class:`~gpu_ivm.encoding.IdEncoder`'s hash table and of its
+    keys in id order (what results handed back on the device are decoded with).
 
     Uploaded whole when the encoder has keys the copy lacks that were not added through
     :meth:`added` (keys committed by a host batch, a grown table, a restored snapshot), else
-    kept up to date on the device by the insert kernel. On the host backend the copy is the
-    encoder's own table.
+    kept up to date on the device (the insert kernel, and the new keys appended). On the host
+    backend the copy is the encoder's own arrays.
     """
 
     def __init__(self, backend) -> None:
         self.backend = backend
-        self.tkeys = self.tvals = None
+        self.tkeys = self.tvals = self.keys = None
         self.n = -1  # keys in the copy
         self.cap = -1  # its capacity
 
@@ -66,15 +67,26 @@ class DeviceKeyTable:
                              "integers (pass string keys on the host)", column="src")
         tk, tv = encoder.hash_table()
         if self.n != len(encoder) or self.cap != tk.shape[0]:
-            self.tkeys, self.tvals = self.backend.to_device(tk), self.backend.to_device(tv)
-            self.n, self.cap = len(encoder), tk.shape[0]
+            keys, cap = encoder.int_keys(), tk.shape[0]
+            if self.backend.xp is np:  # the host: the encoder's own arrays
+                self.tkeys, self.tvals, self.keys = tk, tv, keys
+            else:  # one upload, three views
+                buf = self.backend.to_device(np.concatenate([tk, tv, keys]))
+                self.tkeys, self.tvals, self.keys = buf[:cap], buf[cap:2 * cap], buf[2 * cap:]
+            self.n, self.cap = len(encoder), cap
         return self.tkeys, self.tvals
+
+    def keys_of(self, encoder: IdEncoder, ids):
+        """The user keys of ``ids`` (device), gathered on the device."""
+        self.tables(encoder)
+        return self.keys[ids]
 
     def added(self, encoder: IdEncoder, new_keys, n0: int) -> None:
         """``new_keys`` (device) were committed to ``encoder`` with ids n0, n0 + 1, ...: add
         them to the copy (or leave it to be uploaded again when the encoder's table grew)."""
         tk, _ = encoder.hash_table()
         if self.tkeys is tk:  # the host backend: the copy is the encoder's table itself
+            self.keys = encoder.int_keys()
             self.n = len(encoder)
             return
         if self.n != n0 or self.cap != tk.shape[0]:
@@ -82,6 +94,7 @@ class DeviceKeyTable:
         xp = self.backend.xp
         ids = xp.arange(n0, n0 + new_keys.shape[0], dtype=np.int64)
         self.backend.kernels.hash.insert(self.tkeys, self.tvals, new_keys, ids)
+        self.keys = xp.concatenate([self.keys, new_keys])
         self.n = len(encoder)
 
 

@@ -195,6 +195,10 @@ class IdEncoder:
         copy of to encode batches there (:class:`gpu_ivm.device_batch.DeviceKeyTable`)."""
         return self._tkeys, self._tvals
 
+    def int_keys(self) -> np.ndarray:
+        """The integer keys in id order (a view; ``decode`` of every id)."""
+        return self._ints[: self.n]
+
     def check_room(self, n_new: int, column: str = "src") -> None:
         """Refuse ``n_new`` more keys when the ids would run out (as :meth:`plan` does)."""
         if self.n + n_new > MAX_IDS:

@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from .backend import Backend, get_backend
+from .device_batch import DeviceKeyTable
 from .encoding import IdEncoder, transpose, unpack
 from .errors import IntegerOverflowError, InvariantError, ResourceLimitError, SetViolation
 from .kernels.phase_kernels import clip_threshold, phase_degrees, split_heavy
@@ -160,6 +161,16 @@ class TriangleEngineBase:
     #: (inserts, deletes) of the phase's keys under set semantics, or None: the stores then
     #: know their new keys' bound and size change without reading them back
     _set_counts: tuple[int, int] | None = None
+
+    # the device's copy of the encoder's table and keys: batches held in device memory are
+    # encoded with it, results handed back on the device decoded with it
+    _device_keys: DeviceKeyTable | None = None
+
+    def _key_table(self) -> DeviceKeyTable:
+        """The device's copy of the encoder's table (made on first use)."""
+        if self._device_keys is None:
+            self._device_keys = DeviceKeyTable(self.backend)
+        return self._device_keys
 
     def _grow_ids(self, capacity: int) -> None:
         self._id_bound = max(self._id_bound or 0, capacity)

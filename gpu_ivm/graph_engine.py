@@ -91,8 +91,6 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     unit_multiplicities = True
     #: during a batch on a device: (its Δ keys, x, y, Δ of its pairs x < y), uploaded with it
     _half: tuple | None = None
-    # the device's copy of the encoder's table, for batches held in device memory
-    _device_keys: device_batch.DeviceKeyTable | None = None
     #: batches held in device memory: prepared there, and of those judged by the host's
     #: rules on their downloaded columns (a bad row, a conflict, a cancelled new vertex)
     device_batches: int = 0
@@ -455,12 +453,6 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         its columns downloaded once and applied by the host's path."""
         self.device_to_host += 1
         return self._apply_batch(cols.to_host(self.backend), batch_id, t0, {})
-
-    def _key_table(self) -> device_batch.DeviceKeyTable:
-        """The device's copy of the encoder's table (made on first use)."""
-        if self._device_keys is None:
-            self._device_keys = device_batch.DeviceKeyTable(self.backend)
-        return self._device_keys
 
     def _apply_device(self, cols, batch_id: int | None, t0: float) -> BatchReport:
         """:meth:`apply` of a batch in device memory, prepared there

@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 
 from gpu_ivm.engine import BatchReport
 from gpu_ivm.errors import InputError
+from gpu_ivm.io.device import upload_batch
 
 from ._state import EngineLog, read_recorded_tables, remove_path, write_bytes_atomic
 from .ingest import UPDATE_COLUMNS, collect_arrow, split_bad_rows, updates_table
@@ -165,6 +166,11 @@ class DriverEngine:
     snapshot_every : int
         1: a snapshot after every batch; m: a small log entry per batch and a snapshot every
         m-th (a snapshot costs O(graph), a log entry O(batch)).
+    device_batches : bool
+        On an engine with a device backend (``cuda``), move each micro-batch's Arrow table to
+        the device with one upload and let the engine prepare it there
+        (:func:`gpu_ivm.io.device.upload_batch`; default True). Tables it does not take
+        (string keys, other columns) and ``dead_letter`` batches are applied as they are.
     maintain : str or list of str, optional
         Results to maintain besides the count: ``"vertex_counts"``, ``"edge_counts"``,
         ``"triangles"``. The default engine is then ``GraphEngine(maintain=...,
@@ -194,8 +200,9 @@ class DriverEngine:
 
     def __init__(self, state_dir: str | os.PathLike[str] | None = None, *,
                  factory: Callable[[], Any] | None = None, base: Any = None,
-                 snapshot_every: int = 1, maintain: Any = None):
+                 snapshot_every: int = 1, maintain: Any = None, device_batches: bool = True):
         self.state_dir = None if state_dir is None else pathlib.Path(state_dir)
+        self.device_batches = bool(device_batches)
         self.factory = factory
         self.base = base
         self.log = None if state_dir is None else EngineLog(state_dir,
@@ -374,7 +381,10 @@ class DriverEngine:
                 rep = reports[-1]
                 applied: Any = good
             else:
-                rep = eng.apply(updates, batch_id=batch_id)
+                on_device = (upload_batch(updates, eng.backend) if self.device_batches
+                             else None)  # one upload: the engine prepares it on the device
+                rep = eng.apply(updates if on_device is None else on_device,
+                                batch_id=batch_id)
                 applied, dead = updates, None
             rep.seconds = time.perf_counter() - t0
             tables = self._change_tables(eng, rep, batch_id)

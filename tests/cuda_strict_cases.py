@@ -175,6 +175,10 @@ def test_device_batches_prepared_on_device(eps: str) -> None:
         cpu = GraphEngine(backend="cpu", **kw)
         dev = GraphEngine(backend=DEVICE, **kw)
         twin = GraphEngine(backend=DEVICE, **kw)  # the same batches from host arrays
+        empty = {k: np.zeros(0, np.int64) for k in ("src", "dst", "sign")}
+        for e in (cpu, twin):  # an engine's first batch warms the kernels up: not counted
+            e.apply(empty)
+        dev.apply(device_columns_of(empty))
         for batch in graph_batches(oracle, rng, n_batches=6, nv=22, max_batch=36, hub_p=0.5,
                                    shrink_from=4):
             given = device_columns_of(batch)
@@ -201,6 +205,64 @@ def test_device_batches_prepared_on_device(eps: str) -> None:
             assert_same_state(cpu, dev)
         assert_on_device(dev)
         dev.check_invariants()
+
+
+def test_results_handed_back_on_device(monkeypatch) -> None:
+    """``as_="device"`` / ``"cudf"``: device arrays with the Arrow results' rows, decoded on
+    the device (no download but sizes), new keys of device batches included."""
+    import types
+
+    import pyarrow as pa
+
+    fams = ["vertex_counts", "edge_counts", "triangles"]
+    rng = np.random.default_rng(8)
+    keys = rng.permutation(500)[:30] * 7 - 100
+    src, dst = keys[rng.integers(0, 30, 120)], keys[rng.integers(0, 30, 120)]
+    cpu, dev = loaded_twins(src, dst, maintain=fams, on_conflict="ignore")
+    b = {"src": np.r_[keys[rng.integers(0, 30, 30)], 9001, 9002],
+         "dst": np.r_[keys[rng.integers(0, 30, 30)], keys[0], keys[0]],
+         "sign": np.ones(32, np.int64)}
+    b["dst"][-2:] = [9002, keys[1]]  # a new triangle through two new vertices
+    b["src"][-3], b["dst"][-3] = 9001, keys[1]
+    cpu.apply(b)
+    dev.apply(device_columns_of(b))
+    frames = []
+    fake = types.ModuleType("cudf")
+    fake.DataFrame = lambda cols: frames.append(cols) or cols
+    monkeypatch.setitem(sys.modules, "cudf", fake)
+    for fam in fams:
+        sc.reset()
+        cols = getattr(dev, fam)(as_="cudf")
+        moved = sc.reset()
+        assert frames[-1] is cols
+        assert all(isinstance(v, sc.DeviceArray) for v in cols.values()), fam
+        assert moved.get("bytes_down", 0) <= 256, (fam, moved)  # sizes only
+        t = pa.Table.from_batches(list(getattr(cpu, fam)()))
+        want = {n: t.column(n).to_pylist() for n in t.column_names}
+        assert {k: host(v).tolist() for k, v in cols.items()} == want, fam
+        assert len(want[t.column_names[0]]) > 0
+
+
+def test_spark_driver_moves_each_batch_to_the_device_once() -> None:
+    """DriverEngine on a device backend uploads each micro-batch's Arrow table once and the
+    engine prepares it there; string keys and other tables stay on the host's path."""
+    import pyarrow as pa
+    from gpu_ivm.spark_glue import DriverEngine
+
+    rng = np.random.default_rng(9)
+    base = {"src": rng.integers(0, 40, 150), "dst": rng.integers(0, 40, 150)}
+    drv = DriverEngine(None, factory=lambda: GraphEngine(backend=DEVICE, on_conflict="ignore"),
+                       base=base)
+    cpu = GraphEngine(on_conflict="ignore")
+    cpu.load(base)
+    for i, u in enumerate(signed_batches(rng, 44, 30, 4)):
+        t = pa.table({k: pa.array(v, pa.int32() if k == "dst" else pa.int64())
+                      for k, v in u.items()})
+        sc.reset()
+        rep = drv.apply(t, batch_id=i)
+        assert sc.reset().get("uploads", 0) >= 1
+        assert rep.triangles == cpu.apply(u).triangles
+    assert drv.engine.device_batches == 4
 
 
 @pytest.mark.parametrize("eps", ["1/2", "1"])

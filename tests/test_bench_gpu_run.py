@@ -43,3 +43,13 @@ def test_summary_table_pairs_the_backends() -> None:
     assert cols[2:5] == ["2,000", "500", "4.00"]
     assert cols[5:] == ["11", "delta", "True"]
 
+
+
+def test_summary_table_shows_device_input() -> None:
+    from bench.gpu_run import _table
+
+    recs = [{"workload": "rmat18 B=1000", "backend": "cuda", "updates_per_s": 2000.0,
+             "launches_per_batch": 11, "paths": ["delta"], "agree": True},
+            {"workload": "rmat18 B=1000", "backend": "cuda-dev", "updates_per_s": 3000.0},
+            {"workload": "rmat18 B=1000", "backend": "cpu", "updates_per_s": 500.0}]
+    assert _table(recs).splitlines()[1].split()[-1] == "cuda-dev=3,000"

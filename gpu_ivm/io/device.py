@@ -222,3 +222,31 @@ def device_columns(source: Any, xp, *, updates: bool,
     return DeviceColumns(out["src"], out["dst"], out.get("sign"),
                          keys_u64=u64["src"] or u64["dst"], sign_u64=u64.get("sign", False),
                          source_dtypes=tuple(dtypes))
+
+
+def upload_batch(table: Any, backend) -> dict[str, Any] | None:
+    """A host Arrow table of updates (``src``, ``dst``, ``sign``, integer columns without
+    nulls) moved to the backend's device with one upload, as a mapping of device columns
+    that :meth:`GraphEngine.apply` prepares on the device; None where that does not apply
+    (the host backend, other tables: string keys, other column names, nulls), and the caller
+    applies the table as it is.
+
+    This is the move a Spark job on a GPU node makes once per micro-batch
+    (:class:`gpu_ivm.spark_glue.DriverEngine` with ``device_batches=True``).
+    """
+    import pyarrow as pa
+
+    if backend.name == "cpu" or not isinstance(table, (pa.Table, pa.RecordBatch)):
+        return None
+    names = ("src", "dst", "sign")
+    if table.schema.names != list(names):
+        return None
+    cols = []
+    for name in names:
+        col = table.column(name)
+        if not pa.types.is_integer(col.type) or col.type == pa.uint64() or col.null_count:
+            return None  # the host's reader judges these (an out-of-range key, nulls)
+        cols.append(col.to_numpy().astype(np.int64, copy=False))
+    m = table.num_rows
+    buf = backend.to_device(np.concatenate(cols))  # the batch's one upload
+    return {name: buf[i * m:(i + 1) * m] for i, name in enumerate(names)}

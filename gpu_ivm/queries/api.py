@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from ..encoding import pack
 from ..errors import InputError
+from . import device_results as dr
 from . import results as rs
 from .maintain import FreeQueries
 from .storage import consolidate
@@ -216,43 +217,80 @@ class FreeQueryResults:
         return int(chunk_size)
 
     # ------------------------------------------------------------------ results
-    def vertex_counts(self, chunk_size: int = DEFAULT_CHUNK) -> Iterator[pa.RecordBatch]:
+    def vertex_counts(self, chunk_size: int = DEFAULT_CHUNK, *, as_: str = "arrow"):
         """Per-vertex triangle counts Δ1 as Arrow record batches (``vertex``, ``triangles``),
         sorted by internal id: one row per vertex in at least one triangle (nonzero count).
         Vertices in no triangle — with or without edges — are left out (``vertex_count(v)``
         gives 0 for them; :func:`gpu_ivm.vertex_triangle_counts` lists every vertex, as
         ``networkx.triangles`` does). In the relation form ``vertex`` is the A value and a row
-        is a value with Δ1 ≠ 0."""
+        is a value with Δ1 ≠ 0.
+
+        ``as_="device"`` returns the whole result as a dict of the backend's arrays (CuPy on
+        a GPU, no host copy; integer keys only), ``as_="cudf"`` as a cuDF DataFrame over them
+        (:mod:`gpu_ivm.queries.device_results`); the rows are the same, in the same order.
+        """
         fq = self._need("vertex_counts")
         chunk_size = self._check_chunk(chunk_size)
+        if dr.check_form(as_) == "arrow":
+            return self._vertex_batches(fq, chunk_size)
+        ids, m = rs.vertex_counts(fq)
+        if self._graph and not self.directed:
+            m = m // 2
+        return dr.frame({"vertex": dr.user_keys(self, ids), "triangles": m}, as_)
+
+    def _vertex_batches(self, fq, chunk_size: int) -> Iterator[pa.RecordBatch]:
         ids, m = self._host(*rs.vertex_counts(fq))
         if self._graph and not self.directed:
             m = m // 2
         yield from self._chunks({"vertex": self._decode(ids), "triangles": pa.array(m)},
                                 ids.shape[0], chunk_size)
 
-    def edge_counts(self, chunk_size: int = DEFAULT_CHUNK) -> Iterator[pa.RecordBatch]:
+    def edge_counts(self, chunk_size: int = DEFAULT_CHUNK, *, as_: str = "arrow"):
         """Per-edge triangle counts Δ2 as Arrow record batches (``src``, ``dst``,
-        ``triangles``); edges in no triangle are left out."""
+        ``triangles``); edges in no triangle are left out. ``as_``: as for
+        :meth:`vertex_counts`."""
         fq = self._need("edge_counts")
         chunk_size = self._check_chunk(chunk_size)
+        form = dr.check_form(as_)
         a, b, m = rs.edge_counts(fq)
         if self._graph and not self.directed:
             keep = a < b
             a, b, m = a[keep], b[keep], m[keep]
+        if form == "arrow":
+            return self._edge_batches(a, b, m, chunk_size)
+        us, ud = dr.ordered_edges(self.xp, dr.user_keys(self, a), dr.user_keys(self, b),
+                                  self._graph and not self.directed)
+        return dr.frame({"src": us, "dst": ud, "triangles": m}, as_)
+
+    def _edge_batches(self, a, b, m, chunk_size: int) -> Iterator[pa.RecordBatch]:
         a, b, m = self._host(a, b, m)
         us, ud = self._user_edges(a, b)
         yield from self._chunks({"src": us, "dst": ud, "triangles": pa.array(m)}, a.shape[0],
                                 chunk_size)
 
-    def triangles(self, chunk_size: int = DEFAULT_CHUNK) -> Iterator[pa.RecordBatch]:
+    def triangles(self, chunk_size: int = DEFAULT_CHUNK, *, as_: str = "arrow"):
         """The triangles Δ3 as Arrow record batches of at most ``chunk_size`` rows (``a``,
         ``b``, ``c``, and ``mult`` in the relation form), each exactly once.
 
         The batches are produced lazily from the five disjoint skew-aware views; applying a
-        batch while iterating raises ``RuntimeError``."""
+        batch while iterating raises ``RuntimeError``. ``as_="device"`` / ``"cudf"``: every
+        triangle at once, in device memory (as for :meth:`vertex_counts`)."""
         fq = self._need("triangles")
         chunk_size = self._check_chunk(chunk_size)
+        if dr.check_form(as_) == "arrow":
+            return self._triangle_batches(fq, chunk_size)
+        xp = self.xp
+        parts = [self._canonical_triangles(*p) for p in rs.triangle_parts(fq, chunk_size)]
+        a, b, c, m = ([xp.concatenate([p[i] for p in parts]) for i in range(4)] if parts
+                      else [dr.empty(xp)] * 4)
+        ua, ub, uc = dr.ordered_triangles(xp, *(dr.user_keys(self, x) for x in (a, b, c)),
+                                          self._graph, self._graph and self.directed)
+        cols = {"a": ua, "b": ub, "c": uc}
+        if not self._graph:
+            cols["mult"] = m
+        return dr.frame(cols, as_)
+
+    def _triangle_batches(self, fq, chunk_size: int) -> Iterator[pa.RecordBatch]:
         version = self.batches_applied
         buf: list[tuple[np.ndarray, ...]] = []
         held = 0
