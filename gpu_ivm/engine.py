@@ -446,7 +446,7 @@ class TriangleEngineBase:
                 self._store_raw(k, keys, deltas)
             self.Q = self._count_from_stores()
             self.stale = True
-            self.policy.observe_recompute(clock() - t1, self.size)
+            self.policy.observe_recompute(clock() - t1, self.size, whole=True)
         else:
             rebuilt = self.stale  # the rebuild leaves caches cold: this batch is not timed
             try:

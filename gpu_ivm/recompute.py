@@ -8,13 +8,17 @@ the graph; the results are identical on either path (tests force each path).
 
 The recompute path stores the batch's tuples and recounts; partitions, views and N are left
 stale and rebuilt only when a later batch takes the delta path, so a run of large batches costs
-about one static recount each. That rebuild is the cost of switching paths: a fresh state is
-recounted only when the delta estimate exceeds the recount's plus the rebuild amortized over
-``rebuild_horizon`` batches, and a stale one returns to deltas only once their estimated
-savings, summed over the recounts since, pay for the whole rebuild (ski rental), so estimates
-that are close do not flip the path batch after batch. The delta estimate is a fixed cost per
-batch plus a rate per unit of kernel work, each the median of recent delta batches (those
-that rebuilt first are not timed: the rebuild leaves the caches cold).
+about one static recount each. That rebuild is the cost of switching paths, and both switches
+follow the ski-rental rule: a fresh state is recounted once the delta path's estimated excess
+over the recounts, summed over the delta batches since, pays for the rebuild that a return
+will cost (at once for a batch whose own excess does), and a stale one returns to deltas only
+once their estimated savings, summed over the recounts since, pay for the whole rebuild. So
+estimates that are close, or one batch of more work among cheap ones, do not flip the path
+(each flip and return costs a rebuild). The delta estimate is a fixed cost per batch plus a
+rate per unit of kernel work, each the median of recent delta batches (those that rebuilt
+first are not timed: the rebuild leaves the caches cold). The recompute estimate is the
+static recount's rate times the tuples, times what a recompute batch was measured to cost
+beyond its recount (``recompute_factor``).
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ FIXED_UNITS = 200  # a delta batch of at most this much estimated work measures 
 #: graph than in the stores (measured: the count delta of R-MAT 16, B = 10⁵, 55–70 against
 #: 28–31 ms for the same units; replaced by the copy's own measured rate once a batch ran)
 SNAPSHOT_SPEEDUP = 2
+#: a recompute batch's cost over its static recount's before one was measured (it stores
+#: the batch's tuples and runs the engine's bookkeeping too)
+RECOMPUTE_FACTOR_FIRST = 2.0
 EXPLORE_FIRST = 16  # recounts in a row (estimates within 2x) before a delta batch re-measures
 EXPLORE_MAX = 1024  # the longest wait between two such tries
 SAMPLES = 9  # recent delta batches whose median gives the fixed cost and the rate
@@ -71,14 +78,15 @@ class AdaptivePolicy:
         self._rates: deque[float] = deque(maxlen=SAMPLES)
         self._snapshot_rates: deque[float] = deque(maxlen=SAMPLES)  # see _rate
         self.rebuild_sec_per_tuple: float | None = None  # full preprocessing
-        self.recompute_sec_per_tuple: float | None = None  # store the batch + static recount
+        self.recompute_sec_per_tuple: float | None = None  # the static recount
+        self.recompute_factor = RECOMPUTE_FACTOR_FIRST  # a recompute batch / its recount
         self.last_units = 0
         self.last_snapshot = False  # choose() saw a batch for the copy of the graph
         self.streak = (None, 0)  # (path, how many batches in a row took it)
         self.savings = 0.0  # the delta path's estimated savings over the recounts since a switch
+        self.excess = 0.0  # the delta path's estimated excess over recounts since a switch
         self.explore_every = EXPLORE_FIRST  # recounts in a row before one delta batch tries
         self._exploring = False  # the last batch was such a try
-        self.rebuild_horizon = 8  # batches over which a rebuild of a stale state is charged
 
     @staticmethod
     def on_snapshot(engine, phases) -> bool:
@@ -117,26 +125,32 @@ class AdaptivePolicy:
             return "delta"
         batch = sum(p[1].shape[0] for p in phases)
         size = engine.size + batch
-        est_recompute = self.recompute_sec_per_tuple * size
+        est_recompute = self.recompute_factor * self.recompute_sec_per_tuple * size
         self.last_units = self.units(engine, phases)
         self.last_snapshot = self.on_snapshot(engine, phases)
         est_delta = self.delta_fixed_sec + self.last_units * self._rate(self.last_snapshot)
-        rebuild = (self.rebuild_sec_per_tuple or 0.0) * size
+        # an engine that started empty has not measured a rebuild yet: it costs at least the
+        # recount it includes
+        rebuild = (est_recompute if self.rebuild_sec_per_tuple is None
+                   else self.rebuild_sec_per_tuple * size)
         # A recount leaves the state stale, and the next delta batch pays one rebuild first.
-        # From a fresh state, recount when the delta estimate exceeds the recount's plus that
-        # rebuild amortized over rebuild_horizon batches (what a later return to deltas will
-        # cost). From a stale state, return to deltas only once their estimated savings,
-        # summed over the recounts since the last switch (never below 0), pay for the whole
-        # rebuild (the ski-rental rule): one batch that saves more switches at once, while
-        # close or alternating estimates keep recounting, where returning each time cost a
-        # rebuild per return.
+        # Both switches follow the ski-rental rule (never below 0, reset at a switch): from a
+        # fresh state, recount once the delta estimates' excess over the recounts', summed
+        # over the batches since, exceeds that rebuild (what a later return to deltas will
+        # cost; one batch whose own excess does switches at once); from a stale state, return
+        # to deltas once their estimated savings, summed over the recounts since, pay for the
+        # whole rebuild. Close or alternating estimates, and a single batch of more work
+        # among cheap ones, then keep the path, where each flip and return cost a rebuild.
         if engine.stale:
+            self.excess = 0.0
             self.savings = max(0.0, self.savings + est_recompute - est_delta)
             path = "delta" if self.savings >= rebuild else "recompute"
         else:
             self.savings = 0.0
-            path = "recompute" if est_delta > est_recompute + rebuild / self.rebuild_horizon \
-                else "delta"
+            self.excess = max(0.0, self.excess + est_delta - est_recompute)
+            path = "recompute" if self.excess > rebuild else "delta"
+            if path == "recompute":
+                self.excess = 0.0
         # Estimates are only as good as their calibration: after explore_every recounts in a
         # row with estimates within 2x, one delta batch re-measures the delta path (a recount
         # needs no such try: its rate is measured apart, see
@@ -202,13 +216,25 @@ class AdaptivePolicy:
             return median(self._snapshot_rates)
         return self.sec_per_unit / SNAPSHOT_SPEEDUP
 
-    def observe_recompute(self, seconds: float, tuples: int) -> None:
-        if tuples > 1000:
-            rate = seconds / tuples
-            if self.recompute_sec_per_tuple is None:
-                self.recompute_sec_per_tuple = rate
-            else:
-                self.recompute_sec_per_tuple = 0.5 * self.recompute_sec_per_tuple + 0.5 * rate
+    def observe_recompute(self, seconds: float, tuples: int, whole: bool = False) -> None:
+        """A static recount of ``tuples`` took ``seconds`` (the load's, a calibration's), or
+        with ``whole`` a recompute batch did (its tuples stored, then the recount): the first
+        refine the rate, the second how much a batch costs beyond its recount
+        (``recompute_factor``, seeded at RECOMPUTE_FACTOR_FIRST: on CollegeMsg's sliding
+        windows the rate alone had the policy recount batches that then cost several times
+        its estimate)."""
+        if tuples <= 1000:
+            return
+        if whole:
+            if self.recompute_sec_per_tuple is not None:
+                f = seconds / (self.recompute_sec_per_tuple * tuples)
+                self.recompute_factor = 0.5 * self.recompute_factor + 0.5 * max(1.0, f)
+            return
+        rate = seconds / tuples
+        if self.recompute_sec_per_tuple is None:
+            self.recompute_sec_per_tuple = rate
+        else:
+            self.recompute_sec_per_tuple = 0.5 * self.recompute_sec_per_tuple + 0.5 * rate
 
     def observe_rebuild(self, seconds: float, tuples: int) -> None:
         if tuples > 1000:

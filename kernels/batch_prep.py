@@ -272,13 +272,34 @@ def pack_sign(k, s):
     return (k << 1) | (1 if s > 0 else 0)
 
 
+@nb.njit(cache=True, inline="always")
+def put_row(keys, sg, i, k0, k1, s, what, mode, directed):
+    """Row ``i``'s keys and signs (two of each when undirected; an edge's keys with the sign
+    in the lowest bit when ``mode`` has PACKED)."""
+    if what == 0 and (mode & PACKED) != 0:
+        k0, k1 = pack_sign(k0, s), pack_sign(k1, s)
+    per = 1 if directed else 2
+    keys[per * i] = k0
+    sg[per * i] = s
+    if not directed:
+        keys[per * i + 1] = k1
+        sg[per * i + 1] = s
+
+
+@nb.njit(cache=True, inline="always")
+def put_flags(flags, i, kept, pair, dele):
+    """The run pass's three flags of key ``i``: a kept run's first key, a pair, a delete."""
+    flags[0, i] = 1 if kept else 0
+    flags[1, i] = 1 if pair else 0
+    flags[2, i] = 1 if dele else 0
+
+
 @nb.njit(cache=True)
 def prep_rows(src, dst, sign, tkeys, tvals, ids, keys, sg, stats, mode):
     """CPU twin of the device row pass (:func:`gpu_ivm.kernels.cuda_batch_prep.rows`)."""
     m = src.shape[0]
     mask = tkeys.shape[0] - 1
     directed = (mode & DIRECTED) != 0
-    per = 1 if directed else 2
     for i in range(m):
         s = sign[i]
         ka = src[i]
@@ -296,13 +317,7 @@ def prep_rows(src, dst, sign, tkeys, tvals, ids, keys, sg, stats, mode):
             stats[LOOPS] += 1
         elif what == 2:
             stats[UNKNOWN] += 1
-        elif (mode & PACKED) != 0:
-            k0, k1 = pack_sign(k0, s), pack_sign(k1, s)
-        keys[per * i] = k0
-        sg[per * i] = s
-        if not directed:
-            keys[per * i + 1] = k1
-            sg[per * i + 1] = s
+        put_row(keys, sg, i, k0, k1, s, what, mode, directed)
 
 
 @nb.njit(cache=True)
@@ -311,9 +326,7 @@ def prep_groups(keys, sg, net, flags, used, stats, n0, directed, packed):
     n = keys.shape[0]
     for i in range(n):
         k = key_at(keys, i, packed)
-        flags[0, i] = 0
-        flags[1, i] = 0
-        flags[2, i] = 0
+        put_flags(flags, i, False, False, False)
         if k == SENTINEL_KEY or (i > 0 and key_at(keys, i - 1, packed) == k):
             continue
         s = run_sum(keys, sg, i, n, packed)
@@ -321,9 +334,7 @@ def prep_groups(keys, sg, net, flags, used, stats, n0, directed, packed):
         if s == 0:
             continue
         pair, dele, big, new_del, a_new, b_new = run_flags(k, s, n0, directed)
-        flags[0, i] = 1
-        flags[1, i] = 1 if pair else 0
-        flags[2, i] = 1 if dele else 0
+        put_flags(flags, i, True, pair, dele)
         stats[BIG] += big
         stats[NEW_DELETE] += new_del
         if a_new and used[(k >> 32) - n0] == 0:

@@ -2,7 +2,8 @@
 updates: the ``prep`` part of the cuda kernel set, twins of the CPU passes
 ``prep_rows``, ``prep_groups`` and ``prep_scatter`` of :mod:`gpu_ivm.kernels.batch_prep`, whose
 per-row and per-run steps they call (``row_checks``, ``row_keys``, ``run_sum``, ``run_flags``,
-``scatter_one``; the encoder's table is probed by :func:`gpu_ivm.kernels.hashmap.probe`).
+``put_row``, ``put_flags``, ``scatter_one``; the encoder's table is probed by
+:func:`gpu_ivm.kernels.hashmap.probe`).
 
 A batch of rows ``(src, dst, sign)`` in device memory (user keys) becomes the sorted unique
 packed keys ``a << 32 | b`` of its edges with their nonzero net signs (both orientations of an
@@ -35,14 +36,14 @@ from .batch_prep import (
     KEPT,
     LOOPS,
     NEW_DELETE,
-    PACKED,
     PAIRS,
     PROBE,
     SENTINEL_KEY,
     UNKNOWN,
     USED_NEW,
     key_at,
-    pack_sign,
+    put_flags,
+    put_row,
     row_checks,
     row_keys,
     run_flags,
@@ -60,7 +61,6 @@ def _rows_kernel(io, m, mode):
     src, dst, sign, tkeys, tvals, ids, keys, sg, stats = io
     mask = tkeys.shape[0] - 1
     directed = (mode & DIRECTED) != 0
-    per = 1 if directed else 2
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < m:
@@ -80,13 +80,7 @@ def _rows_kernel(io, m, mode):
             cuda.atomic.add(stats, LOOPS, 1)
         elif what == 2:
             cuda.atomic.add(stats, UNKNOWN, 1)
-        elif (mode & PACKED) != 0:
-            k0, k1 = pack_sign(k0, s), pack_sign(k1, s)
-        keys[per * i] = k0
-        sg[per * i] = s
-        if not directed:
-            keys[per * i + 1] = k1
-            sg[per * i + 1] = s
+        put_row(keys, sg, i, k0, k1, s, what, mode, directed)
         i += stride
 
 
@@ -100,17 +94,13 @@ def _groups_kernel(io, n, n0, directed, packed):
     stride = cuda.gridsize(1)
     while i < n:
         k = key_at(keys, i, packed)
-        flags[0, i] = 0
-        flags[1, i] = 0
-        flags[2, i] = 0
+        put_flags(flags, i, False, False, False)
         if k != SENTINEL_KEY and (i == 0 or key_at(keys, i - 1, packed) != k):
             s = run_sum(keys, sg, i, n, packed)
             net[i] = s
             if s != 0:
                 pair, dele, big, new_del, a_new, b_new = run_flags(k, s, n0, directed)
-                flags[0, i] = 1
-                flags[1, i] = 1 if pair else 0
-                flags[2, i] = 1 if dele else 0
+                put_flags(flags, i, True, pair, dele)
                 if big:
                     cuda.atomic.add(stats, BIG, 1)
                 if new_del:

@@ -113,6 +113,7 @@ def _policy(units: int, recompute_rate: float):
 
     pol = AdaptivePolicy()
     pol.recompute_sec_per_tuple = recompute_rate
+    pol.recompute_factor = 1.0  # a recompute batch costs its recount
     pol.rebuild_sec_per_tuple = 2.0 ** -17  # a rebuild of 2**10 tuples: 2**-7 s
     pol.sec_per_unit = 2.0 ** -30
     pol.units = lambda engine, phases: units
@@ -131,12 +132,26 @@ def test_policy_returns_to_deltas_once_their_savings_pay_a_rebuild():
 
 
 def test_policy_leaves_a_fresh_state_when_recounting_pays_its_later_rebuild():
-    """From a fresh state the recount is taken when the delta estimate exceeds the recount's
-    plus the rebuild (2**-7 s) amortized over rebuild_horizon (8) batches: 2**-9 s in all."""
-    for units, want in ((1 << 21, "delta"), ((1 << 21) + 1, "recompute")):
+    """From a fresh state the recount is taken once the delta estimates' excess over the
+    recount's (2**-10 s), summed over the batches since, exceeds the rebuild a return will
+    cost (2**-7 s): at once for one batch whose own excess does, after 9 batches of 2**-10 s
+    excess each; a cheap batch in between takes its savings off the sum."""
+    for units, want in (((1 << 20) + (1 << 23), "delta"), ((1 << 20) + (1 << 23) + 1,
+                                                           "recompute")):
         pol, eng, phases = _policy(units, 2.0 ** -20)
         eng.stale = False
         assert pol.choose(eng, phases) == want
+    pol, eng, phases = _policy(1 << 21, 2.0 ** -20)  # delta 2**-9 s: 2**-10 s over
+    eng.stale = False
+    assert [pol.choose(eng, phases) for _ in range(9)] == ["delta"] * 8 + ["recompute"]
+    pol, eng, phases = _policy(1 << 21, 2.0 ** -20)
+    eng.stale = False
+    paths = [pol.choose(eng, phases) for _ in range(7)]
+    pol.units = lambda engine, phases: 0  # a batch that saves 2**-10 s
+    paths.append(pol.choose(eng, phases))
+    pol.units = lambda engine, phases: 1 << 21
+    paths += [pol.choose(eng, phases) for _ in range(3)]
+    assert paths == ["delta"] * 10 + ["recompute"]
 
 
 def test_policy_explores_deltas_with_growing_waits():
@@ -145,10 +160,10 @@ def test_policy_explores_deltas_with_growing_waits():
     doubles the wait); a try after which the estimates keep deltas resets the wait to 16."""
     from gpu_ivm import recompute
 
-    # fresh state: recount 2**-10 s, delta 2**-10 + 2**-12 s (within 2x), rebuild amortized
-    # 2**-10 s: recounting wins every time unless exploring
+    # fresh state: recount 2**-10 s, delta 2**-10 + 2**-12 s (within 2x), rebuild 2**-13 s
+    # (below one batch's excess): recounting wins every time unless exploring
     pol, eng, phases = _policy((1 << 20) + (1 << 18), 2.0 ** -20)
-    pol.rebuild_sec_per_tuple = 2.0 ** -20
+    pol.rebuild_sec_per_tuple = 2.0 ** -23
     eng.stale = False
     paths = [pol.choose(eng, phases) for _ in range(16 + 1 + 32 + 1 + 64 + 1)]
     tries = [i for i, p in enumerate(paths) if p == "delta"]
@@ -181,18 +196,19 @@ def test_policy_fixed_cost_is_bounded_by_the_cheapest_recent_batch():
 def test_policy_rates_batches_on_the_snapshot_apart():
     """A batch against the compact copy of the graph is estimated at a rate of its own:
     seeded at sec_per_unit / SNAPSHOT_SPEEDUP, then the median of such batches' measured
-    rates; the stores' rate is left alone. Delta 2**-8 s at the stores' rate exceeds the
-    recount plus the amortized rebuild (2**-9 s): recount; at half that rate: deltas."""
+    rates; the stores' rate is left alone. Delta 2**-6 s at the stores' rate exceeds the
+    recount (2**-10 s) by more than the rebuild (2**-7 s): recount; at half that rate (2**-7
+    s) by less: deltas."""
     from gpu_ivm import recompute
 
     for snap, want in ((False, "recompute"), (True, "delta")):
-        pol, eng, phases = _policy(1 << 22, 2.0 ** -20)
+        pol, eng, phases = _policy(1 << 24, 2.0 ** -20)
         eng.stale = False
         eng._snapshot_path = lambda n, snap=snap: snap
         assert recompute.SNAPSHOT_SPEEDUP == 2
         assert pol.choose(eng, phases) == want
-    pol.observe_delta(2.0 ** -12, eng, phases)  # measured: 2**-12 s for 2**22 units
-    assert pol.sec_per_unit == 2.0 ** -30 and pol._rate(True) == 2.0 ** -34
+    pol.observe_delta(2.0 ** -12, eng, phases)  # measured: 2**-12 s for 2**24 units
+    assert pol.sec_per_unit == 2.0 ** -30 and pol._rate(True) == 2.0 ** -36
     assert pol._rate(False) == 2.0 ** -30
 
 
@@ -374,3 +390,19 @@ def test_ignore_judges_each_edge_on_its_net_change(mode):
             ignored += sum(1 for a, b, _ in rows if (min(a, b), max(a, b)) == e)
     assert sorted(zip(*[x.tolist() for x in g.edges()])) == sorted(present)
     assert rep.ignored == ignored and (2, 3) not in present
+
+
+def test_policy_learns_what_a_recompute_batch_costs_beyond_its_recount():
+    """Calibrations and loads time the static recount alone; a recompute batch also stores
+    its tuples: its measured cost over the recount's estimate sets recompute_factor (an
+    average, never below 1), which the estimate then carries."""
+    from gpu_ivm.recompute import RECOMPUTE_FACTOR_FIRST, AdaptivePolicy
+
+    pol = AdaptivePolicy()
+    pol.observe_recompute(2.0 ** -10, 1 << 12)  # the recount: 2**-22 s per tuple
+    assert pol.recompute_sec_per_tuple == 2.0 ** -22
+    assert pol.recompute_factor == RECOMPUTE_FACTOR_FIRST == 2.0
+    pol.observe_recompute(2.0 ** -8, 1 << 12, whole=True)  # a batch: 4x its recount
+    assert pol.recompute_factor == 3.0 and pol.recompute_sec_per_tuple == 2.0 ** -22
+    pol.observe_recompute(2.0 ** -12, 1 << 12, whole=True)  # faster than the recount: 1
+    assert pol.recompute_factor == 2.0
