@@ -14,6 +14,7 @@ a batch-local wedge kernel; then Δ is stored with view maintenance heavy part f
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
@@ -26,7 +27,7 @@ from .backend import Backend
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, sum_products
 from .errors import ConflictError, InputError, SetViolation
-from .io.device import device_columns
+from .io.device import DeviceColumns, device_columns
 from .kernels import batch_prep
 from .queries.api import FreeQueryResults
 from .rational import EpsilonLike, parse_epsilon_setting
@@ -36,6 +37,25 @@ from .warmup import warm_up
 # Δ tuples (both orientations) from which an ε = 1 batch shares row passes between its pairs
 # (GraphEngine._symmetric_first); below it, pairs are intersected one by one
 GROUPED_MIN = 256
+
+
+def _device_prep_min() -> int:
+    """Rows from which a batch given on the host is prepared on the device (cuda backend):
+    ``GPU_IVM_DEVICE_PREP_MIN`` if set, else 16,384. Below it the host prepares the batch
+    (about 0.2 ms at 10³ rows here) and uploads it, within the launch budget; above it the
+    host's preparation grows by about 55 ns a row (5.1–5.9 ms at 10⁵ rows on R-MAT 18)
+    while the device's costs 5 launches and a read, 0.15–0.8 ms at the cost model's bounds
+    of a launch (docs/gpu.md): they meet between about 3,000 and 15,000 rows. Not timed on
+    a GPU."""
+    raw = os.environ.get("GPU_IVM_DEVICE_PREP_MIN", "").strip()
+    if not raw:
+        return 1 << 14
+    if not raw.isdigit():
+        raise ValueError(f"GPU_IVM_DEVICE_PREP_MIN must be a non-negative integer, got {raw!r}")
+    return int(raw)
+
+
+DEVICE_PREP_MIN = _device_prep_min()
 
 class GraphEngine(FreeQueryResults, TriangleEngineBase):
     """Maintain the triangle count of a graph under batches of edge inserts and deletes.
@@ -315,13 +335,19 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             return self._apply_batch(updates, batch_id, t0, read_options)
 
     def _apply_batch(self, updates: Any, batch_id: int | None, t0: float,
-                     read_options: dict) -> BatchReport:
-        """:meth:`apply` after the replay check (``t0``: the batch's start)."""
-        if self.backend.name != "cpu":  # columns already on the device stay there
+                     read_options: dict, on_host: bool = False) -> BatchReport:
+        """:meth:`apply` after the replay check (``t0``: the batch's start); ``on_host``:
+        prepared on the host whatever its size (a device batch judged by the host's rules)."""
+        device = self.backend.name != "cpu" and not on_host
+        if device:  # columns already on the device stay there
             cols = device_columns(updates, self.xp, updates=True, read_options=read_options)
             if cols is not None:
                 return self._apply_device(cols, batch_id, t0)
         u = io.read_graph_updates(updates, **read_options)
+        if device and len(u) >= DEVICE_PREP_MIN and u.src.dtype == np.int64 \
+                and self.encoder.kind != "str":  # a large batch: up once, prepared there
+            cols = DeviceColumns(*self._upload([u.src, u.dst, u.sign]))
+            return self._apply_device(cols, batch_id, t0)
         src, dst, sign, n_loops, row_idx = self._without_loops(u)
         m = src.shape[0]
         n0 = len(self.encoder)
@@ -452,7 +478,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         """A device batch that only the host's rules decide (nothing of it applied yet):
         its columns downloaded once and applied by the host's path."""
         self.device_to_host += 1
-        return self._apply_batch(cols.to_host(self.backend), batch_id, t0, {})
+        return self._apply_batch(cols.to_host(self.backend), batch_id, t0, {}, on_host=True)
 
     def _apply_device(self, cols, batch_id: int | None, t0: float) -> BatchReport:
         """:meth:`apply` of a batch in device memory, prepared there

@@ -4,8 +4,14 @@ A batch of edge rows ``(a, b, sign)`` (dense ids) becomes sorted unique packed k
 net signs, checked against set semantics and renumbered so that new vertex ids stay dense. The
 steps were a few dozen NumPy calls of a few microseconds each (most of the host time of a batch
 of 10³ beyond the count kernels); here they are three passes, with NumPy's own (vectorized)
-argsort between them. The batch is prepared on the host for every backend (it goes to the
-device once, validated), so these are CPU kernels only.
+argsort between them. This is how the host backend prepares every batch, and the cuda
+backend a batch given on the host below ``DEVICE_PREP_MIN`` rows (it then goes to the device
+once, prepared).
+
+The second half of the module is the device preparation's steps (:mod:`gpu_ivm.device_batch`:
+a batch held in device memory, or a large one): the per-row and per-run helpers that the
+CUDA kernels of :mod:`gpu_ivm.kernels.cuda_batch_prep` call, and their serial CPU twins
+``prep_rows``, ``prep_groups``, ``prep_scatter``.
 
 >>> ids = np.array([3, 1, 3, 2, 2, 0])  # rows (3,2), (1,2), (3,0): a's then b's
 >>> key = pair_keys(ids, 3, False)

@@ -182,3 +182,37 @@ def test_string_engines_and_restored_engines(tmp_path) -> None:
                        "sign": np.array([1, 1])}))
     assert r.count() == 3 and r.device_to_host == 0
     assert sorted(r.encoder.decode(np.arange(len(r.encoder))).tolist()) == [10, 20, 30, 40, 50]
+
+
+def test_large_host_batches_are_prepared_on_the_device(monkeypatch) -> None:
+    """A batch given on the host with at least DEVICE_PREP_MIN rows goes up once and is
+    prepared on the device (the cut set to 40 rows here); smaller ones, and string keys,
+    are prepared on the host. Conflicts still get the host's rules and words."""
+    from gpu_ivm import graph_engine
+
+    monkeypatch.setattr(graph_engine, "DEVICE_PREP_MIN", 40)
+    rng = np.random.default_rng(17)
+    base_src, base_dst = rng.integers(0, 50, 200), rng.integers(0, 50, 200)
+    dev = GraphEngine(backend="cuda", on_conflict="ignore")
+    cpu = GraphEngine(backend="cpu", on_conflict="ignore")
+    dev.load({"src": base_src, "dst": base_dst})
+    cpu.load({"src": base_src, "dst": base_dst})
+    sizes = []
+    for i, b in enumerate(messy_batches(rng, 50, 6, 90, 500)):
+        before = dev.device_batches
+        rd, rc = dev.apply(b), cpu.apply(b)
+        sizes.append((len(b["src"]), dev.device_batches - before))
+        assert (rd.triangles, rd.updates, rd.ignored, rd.self_loops) == \
+            (rc.triangles, rc.updates, rc.ignored, rc.self_loops), i
+    assert all(went == (m >= 40) for m, went in sizes), sizes
+    assert any(went for _, went in sizes) and not all(went for _, went in sizes), sizes
+    strict = GraphEngine(backend="cuda")
+    strict.load({"src": base_src, "dst": base_dst})
+    bad = {"src": np.r_[base_src[:50], 7], "dst": np.r_[base_dst[:50], 8],
+           "sign": np.r_[np.ones(50, np.int64), 2]}
+    with pytest.raises(InputError, match="sign"):
+        strict.apply(bad)
+    s = GraphEngine(backend="cuda")
+    keys = np.array([f"v{i}" for i in range(60)], object)
+    s.apply({"src": keys[:-1], "dst": keys[1:], "sign": np.ones(59, np.int64)})
+    assert s.device_batches == 0 and s.num_edges == 59

@@ -61,8 +61,9 @@ class DeviceColumns:
         """The columns downloaded, in their own dtypes (for the host's reader to judge):
         what a batch that needs the host's rules (a conflict, a bad row) falls back to."""
         out = {}
+        dtypes = self.source_dtypes or (np.dtype(np.int64),) * 3
         for name, col, dt in zip(("src", "dst", "sign"), (self.src, self.dst, self.sign),
-                                 self.source_dtypes):
+                                 dtypes):
             if col is not None:
                 host = backend.to_host(col)
                 out[name] = host.view(dt) if dt.itemsize == 8 and dt != host.dtype else host
