@@ -208,6 +208,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         # kernels loaded (or compiled, cold cache) once per process before any timed batch
         warm_up(self.backend, self.maintain, self.track_changes)
         got = self._load_device(edges, read_options)
+        if isinstance(got, dict):  # a key the device refused: the host's reader judges it
+            edges, read_options, got = got, {}, None
         if got is not None:  # columns already on the device: prepared there
             keys, n, n_loops = got
         else:
@@ -232,8 +234,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def _load_device(self, edges: Any, read_options: dict):
         """(sorted unique keys, rows, self-loops) of an edge list held in device memory,
         encoded and deduplicated there (:func:`gpu_ivm.device_batch.prepare_load`), or None
-        for an edge list on the host. Keys out of the int64 range are left to the host's
-        reader (downloaded once) to word the error."""
+        for an edge list on the host. An edge list with a uint64 key above the int64 range
+        comes back as its columns downloaded once (a dict), for the host's reader to judge."""
         if self.backend.name == "cpu":
             return None
         cols = device_columns(edges, self.xp, updates=False, read_options=read_options)
@@ -242,8 +244,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         table = self._key_table()
         got = device_batch.prepare_load(self.backend, table, self.encoder, cols, self.directed)
         if got is None:
-            io.read_edges(cols.to_host(self.backend))  # raises the reader's error
-            raise AssertionError("a key the device refused was read by the host")
+            return cols.to_host(self.backend)
         keys, new_keys, n_loops = got
         if new_keys is not None:
             n0 = len(self.encoder)

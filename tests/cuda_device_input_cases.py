@@ -164,6 +164,16 @@ def test_errors_are_the_hosts() -> None:
     rep = dev.apply(on_device({"src": np.array([1]), "dst": np.array([2]),
                                "sign": np.array([-1])}))
     assert rep.triangles == 0 and dev.device_to_host == 3
+    # an edge list with a uint64 key above int64: the host's reader judges it in both
+    edges = {"src": np.array([1, 2**63 + 5], np.uint64), "dst": np.array([2, 3], np.uint64)}
+    outcome = []
+    for e, given in ((GraphEngine(backend="cpu"), edges),
+                     (GraphEngine(backend="cuda"), on_device(edges))):
+        try:
+            outcome.append(("loaded", e.load(given).updates, e.count()))
+        except InputError as err:
+            outcome.append(("refused", str(err)))
+    assert outcome[0] == outcome[1], outcome
 
 
 def test_string_engines_and_restored_engines(tmp_path) -> None:
