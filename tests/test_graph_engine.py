@@ -406,3 +406,27 @@ def test_policy_learns_what_a_recompute_batch_costs_beyond_its_recount():
     assert pol.recompute_factor == 3.0 and pol.recompute_sec_per_tuple == 2.0 ** -22
     pol.observe_recompute(2.0 ** -12, 1 << 12, whole=True)  # faster than the recount: 1
     assert pol.recompute_factor == 2.0
+
+
+def test_policy_skips_the_work_estimate_where_deltas_are_far_cheaper():
+    """Once 3 delta batches ran, a batch whose deltas at their median time per tuple cost
+    under 1/8 of the recount's estimate takes them without the work estimate (units() is
+    not called, before or after the batch); a batch near the recount's cost still gets it."""
+    from gpu_ivm.recompute import FAR_CHEAPER
+
+    pol, eng, phases = _policy(1 << 10, 2.0 ** -20)  # recount of 2**10 tuples: 2**-10 s
+    eng.stale = False
+    phases = [(0, np.zeros(64, np.int64))]
+    calls = []
+    pol.units = lambda engine, ph: calls.append(1) or (1 << 10)
+    for _ in range(3):  # 2**-16 s per batch of 64 tuples: 2**-22 s per tuple
+        assert pol.choose(eng, phases) == "delta"
+        pol.observe_delta(2.0 ** -16, eng, phases)
+    assert len(calls) == 3
+    assert FAR_CHEAPER * 2.0 ** -16 < 2.0 ** -10
+    assert pol.choose(eng, phases) == "delta"
+    pol.observe_delta(2.0 ** -16, eng, phases)
+    assert len(calls) == 3  # skipped, and observe_delta did not ask either
+    big = [(0, np.zeros(1 << 11, np.int64))]  # 2**11 tuples at 2**-22 s: 2**-11 s, near
+    pol.choose(eng, big)
+    assert len(calls) == 4
