@@ -31,10 +31,24 @@ def run_starts(xp, s):
 
 def select_many(xp, masks: list) -> list:
     """``xp.flatnonzero`` of each boolean mask. On a device the sizes of all the results are
-    read in one transfer (instead of one host read per mask) and each mask's indices are
-    scattered to their slots by a running count."""
+    read in one transfer (instead of one host read per mask); masks of one length are
+    placed by one kernel (:mod:`gpu_ivm.kernels.cuda_select`: a stack, a scan per row, the
+    totals and their offsets, one launch), others each by a running count."""
     if xp is np or len(masks) <= 1:
         return [xp.flatnonzero(m) for m in masks]
+    n = masks[0].shape[0]
+    if n and all(m.shape == (n,) for m in masks):
+        from gpu_ivm.kernels import cuda_select
+
+        stacked = xp.stack(masks)
+        cs = xp.cumsum(stacked, axis=1, dtype=np.int64)
+        totals = cs[:, -1]
+        offs = xp.cumsum(totals) - totals  # exclusive: where each mask's indices start
+        counts = to_host(xp, totals).tolist()  # the one read
+        out = xp.empty(sum(counts), np.int64)
+        cuda_select.place(stacked, cs, offs, out)
+        ends = np.cumsum(counts).tolist()
+        return [out[e - c:e] for c, e in zip(counts, ends)]
     counts = to_host(xp, xp.stack([m.sum() for m in masks])).tolist()
     out = []
     for m, c in zip(masks, counts):

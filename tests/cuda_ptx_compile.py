@@ -41,6 +41,7 @@ def cases(repo: str) -> dict:
     from kernels import cuda_offline as off
     from kernels import cuda_phase as ph
     from kernels import cuda_query as q
+    from kernels import cuda_select as sel
     from kernels import cuda_static as t
     from kernels import cuda_store as s
     from kernels import cuda_window as w
@@ -143,6 +144,7 @@ def cases(repo: str) -> dict:
         bp._rows_kernel: ((i,) * 9, n, n),
         bp._groups_kernel: ((i, i, i, m, i, i), n, n, True, True),
         bp._scatter_kernel: ((i, i, m, m, m, i), n, True),
+        sel._place_kernel: ((np.zeros((2, 4), np.bool_), m, i, i), n, n),
     }
     scans = launch._scan_kernels(launch.LaunchConfig().scan_tpb)
     for k, a in zip(scans, [((i, i), n, n), ((i,), n), ((i, i, i), n, n)]):

@@ -157,6 +157,28 @@ def test_graph_engine_load_and_directed_on_device() -> None:
         assert all(np.array_equal(x, y) for x, y in zip(e1, e2))
 
 
+def test_select_many_places_masks_of_one_length_in_one_launch() -> None:
+    """select_many on device masks: the indices flatnonzero gives, for masks of one length
+    (one read, one launch) and of several (the per-mask path); empty results included."""
+    from gpu_ivm.selection import select_many
+
+    rng = np.random.default_rng(4)
+    for k, n in ((2, 1), (2, 37), (3, 200), (4, 5)):
+        masks = [rng.random(n) < p for p in (0.0, 0.3, 0.9, 1.0)[:k]]
+        sc.reset()
+        got = select_many(XP, [XP.asarray(m) for m in masks])
+        sc.reset()
+        for m, g in zip(masks, got):
+            assert host(g).tolist() == np.flatnonzero(m).tolist(), (k, n)
+        sc.reset()
+        select_many(XP, [XP.asarray(m) for m in masks])
+        work, syncs = sc.work(), sc.reset()
+        assert work.get("launches", 0) == 1 and syncs.get("syncs", 0) == 1, (work, syncs)
+    odd = [rng.random(9) < 0.5, rng.random(4) < 0.5]
+    got = select_many(XP, [XP.asarray(m) for m in odd])
+    assert [host(g).tolist() for g in got] == [np.flatnonzero(m).tolist() for m in odd]
+
+
 def device_columns_of(batch: dict) -> dict:
     """A batch handed over in device memory (uploaded here, before the engine sees it)."""
     return {k: XP.asarray(np.asarray(v)) for k, v in batch.items()}
