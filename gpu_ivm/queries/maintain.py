@@ -490,9 +490,19 @@ class FreeQueries:
         N, P = self.rels[(k + 1) % 3], self.rels[(k + 2) % 3]
         labels = (ofx, ofy, N.flags[0][ty], N.flags[1][z], P.flags[0][z], P.flags[1][tx])
         xp = self.xp
+        code = None
+        if xp is not np:  # on a device: the six 0/1 labels as the bits of one code, so a
+            # group's mask is one AND and one comparison (it was up to six of each)
+            code = labels[0].astype(np.int64)
+            for j in range(1, 6):
+                code |= labels[j].astype(np.int64) << j
 
         def match(specs):
             pat = _pattern_array(specs[0], k).tolist()
+            if code is not None:
+                care = sum(1 << j for j in range(6) if pat[j] != sp.ANY)
+                want = sum(1 << j for j in range(6) if pat[j] == sp.HEAVY)
+                return (code & care) == want
             ok = xp.ones(w.shape[0], bool)
             for j in range(6):
                 if pat[j] != sp.ANY:
