@@ -209,8 +209,15 @@ class TriangleEngineBase:
         xs, ys = unpack(keys)
         nt = st.nt()
         counts = xp.empty(keys.shape[0], np.int64)
-        self.k.delta.expand_counts(ys if left else xs, nt, counts)
-        if left and view.vrow.shape[0]:
+        split = getattr(self.k.delta, "expand_counts_split", None)
+        if split is not None:  # on a device: both counts and both totals in one launch,
+            # one read
+            sparse_counts = xp.empty(keys.shape[0], np.int64)
+            totals = split(ys if left else xs, nt, xs, view.vrow, left, counts, sparse_counts)
+            expanded, total = (int(v) for v in totals.tolist())
+            counts = sparse_counts
+        elif left and view.vrow.shape[0]:
+            self.k.delta.expand_counts(ys, nt, counts)
             # an update of the left factor whose row x of V is dense adds into that row in
             # place and emits no sparse delta: no output slots (and no zeros to drop) for it
             inside = xs < view.vrow.shape[0]
@@ -220,6 +227,7 @@ class TriangleEngineBase:
             expanded, total = (int(v) for v in both.tolist())
             counts = sparse_counts
         else:
+            self.k.delta.expand_counts(ys if left else xs, nt, counts)
             expanded = total = int(counts.sum())
         if expanded == 0:
             return

@@ -57,8 +57,8 @@ STORE_FUNCTIONS = (
     "bits_fill", "bits_apply", "device_bundle", "patch_meta",
 )
 DELTA_FUNCTIONS = (
-    "path_weights", "expand_counts", "expand_emit", "segment_sum_sorted", "batch_wedges",
-    "first_grouped_weights", "batch_wedges_total",
+    "path_weights", "expand_counts", "expand_counts_split", "expand_emit",
+    "segment_sum_sorted", "batch_wedges", "first_grouped_weights", "batch_wedges_total",
 )
 PHASE_SLOTS = ("N_HEAVY_KEYS", "D_OVER", "N_HEAVY_INS", "N_BAD", "N_THEN")  # phase_scan's counts
 VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")

@@ -98,6 +98,7 @@ def cases(repo: str) -> dict:
         d._path_weights_kernel: ((i, i, i, i), st, st, st, st, st, st, (i, m), (b, b), True,
                                  (k,), n, n),
         d._expand_counts_kernel: (st, (i, i), n),
+        d._expand_split_kernel: (st, (i,) * 6, True, n),
         d._expand_emit_kernel: (st, (i,) * 6, True, n),
         d._seg_starts_kernel: ((i, i), n),
         d._seg_add_kernel: ((i,) * 3, n),

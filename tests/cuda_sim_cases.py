@@ -850,6 +850,19 @@ def test_path_weights_and_expansion(n: int) -> None:
         cpu_delta.expand_counts(xs, st, c_cpu)
         K.delta.expand_counts(xs, st, c_gpu)
         assert array_equal(c_cpu, c_gpu)
+        # the same counts, the sparse ones (0 where a left update's view row is dense) and
+        # both totals, against the CPU's counts and a NumPy reading of the row map
+        vrow = np.full(int(xs.max(initial=0)) // 2 + 1, -1, np.int64)
+        vrow[::3] = np.arange(vrow[::3].shape[0])  # every third row dense; rows past the map
+        for left in (True, False):
+            c_split = np.full(n, -7, np.int64)
+            s_split = np.full(n, -7, np.int64)
+            totals = K.delta.expand_counts_split(xs, st, xs, vrow, left, c_split, s_split)
+            inside = xs < vrow.shape[0]
+            dense = left & inside & (vrow[np.where(inside, xs, 0)] >= 0)
+            want = np.where(dense, 0, c_cpu)
+            assert array_equal(c_split, c_cpu) and array_equal(s_split, want), left
+            assert host(totals).tolist() == [int(c_cpu.sum()), int(want.sum())], left
         ms = rng.integers(-2, 3, n)
         for left in (True, False):
             counts = np.empty(n, np.int64)
