@@ -282,7 +282,7 @@ class FreeQueryResults:
         xp = self.xp
         parts = [self._canonical_triangles(*p) for p in rs.triangle_parts(fq, chunk_size)]
         a, b, c, m = ([xp.concatenate([p[i] for p in parts]) for i in range(4)] if parts
-                      else [dr.empty(xp)] * 4)
+                      else [xp.zeros(0, np.int64)] * 4)
         ua, ub, uc = dr.ordered_triangles(xp, *(dr.user_keys(self, x) for x in (a, b, c)),
                                           self._graph, self._graph and self.directed)
         cols = {"a": ua, "b": ub, "c": uc}

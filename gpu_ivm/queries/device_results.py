@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..errors import InputError
 
 FORMS = ("arrow", "device", "cudf")
@@ -71,7 +69,3 @@ def ordered_triangles(xp, ua, ub, uc, graph: bool, directed: bool):
                 xp.where(first_b, ua, xp.where(first_c, ub, uc)))
     lo, hi = xp.minimum(ua, ub), xp.maximum(ua, ub)
     return (xp.minimum(lo, uc), xp.maximum(lo, xp.minimum(hi, uc)), xp.maximum(hi, uc))
-
-
-def empty(xp) -> Any:
-    return xp.zeros(0, np.int64)
