@@ -90,6 +90,7 @@ def _cpu_kernels() -> SimpleNamespace:
         batch_prep,
         delta_kernels,
         hashmap,
+        light_delta,
         query_kernels,
         static_kernels,
         store_kernels,
@@ -98,7 +99,7 @@ def _cpu_kernels() -> SimpleNamespace:
 
     return SimpleNamespace(xp=np, store=store_kernels, delta=delta_kernels, view=view_kernels,
                            static=static_kernels, query=query_kernels, hash=hashmap,
-                           adjacency=adjacency,
+                           adjacency=adjacency, light=light_delta,
                            prep=SimpleNamespace(rows=batch_prep.prep_rows,
                                                 groups=batch_prep.prep_groups,
                                                 scatter=batch_prep.prep_scatter))

@@ -641,6 +641,15 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         return not (adj is None or not self.symmetric or E.h.size or _engine.PROFILE_WORK
                     or n_tuples * adj.SNAPSHOT_IDS_PER_TUPLE < E.id_capacity)
 
+    def _light_small(self, n_tuples: int) -> bool:
+        """Whether a batch of ``n_tuples`` Δ tuples takes ``light_delta`` (both terms of the
+        count delta in one call): on a backend that has it, undirected, no heavy part, fewer
+        tuples than ``LIGHT_DELTA_MAX``, and not in the profile mode (whose counters are the
+        path weights')."""
+        light = getattr(self.k, "light", None)
+        return not (light is None or not self.symmetric or self.rels[0].h.size
+                    or n_tuples > light.LIGHT_DELTA_MAX or _engine.PROFILE_WORK)
+
     def _snapshot_for(self, dkeys: np.ndarray):
         """The CSR copy of E that this batch runs against, or None (see
         :meth:`_snapshot_path`; also None when a multiplicity is not 1)."""
@@ -651,8 +660,11 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
 
     def _q_delta(self, dkeys: np.ndarray, dvals: np.ndarray) -> int:
         """3·tr(Δ·E²) + 3·tr(Δ²·E) + tr(Δ³) against the current (pre-batch) E."""
-        snap = self._snapshot_for(dkeys)
         E = self.rels[0]
+        if self._light_small(dkeys.shape[0]):  # both terms in one call
+            return self.k.light.light_delta(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy,
+                                            E.id_capacity)
+        snap = self._snapshot_for(dkeys)
         if snap is not None:  # a large batch: against a compact copy of E
             adj = self.k.adjacency
             indptr, nbr = snap

@@ -1,0 +1,91 @@
+"""The one-call count delta of small batches on graphs without a heavy part
+(kernels/light_delta.py): its value equals scipy's matrix products and the two kernels it
+replaces (the path weights and the batch wedges), and engines that take it or never take it
+count as scipy does after every batch, on stars, a clique and R-MAT."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from gpu_ivm.kernels import delta_kernels as dk
+from gpu_ivm.kernels import light_delta as ld
+from streams import graph_batches
+from test_adjacency import _engine_with_runs
+from test_row_index import _oracle_of, _scipy_triangles, _skewed_graph
+from test_row_marks import _symmetric_delta
+
+from gpu_ivm import GraphEngine
+
+LO = (1 << 32) - 1
+
+
+def _scipy_delta(A, dkeys, dvals, cap: int) -> int:
+    """6·Σ_{x<y} Δ(x,y)·(A²)(x,y) + Σ_{(a,b)} Δ(a,b)·(Δ·(3A + Δ))(b, a), by scipy."""
+    a, b = dkeys >> 32, dkeys & LO
+    A2 = (A @ A).tocsr()
+    half = a < b
+    first = int((dvals[half] * np.asarray(A2[a[half], b[half]]).ravel()).sum())
+    D = sp.coo_matrix((dvals, (a, b)), shape=(cap, cap)).tocsr()
+    M = (D @ (3 * A + D)).tocsr()
+    return 6 * first + int((dvals * np.asarray(M[b, a]).ravel()).sum())
+
+
+@pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
+def test_light_delta_equals_scipy_and_the_two_kernels(kind, monkeypatch):
+    g = _engine_with_runs(kind, 3)
+    E = g.rels[0]
+    assert E.h.size == 0 and E.l.nruns >= 2 and E.l.tombstones() > 0
+    cap = E.id_capacity
+    keys, vals = E.items()
+    A = sp.coo_matrix((vals, (keys >> 32, keys & LO)), shape=(cap, cap)).tocsr()
+    rng = np.random.default_rng(len(kind) + 11)
+    for n_pairs in (1, 7, 60, 250):
+        dkeys, dvals = _symmetric_delta(rng, g, n_pairs)
+        got = ld.light_delta(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, cap)
+        assert got == _scipy_delta(A, dkeys, dvals, cap)
+        monkeypatch.setattr(ld, "LIGHT_DELTA_MAX", 0)  # the engine's two kernels
+        assert not g._light_small(dkeys.shape[0])
+        assert got == g._q_delta(dkeys, dvals)
+        monkeypatch.setattr(ld, "LIGHT_DELTA_MAX", 512)
+        if dkeys.shape[0] <= 512:
+            assert g._light_small(dkeys.shape[0])
+    assert ld.light_delta(np.zeros(0, np.int64), np.zeros(0, np.int64), E.h.nt(), E.l.nt(),
+                          E.heavy, cap) == 0
+    for scratch in dk._MARKS.values():  # the kernel leaves its scratch zeroed
+        assert not scratch.any()
+
+
+def test_light_delta_is_not_taken_with_a_heavy_part_or_directed():
+    src, dst = _skewed_graph("star", np.random.default_rng(0))
+    half = GraphEngine(epsilon="1/2", adaptive=False)
+    half.load((src, dst))
+    assert half.rels[0].h.size and not half._light_small(10)
+    directed = GraphEngine(epsilon="1", adaptive=False, directed=True)
+    directed.load((src, dst))
+    assert not directed._light_small(10)
+
+
+@pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
+@pytest.mark.parametrize("eps", ["1", "auto"])
+def test_engines_with_and_without_the_light_delta_count_alike(kind, eps, monkeypatch):
+    """Small batches (up to 80 rows) through the one-call delta and through the two kernels:
+    both equal scipy's count of the oracle's edge set after every batch."""
+    counts = {}
+    for limit in (512, 0):
+        monkeypatch.setattr(ld, "LIGHT_DELTA_MAX", limit)
+        rng = np.random.default_rng(len(kind) + 17)
+        src, dst = _skewed_graph(kind, rng)
+        o = _oracle_of(src, dst)
+        g = GraphEngine(epsilon=eps, adaptive=False)
+        g.load((src, dst))
+        nv = int(max(src.max(), dst.max())) + 5
+        seen = []
+        for batch in graph_batches(o, rng, n_batches=12, nv=nv, max_batch=80, hub_p=0.4,
+                                   shrink_from=6):
+            g.apply(batch)
+            assert g.count() == _scipy_triangles(o.edges)
+            seen.append(g.count())
+        g.check_invariants()
+        counts[limit] = seen
+    assert counts[512] == counts[0]
