@@ -52,13 +52,14 @@ BITS_FLOOR = 64
 META_CAP = 64  # entries of each of the device's bounds / dirptr / dirlen arrays (> MAX_RUNS + 1)
 DEAD_SLACK = 1 << 16  # a device store's runs are rebuilt once dead entries exceed live + this
 
-def _grow(xp, arr, need: int):
-    """``arr`` with room for ``need`` entries (capacity doubling), in the array module ``xp``;
-    the entries beyond the old ones are not set (the store reads its arrays only up to what
-    it wrote: ``used`` for the runs, ``dirs_used`` for the directories)."""
+def _grow(xp, arr, need: int, room: int = 0):
+    """``arr`` with room for ``need`` entries (capacity doubling; ``room`` entries at least
+    when it grows), in the array module ``xp``; the entries beyond the old ones are not set
+    (the store reads its arrays only up to what it wrote: ``used`` for the runs,
+    ``dirs_used`` for the directories)."""
     if need <= arr.shape[0]:
         return arr
-    new = xp.empty(max(need, 2 * arr.shape[0], 16), dtype=arr.dtype)
+    new = xp.empty(max(need, room, 2 * arr.shape[0], 16), dtype=arr.dtype)
     new[: arr.shape[0]] = arr
     return new
 
@@ -246,12 +247,12 @@ class ZStore:
                 s._bits_layout(int((keys & 0xFFFFFFFF).max()) + 1)
         return s
 
-    def _append_run(self, keys: np.ndarray, vals: np.ndarray) -> None:
+    def _append_run(self, keys: np.ndarray, vals: np.ndarray, directory: bool = True) -> None:
         n = keys.shape[0]
         start = self._run_room(n)
         self.keys[start : start + n] = keys
         self.vals[start : start + n] = vals
-        self._close_run(start, n)
+        self._close_run(start, n, directory)
 
     def _append_flagged(self, keys: np.ndarray, vals: np.ndarray, flags: np.ndarray,
                         n: int, padded: bool = False) -> None:
@@ -263,7 +264,7 @@ class ZStore:
             self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start, pad_to=n)
         else:
             self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start)
-        self._close_run(start, n)
+        self._close_run(start, n, directory=False)  # :meth:`_settle` follows
 
     def _run_room(self, n: int) -> int:
         """The start of a new run of ``n`` entries after the last one (arrays grown)."""
@@ -273,15 +274,17 @@ class ZStore:
             self.vals = _grow(self.xp, self.vals, start + n)
         return start
 
-    def _close_run(self, start: int, n: int) -> None:
-        """Register the run of ``n`` entries written at ``start``: bounds, run bits,
-        directory."""
+    def _close_run(self, start: int, n: int, directory: bool = True) -> None:
+        """Register the run of ``n`` entries written at ``start``: bounds, run bits, and its
+        directory unless ``directory`` is False (a new run that :meth:`_settle` may merge
+        at once gets its directory there, after the merges)."""
         self.bounds.append(start + n)
         j = self.nruns - 1
         self.sk.set_run_bits(self.keys, start, start + n, self.runmask, j)
         self.dirptr.append(-1)
         self.dirlen.append(0)
-        self._maybe_directory(j)
+        if directory:
+            self._maybe_directory(j)
         self._nt = None
 
     def _maybe_directory(self, j: int) -> None:
@@ -295,7 +298,9 @@ class ZStore:
         if n * DIR_RATIO < nkeys:
             return
         need = self.dirs_used + nkeys + 1
-        self.dirs = _grow(self.xp, self.dirs, need)
+        # room for the next run's directory as well: a store's first merges then find it
+        # (on a device each growth is a copy, a call of its own in the batch)
+        self.dirs = _grow(self.xp, self.dirs, need, room=need + nkeys + 1)
         out = self.dirs[self.dirs_used : need]
         self.sk.build_directory(self.keys, s, e, nkeys, out)
         self.dirptr[j] = self.dirs_used
@@ -318,10 +323,12 @@ class ZStore:
         del self.dirptr[-2:], self.dirlen[-2:]
         self.dirptr.append(-1)
         self.dirlen.append(0)
-        self._maybe_directory(j)
         self._nt = None
 
     def _settle(self) -> None:
+        """Merge the last run into its elder while it is more than 1/GROWTH of its size (or
+        the runs are too many); then the last run, new or merged, gets its directory: one
+        build per batch, not one for the new run and one per merge."""
         while self.nruns >= 2:
             b = self.bounds
             last = b[-1] - b[-2]
@@ -330,6 +337,9 @@ class ZStore:
                 self._merge_last_two()
             else:
                 break
+        j = self.nruns - 1
+        if j >= 0 and self.dirptr[j] < 0:
+            self._maybe_directory(j)
 
     # ----------------------------------------------------------------- operations
     def get(self, keys: np.ndarray, assume_sorted: bool = False) -> np.ndarray:
@@ -411,7 +421,7 @@ class ZStore:
         self.grow_ids(int(keys[-1] >> 32) + 1)
         self.sk.first_key_counts(keys, n, self.live)
         self.size += n
-        self._append_run(keys, vals)
+        self._append_run(keys, vals, directory=False)  # :meth:`_settle` builds it
         self._settle()
         self._reclaim()
         if self.index_min:
