@@ -173,7 +173,14 @@ class TriangleEngineBase:
         return self._device_keys
 
     def _grow_ids(self, capacity: int) -> None:
-        self._id_bound = max(self._id_bound or 0, capacity)
+        """Make room for ids below ``capacity`` in every id-indexed array. A growth at least
+        doubles the room (the arrays double anyway), so that ``_id_bound`` is the room they
+        all have: a batch whose new ids fit below it grows nothing (and may take the set
+        check that rides on the batch's own work, ``GraphEngine._check_rides``)."""
+        bound = self._id_bound or 0
+        if capacity > bound:
+            capacity = max(capacity, 2 * bound)
+        self._id_bound = max(bound, capacity)
         for r in self.rels:
             r.grow_ids(capacity)
         for v in self.views:
