@@ -628,6 +628,46 @@ def _delta_rows(dkeys, gstarts, ids):
 
 
 WEDGE_BLOCK = 64  # Δ tuples per iteration of the parallel wedge loop
+#: symmetric batches: skip the tuples (a, b) whose Δ row b is {a} alone by one bit of
+#: :func:`multi_rows` instead of two binary searches over Δ (False: the searches, for tests)
+WEDGE_FILTER = True
+
+
+@nb.njit(cache=True)
+def multi_rows(dkeys):
+    """Bits of the first keys that hold two tuples or more in ``dkeys`` (sorted): word
+    x >> 6, bit x & 63 (int64 words, read by :func:`has_multi`)."""
+    n = dkeys.shape[0]
+    words = np.zeros(((dkeys[n - 1] >> 32) >> 6) + 1 if n else 1, np.int64)
+    i = 0
+    while i < n:
+        x = dkeys[i] >> 32
+        g = i + 1
+        while g < n and (dkeys[g] >> 32) == x:
+            g += 1
+        if g - i >= 2:
+            words[x >> 6] |= np.int64(1) << (x & 63)
+        i = g
+    return words
+
+
+@nb.njit(cache=True, inline="always")
+def has_multi(words, x):
+    """Whether first key ``x`` holds two tuples or more (``words`` of :func:`multi_rows`)."""
+    w = x >> 6
+    return w < words.shape[0] and ((words[w] >> (x & 63)) & 1) != 0
+
+
+@nb.njit(cache=True, inline="always")
+def wedges_filtered(i0, i1, dkeys, dvals, eh, el, heavy, multi, out):
+    """:func:`_wedges_range` of the symmetric form for the tuples [i0, i1), a tuple (a, b)
+    whose Δ row b is {a} alone (most of a batch; it adds nothing) told by its bit in
+    ``multi`` (:func:`multi_rows`)."""
+    for i in range(i0, i1):
+        if has_multi(multi, dkeys[i] & LO_MASK):
+            _wedges_range(i, i + 1, dkeys, dvals, eh, el, heavy, True, out)
+        else:
+            out[i] = 0
 
 
 @nb.njit(cache=True, parallel=True)
@@ -637,6 +677,23 @@ def _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out):
         i0 = blk * WEDGE_BLOCK
         _wedges_range(i0, min(n, i0 + WEDGE_BLOCK), dkeys, dvals, eh, el, heavy, symmetric,
                       out)
+
+
+@nb.njit(cache=True, parallel=True)
+def _batch_wedges_sym_par(dkeys, dvals, eh, el, heavy, multi, out):
+    """:func:`_batch_wedges_par` of a symmetric batch with :func:`wedges_filtered`."""
+    n = dkeys.shape[0]
+    for blk in nb.prange((n + WEDGE_BLOCK - 1) // WEDGE_BLOCK):
+        i0 = blk * WEDGE_BLOCK
+        wedges_filtered(i0, min(n, i0 + WEDGE_BLOCK), dkeys, dvals, eh, el, heavy, multi, out)
+
+
+def _wedges_blocks(dkeys, dvals, eh, el, heavy, symmetric, out) -> None:
+    """The wedge terms a block of tuples per iteration (symmetric batches filtered)."""
+    if symmetric and WEDGE_FILTER:
+        _batch_wedges_sym_par(dkeys, dvals, eh, el, heavy, multi_rows(dkeys), out)
+    else:
+        _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)
 
 
 def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
@@ -652,7 +709,7 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     """
     if dkeys.shape[0] < PAR_MIN:
         with one_thread():
-            _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)
+            _wedges_blocks(dkeys, dvals, eh, el, heavy, symmetric, out)
         return
     ids = max(heavy.shape[0], int(dkeys[-1] >> 32) + 1)
     if symmetric and dkeys.shape[0] * WEDGE_GROUP_DENSITY >= ids:
@@ -666,4 +723,4 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
         return
     # Numba's default split (a block of tuples per thread): 8-10 % faster than blocks of
     # PAR_CHUNK handed out one by one, on R-MAT 16 and on celebrity churn (docs/design.md)
-    _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)
+    _wedges_blocks(dkeys, dvals, eh, el, heavy, symmetric, out)
