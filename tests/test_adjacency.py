@@ -33,6 +33,23 @@ def _engine_with_runs(kind: str, seed: int) -> GraphEngine:
     return g
 
 
+def _fresh_engine(kind: str, seed: int, eps: str):
+    """(engine, oracle, rng, id bound for the batches): a skewed graph ``kind`` loaded into an
+    engine at ``eps`` (not adaptive) and into a graph oracle."""
+    rng = np.random.default_rng(seed)
+    src, dst = _skewed_graph(kind, rng)
+    g = GraphEngine(epsilon=eps, adaptive=False)
+    g.load((src, dst))
+    return g, _oracle_of(src, dst), rng, int(max(src.max(), dst.max())) + 5
+
+
+def graph_matrix(E):
+    """The stored relation ``E`` as a scipy CSR matrix over its id capacity."""
+    cap = E.id_capacity
+    keys, vals = E.items()
+    return sp.coo_matrix((vals, (keys >> 32, keys & LO)), shape=(cap, cap)).tocsr()
+
+
 @pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
 def test_snapshot_is_the_edge_set(kind):
     g = _engine_with_runs(kind, 1)
@@ -63,8 +80,7 @@ def test_snapshot_pair_weights_and_wedges(kind):
     g = _engine_with_runs(kind, 2)
     E = g.rels[0]
     cap = E.id_capacity
-    keys, vals = E.items()
-    A = sp.coo_matrix((vals, (keys >> 32, keys & LO)), shape=(cap, cap)).tocsr()
+    A = graph_matrix(E)
     indptr, nbr = adjacency.adjacency_snapshot(E.h.nt(), E.l.nt(), E.heavy, cap)
     rng = np.random.default_rng(len(kind))
     for n_pairs in (1, 40, 900):
@@ -95,11 +111,7 @@ def test_engines_with_and_without_the_snapshot_count_alike(kind, monkeypatch):
         counts = {}
         for ids_per_tuple, label in ((10**9, "always"), (0, "never")):
             monkeypatch.setattr(adjacency, "SNAPSHOT_IDS_PER_TUPLE", ids_per_tuple)
-            rng = np.random.default_rng(len(kind) + 5)
-            src, dst = _skewed_graph(kind, rng)
-            o = _oracle_of(src, dst)
-            g = GraphEngine(epsilon=eps, adaptive=False)
-            g.load((src, dst))
+            g, o, rng, nv = _fresh_engine(kind, len(kind) + 5, eps)
             used = []
             orig = g._snapshot_for
 
@@ -108,7 +120,6 @@ def test_engines_with_and_without_the_snapshot_count_alike(kind, monkeypatch):
                 return used[-1]
 
             g._snapshot_for = spy
-            nv = int(max(src.max(), dst.max())) + 5
             seen = []
             for batch in graph_batches(o, rng, n_batches=6, nv=nv, max_batch=2000,
                                        hub_p=0.4, shrink_from=3):

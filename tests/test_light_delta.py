@@ -11,8 +11,8 @@ import scipy.sparse as sp
 from gpu_ivm.kernels import delta_kernels as dk
 from gpu_ivm.kernels import light_delta as ld
 from streams import graph_batches
-from test_adjacency import _engine_with_runs
-from test_row_index import _oracle_of, _scipy_triangles, _skewed_graph
+from test_adjacency import _engine_with_runs, _fresh_engine, graph_matrix
+from test_row_index import _scipy_triangles, _skewed_graph
 from test_row_marks import _symmetric_delta
 
 from gpu_ivm import GraphEngine
@@ -37,8 +37,7 @@ def test_light_delta_equals_scipy_and_the_two_kernels(kind, monkeypatch):
     E = g.rels[0]
     assert E.h.size == 0 and E.l.nruns >= 2 and E.l.tombstones() > 0
     cap = E.id_capacity
-    keys, vals = E.items()
-    A = sp.coo_matrix((vals, (keys >> 32, keys & LO)), shape=(cap, cap)).tocsr()
+    A = graph_matrix(E)
     rng = np.random.default_rng(len(kind) + 11)
     for n_pairs in (1, 7, 60, 250):
         dkeys, dvals = _symmetric_delta(rng, g, n_pairs)
@@ -74,12 +73,7 @@ def test_engines_with_and_without_the_light_delta_count_alike(kind, eps, monkeyp
     counts = {}
     for limit in (512, 0):
         monkeypatch.setattr(ld, "LIGHT_DELTA_MAX", limit)
-        rng = np.random.default_rng(len(kind) + 17)
-        src, dst = _skewed_graph(kind, rng)
-        o = _oracle_of(src, dst)
-        g = GraphEngine(epsilon=eps, adaptive=False)
-        g.load((src, dst))
-        nv = int(max(src.max(), dst.max())) + 5
+        g, o, rng, nv = _fresh_engine(kind, len(kind) + 17, eps)
         seen = []
         for batch in graph_batches(o, rng, n_batches=12, nv=nv, max_batch=80, hub_p=0.4,
                                    shrink_from=6):
@@ -99,8 +93,7 @@ def test_filtered_wedges_equal_scipy_and_the_searches(kind, monkeypatch):
     g = _engine_with_runs(kind, 4)
     E = g.rels[0]
     cap = E.id_capacity
-    keys, vals = E.items()
-    A = sp.coo_matrix((vals, (keys >> 32, keys & LO)), shape=(cap, cap)).tocsr()
+    A = graph_matrix(E)
     rng = np.random.default_rng(len(kind) + 23)
     for n_pairs in (1, 30, 400, 1500):
         dkeys, dvals = _symmetric_delta(rng, g, n_pairs)
