@@ -20,6 +20,7 @@ the host), and every batch is checked against the CPU engine.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numba
@@ -92,7 +93,7 @@ def _steady_counts(eps: str, batch_size: int, scale: int = 8, on_device: bool = 
 def test_batch_budget(eps: str) -> None:
     small, large = _steady_counts(eps, 25), _steady_counts(eps, 200)
     if eps == "1":  # B = 10^3 on R-MAT 10 (its second batch merges runs and builds the merged
-        # run's directory: 15); B = 10^5 takes the simulator about 4 minutes (docs/gpu.md)
+        # run's directory: 15); B = 10^5: test_batch_budget_large (opt-in, 4 minutes)
         large += _steady_counts(eps, 1000, scale=10)
     print(f"eps={eps}: B=25 {small} B=200 (and 1000) {large}; goal {GOAL}")
     worst = {k: max(c[k] for c in small + large) for k in CEILING[eps]}
@@ -103,6 +104,33 @@ def test_batch_budget(eps: str) -> None:
         assert max(c[k] for c in large) <= max(c[k] for c in small) + 4, (k, small, large)
     over = {k: round(worst[k] / GOAL[k], 1) for k in GOAL}
     print(f"eps={eps}: times issue 15's budget: {over}")
+
+
+# B = 10^5 (R-MAT 16): a host batch of DEVICE_PREP_MIN rows or more is prepared on the device,
+# whose row, run and placement kernels, sort, scan and read come on top of the host batch's
+# work: 15 launches + 5 CuPy calls and 3 syncs in the steady batch, 54 calls and 7 syncs in
+# the first (which numbers new vertices on the device), counted 2026-11-28 (docs/gpu.md).
+# Issue 15's budget is not met there; these ceilings hold today's counts. The simulator takes
+# about 4 minutes, so the case runs only when asked for:
+#     GPU_IVM_SIM_LARGE=1 NUMBA_ENABLE_CUDASIM=1 .venv/bin/python -m pytest -q -s \
+#         tests/cuda_budget_cases.py -k large
+LARGE_CEILING = {"launches_and_calls": 20, "syncs": 3, "uploads": 1}
+LARGE_NEW_CEILING = {"launches_and_calls": 54, "syncs": 7, "uploads": 1}
+
+
+@pytest.mark.skipif(os.environ.get("GPU_IVM_SIM_LARGE") != "1",
+                    reason="B = 10^5 in the simulator takes minutes: GPU_IVM_SIM_LARGE=1")
+def test_batch_budget_large() -> None:
+    counts = _steady_counts("1", 100_000, scale=16)
+    print(f"eps=1, B=10^5: {counts}; goal {GOAL}")
+    for c in counts:
+        ceiling = LARGE_NEW_CEILING if c["new_vertices"] else LARGE_CEILING
+        for k, v in ceiling.items():
+            assert c[k] <= v, (k, c, ceiling)
+    steady = [c for c in counts if not c["new_vertices"]]
+    assert steady, "no steady-state batch without new vertices"
+    over = {k: round(max(c[k] for c in steady) / GOAL[k], 2) for k in GOAL}
+    print(f"eps=1, B=10^5: times issue 15's budget: {over}")
 
 
 # a batch handed over in device memory (issue 15, item 1): prepared there, so no upload at
