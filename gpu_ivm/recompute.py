@@ -19,6 +19,14 @@ rate per unit of kernel work, each the median of recent delta batches (those tha
 first are not timed: the rebuild leaves the caches cold). The recompute estimate is the
 static recount's rate times the tuples, times what a recompute batch was measured to cost
 beyond its recount (``recompute_factor``).
+
+Two kinds of batch take deltas without the estimates (a fresh state only): one whose
+deltas, at the recent time per tuple, cost under 1/``FAR_CHEAPER`` of the recount's
+estimate; and a small batch on an undirected graph without a heavy part (at most
+``LIGHT_DELTA_MAX`` tuples, counted by one compiled call), whose estimates cost about a
+tenth of the batch on a small sliding window. Such a batch's worst case (256 edges, each an
+intersection no longer than the longest row, at most m entries) is within the recount's
+worst-case bound O(m·√m) once m ≥ 256² = 65,536; on smaller graphs both paths are cheap.
 """
 
 from __future__ import annotations
@@ -129,16 +137,18 @@ class AdaptivePolicy:
         if not self.enabled or self.recompute_sec_per_tuple is None:
             return "delta"
         batch = sum(p[1].shape[0] for p in phases)
+        small = getattr(engine, "_light_small", None)
+        if not engine.stale and small is not None and small(batch):
+            # a small batch on a graph without a heavy part (one compiled call for its count
+            # delta, at most LIGHT_DELTA_MAX tuples): deltas, without the estimates, which
+            # cost about a tenth of such a batch on a sliding window of a few thousand edges
+            return self._skip_estimate()
         size = engine.size + batch
         est_recompute = self.recompute_factor * self.recompute_sec_per_tuple * size
         if not engine.stale and self._far_cheaper(batch, est_recompute):
             # deltas cost a small fraction of a recount at their recent rate per tuple:
             # no work estimate (a pass over the batch: about 2 % of an R-MAT 18 batch)
-            if self._exploring:  # the try stays with deltas
-                self.explore_every, self._exploring = EXPLORE_FIRST, False
-            self.last_units, self.excess = SKIPPED, 0.0
-            self.streak = ("delta", self.streak[1] + 1 if self.streak[0] == "delta" else 1)
-            return "delta"
+            return self._skip_estimate()
         self.last_units = self.units(engine, phases)
         self.last_snapshot = self.on_snapshot(engine, phases)
         est_delta = self.delta_fixed_sec + self.last_units * self._rate(self.last_snapshot)
@@ -183,6 +193,15 @@ class AdaptivePolicy:
             self._exploring = True
         self.streak = (path, run + 1 if path == last else 1)
         return path
+
+    def _skip_estimate(self) -> str:
+        """``"delta"`` for a batch chosen without the work estimate (observed by its time
+        per tuple only)."""
+        if self._exploring:  # the try stays with deltas
+            self.explore_every, self._exploring = EXPLORE_FIRST, False
+        self.last_units, self.excess = SKIPPED, 0.0
+        self.streak = ("delta", self.streak[1] + 1 if self.streak[0] == "delta" else 1)
+        return "delta"
 
     def observe_delta(self, seconds: float, engine, phases, timed: bool = True) -> None:
         """Refine the delta path's model, seconds = fixed + units · rate, from a delta batch:

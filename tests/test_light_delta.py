@@ -121,3 +121,33 @@ def test_multi_rows_bits():
     words = dk.multi_rows(keys)
     assert [x for x in range(130) if dk.has_multi(words, x)] == [1, 64]
     assert not dk.has_multi(dk.multi_rows(keys[:0]), 0)
+
+
+def test_policy_takes_small_light_batches_without_its_estimate():
+    """An adaptive engine without a heavy part takes a small batch (one compiled call for its
+    count delta) by deltas without the work estimate; a larger batch, or one on a graph with
+    a heavy part, is estimated. The counts stay scipy's either way."""
+    from gpu_ivm.recompute import SKIPPED
+
+    for eps, skipped in (("1", True), ("1/2", False)):
+        g, o, rng, nv = _fresh_engine("star", 31, eps)
+        g.policy.enabled = True
+        g._calibrate_recompute()
+        assert g.policy.recompute_sec_per_tuple is not None
+        seen = []
+        orig = g.policy.choose
+
+        def spy(engine, phases, orig=orig, seen=seen):
+            path = orig(engine, phases)
+            seen.append((sum(p[1].shape[0] for p in phases), engine.policy.last_units, path))
+            return path
+
+        g.policy.choose = spy
+        for batch in graph_batches(o, rng, n_batches=6, nv=nv, max_batch=40, hub_p=0.4,
+                                   shrink_from=4):
+            g.apply(batch)
+            assert g.count() == _scipy_triangles(o.edges)
+        assert seen
+        for tuples, units, path in seen:
+            small = g.rels[0].h.size == 0 and tuples <= ld.LIGHT_DELTA_MAX
+            assert (units == SKIPPED and path == "delta") == (skipped and small), (eps, tuples)
