@@ -643,8 +643,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
 
     def _light_small(self, n_tuples: int) -> bool:
         """Whether a batch of ``n_tuples`` Δ tuples takes ``light_delta`` (both terms of the
-        count delta in one call): on a backend that has it, undirected, no heavy part, fewer
-        tuples than ``LIGHT_DELTA_MAX``, and not in the profile mode (whose counters are the
+        count delta in one call): on a backend that has it, undirected, no heavy part, at most
+        ``LIGHT_DELTA_MAX`` tuples, and not in the profile mode (whose counters are the
         path weights')."""
         light = getattr(self.k, "light", None)
         return not (light is None or not self.symmetric or self.rels[0].h.size
