@@ -26,9 +26,9 @@ from .cuda_launch import (
     exclusive_scan,
     grid,
     launch,
+    padded_scan,
     result,
     scalar,
-    zeros,
 )
 from .cuda_phase import strided_dot
 from .delta_kernels import _one_weight, _rows_len, _wedges_range, lane_weight, sym_case
@@ -177,12 +177,17 @@ def _expand_emit_kernel(st, io, left, n):
 
 @cuda.jit(cache=True)
 def _seg_starts_kernel(io, n):
-    """flags[i] = keys[i] starts a group of equal keys. Launch config: 1-D grid-stride."""
-    keys, flags = io
+    """flags[i + 1] = keys[i] starts a group of equal keys, flags[0] = 0 (so that the scan of
+    ``flags`` is the exclusive scan of the starts in one call), and sums[i] = 0 (the group sums'
+    slots, zeroed here rather than by a call of their own). Launch config: 1-D grid-stride."""
+    keys, flags, sums = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
+    if i == 0:
+        flags[0] = 0
     while i < n:
-        flags[i] = 1 if i == 0 or keys[i] != keys[i - 1] else 0
+        flags[i + 1] = 1 if i == 0 or keys[i] != keys[i - 1] else 0
+        sums[i] = 0
         i += stride
 
 
@@ -205,23 +210,27 @@ def _seg_add_kernel(io, n):
 
 @cuda.jit(cache=True)
 def _seg_keep_kernel(io, n):
-    """keep[i] = group start with a nonzero sum. Launch config: 1-D grid-stride."""
-    flags, offs, sums, keep = io
+    """keep[i + 1] = entry i starts a group (offs[i + 1] > offs[i]) whose sum is not zero,
+    keep[0] = 0 (scanned in one call, as ``flags``). Launch config: 1-D grid-stride."""
+    offs, sums, keep = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
+    if i == 0:
+        keep[0] = 0
     while i < n:
-        keep[i] = 1 if flags[i] and sums[offs[i]] != 0 else 0
+        keep[i + 1] = 1 if offs[i + 1] != offs[i] and sums[offs[i]] != 0 else 0
         i += stride
 
 
 @cuda.jit(cache=True)
 def _seg_scatter_kernel(io, n):
-    """ok[koffs[i]] = keys[i], ov[...] = sums[group] where ``keep[i]``. Launch config: as above."""
-    keys, offs, sums, keep, koffs, ok, ov = io
+    """ok[koffs[i]] = keys[i], ov[...] = sums[group] where entry i is kept (koffs[i + 1] >
+    koffs[i]). Launch config: as above."""
+    keys, offs, sums, koffs, ok, ov = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
-        if keep[i]:
+        if koffs[i + 1] != koffs[i]:
             ok[koffs[i]] = keys[i]
             ov[koffs[i]] = sums[offs[i]]
         i += stride
@@ -430,27 +439,29 @@ def expand_emit(xs, ys, ms, st, left, ptr, out_keys, out_vals) -> None:
 def segment_sum_sorted(keys, vals):
     """Group equal keys of a sorted array, sum values, drop zero sums.
 
-    Five kernels and two scans: group starts, group ids by an exclusive scan, per-group sums by
-    ``atomic.add``, nonzero-group flags, compaction. The output length is read back once.
+    Four kernels and two scans: group starts (and the sums' slots zeroed), group ids by a
+    scan, per-group sums by ``atomic.add``, nonzero-group flags, compaction. The flags are
+    written after a leading 0, so each scan is one call (``padded_scan``). The output length
+    is read back once.
     """
     check_1d("keys", keys)
     n = keys.shape[0]
     if n == 0:
         z = np.zeros(0, np.int64) if isinstance(keys, np.ndarray) else empty(0)
         return z, z
-    flags = empty(n)
-    launch(_seg_starts_kernel, *grid(n), (keys, flags), n)
-    offs = exclusive_scan(flags)  # group of entry i = offs[i + 1] - 1; of a start i = offs[i]
-    sums = zeros(n)
+    flags = empty(n + 1)
+    sums = empty(n)
+    launch(_seg_starts_kernel, *grid(n), (keys, flags, sums), n)
+    offs = padded_scan(flags)  # group of entry i = offs[i + 1] - 1; of a start i = offs[i]
     launch(_seg_add_kernel, *grid(n), (vals, offs, sums), n)
-    keep = empty(n)
-    launch(_seg_keep_kernel, *grid(n), (flags, offs, sums, keep), n)
-    koffs = exclusive_scan(keep)
+    keep = empty(n + 1)
+    launch(_seg_keep_kernel, *grid(n), (offs, sums, keep), n)
+    koffs = padded_scan(keep)
     m = scalar(koffs, n)
     ok = empty(m)
     ov = empty(m)
     if m:
-        launch(_seg_scatter_kernel, *grid(n), (keys, offs, sums, keep, koffs, ok, ov), n)
+        launch(_seg_scatter_kernel, *grid(n), (keys, offs, sums, koffs, ok, ov), n)
     return result(ok, keys), result(ov, keys)
 
 

@@ -478,6 +478,17 @@ def exclusive_scan(vals):
     return out
 
 
+def padded_scan(flags):
+    """:func:`exclusive_scan` of ``flags[1:]`` for an array whose ``flags[0]`` is 0 (the
+    kernel that wrote the flags after that leading 0 set it): the inclusive scan of the whole
+    array, one ``cumsum`` call on an array of the engine's array module (no write of the
+    leading 0 of its own), else :func:`kernel_scan` of ``flags[1:]``."""
+    xp = array_module()
+    if isinstance(flags, xp.ndarray):
+        return xp.cumsum(flags)
+    return kernel_scan(flags[1:])
+
+
 def kernel_scan(vals):
     """:func:`exclusive_scan` by the three kernels, for any array the kernels take."""
     n = vals.shape[0]
