@@ -197,6 +197,13 @@ def test_exclusive_scan(n: int, blocks: int) -> None:
             out = scan(dev(vals))
             assert out.shape == (n + 1,)
             assert array_equal(out, np.r_[0, np.cumsum(vals)])
+        # flags written after a leading 0: one cumsum of the backend's array, or the kernels
+        # on any other device array
+        padded = np.r_[0, vals].astype(np.int64)
+        for arr in (dev(padded), numba.cuda.to_device(padded)):
+            out = cuda_launch.padded_scan(arr)
+            assert out.shape == (n + 1,)
+            assert array_equal(out, np.r_[0, np.cumsum(vals)])
 
 
 @pytest.mark.parametrize("n", [0, 1, 33, 700])
