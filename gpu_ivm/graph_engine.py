@@ -57,6 +57,7 @@ def _device_prep_min() -> int:
 
 DEVICE_PREP_MIN = _device_prep_min()
 
+
 class GraphEngine(FreeQueryResults, TriangleEngineBase):
     """Maintain the triangle count of a graph under batches of edge inserts and deletes.
 
