@@ -147,6 +147,8 @@ class InsertOnlyRelationEngine(RelationEngine):
             return self._on_delete(u, int(neg[0]), updates, batch_id, t0, read_options)
         rows = len(u)
         phases, norms, new = self._prepare(u)
+        if self.xp is not np:  # the stores are in device memory: the phases go up once
+            phases = [(k, self.xp.asarray(keys), self.xp.asarray(d)) for k, keys, d in phases]
         self.encoder.commit(new)
         self._grow_ids(max(len(self.encoder), 1))
         q_before = self.Q
@@ -186,7 +188,7 @@ class InsertOnlyRelationEngine(RelationEngine):
         for k, keys, _ in phases:
             stx, sty = self._pairs(k, keys)
             x, y = unpack(keys)
-            total += int(np.minimum(stx.live[x], sty.live[y]).sum())
+            total += int(self.xp.minimum(stx.live[x], sty.live[y]).sum())
         return total
 
     def _store_insert(self, k: int, keys: np.ndarray, deltas: np.ndarray) -> None:

@@ -332,59 +332,78 @@ def relation_triangle_kernel(ra, rb, rm, s_ptr, s_col, s_val, t_ptr, t_col, t_va
     part = np.zeros(nblk, dtype=np.int64)
     part_abs = np.zeros(nblk, dtype=np.float64)
     for blk in nb.prange(nblk):
-        acc = 0
-        acc_abs = 0.0
-        for ch in range(blk, n_chunks, nblk):
-            k_end = min(m, (ch + 1) * CHUNK)
-            for k in range(ch * CHUNK, k_end):
-                a = ra[k]
-                b = rb[k]
-                r = rm[k]
-                i = s_ptr[b]
-                i_end = s_ptr[b + 1]
-                j = t_ptr[a]
-                j_end = t_ptr[a + 1]
-                ls = i_end - i
-                lt = j_end - j
-                if ls == 0 or lt == 0:
-                    continue
-                sub = 0
-                sub_abs = 0.0
-                if ls * 8 >= lt and lt * 8 >= ls:
-                    while i < i_end and j < j_end:
-                        x = s_col[i]
-                        y = t_col[j]
-                        if x < y:
-                            i += 1
-                        elif x > y:
-                            j += 1
-                        else:
-                            s = s_val[i]
-                            t = t_val[j]
-                            sub += s * t
-                            sub_abs += abs(float(s)) * abs(float(t))
-                            i += 1
-                            j += 1
-                elif ls < lt:
-                    for p in range(i, i_end):
-                        q = _lower_bound(t_col, j, j_end, s_col[p])
-                        j = q
-                        if q < j_end and t_col[q] == s_col[p]:
-                            s = s_val[p]
-                            t = t_val[q]
-                            sub += s * t
-                            sub_abs += abs(float(s)) * abs(float(t))
-                else:
-                    for q in range(j, j_end):
-                        p = _lower_bound(s_col, i, i_end, t_col[q])
-                        i = p
-                        if p < i_end and s_col[p] == t_col[q]:
-                            s = s_val[p]
-                            t = t_val[q]
-                            sub += s * t
-                            sub_abs += abs(float(s)) * abs(float(t))
-                acc += r * sub
-                acc_abs += abs(float(r)) * sub_abs
+        # the block's work is a call: Numba's parfor reduction analysis fails on the inlined
+        # intersection loops under Python 3.12's bytecode ("unexpected cycle in lookup()")
+        acc, acc_abs = _relation_block(blk, nblk, n_chunks, m, ra, rb, rm, s_ptr, s_col,
+                                       s_val, t_ptr, t_col, t_val)
         part[blk] = acc
         part_abs[blk] = acc_abs
     return part.sum(), part_abs.sum()
+
+
+@nb.njit(cache=True)
+def _relation_block(blk, nblk, n_chunks, m, ra, rb, rm, s_ptr, s_col, s_val, t_ptr, t_col,
+                    t_val):
+    """One block of :func:`relation_triangle_kernel`: its chunks' int64 sum and float64 sum
+    of absolute terms."""
+    acc = 0
+    acc_abs = 0.0
+    for ch in range(blk, n_chunks, nblk):
+        k_end = min(m, (ch + 1) * CHUNK)
+        for k in range(ch * CHUNK, k_end):
+            sub, sub_abs = _relation_pair(ra[k], rb[k], s_ptr, s_col, s_val, t_ptr, t_col,
+                                          t_val)
+            r = rm[k]
+            acc += r * sub
+            acc_abs += abs(float(r)) * sub_abs
+    return acc, acc_abs
+
+
+@nb.njit(cache=True)
+def _relation_pair(a, b, s_ptr, s_col, s_val, t_ptr, t_col, t_val):
+    """``sum_c S(b, c) * T^t(a, c)`` and the sum of its terms' absolute values: the shorter
+    list iterated and the longer one searched, merged when their lengths are close."""
+    i = s_ptr[b]
+    i_end = s_ptr[b + 1]
+    j = t_ptr[a]
+    j_end = t_ptr[a + 1]
+    ls = i_end - i
+    lt = j_end - j
+    sub = 0
+    sub_abs = 0.0
+    if ls == 0 or lt == 0:
+        return sub, sub_abs
+    if ls * 8 >= lt and lt * 8 >= ls:
+        while i < i_end and j < j_end:
+            x = s_col[i]
+            y = t_col[j]
+            if x < y:
+                i += 1
+            elif x > y:
+                j += 1
+            else:
+                s = s_val[i]
+                t = t_val[j]
+                sub += s * t
+                sub_abs += abs(float(s)) * abs(float(t))
+                i += 1
+                j += 1
+    elif ls < lt:
+        for p in range(i, i_end):
+            q = _lower_bound(t_col, j, j_end, s_col[p])
+            j = q
+            if q < j_end and t_col[q] == s_col[p]:
+                s = s_val[p]
+                t = t_val[q]
+                sub += s * t
+                sub_abs += abs(float(s)) * abs(float(t))
+    else:
+        for q in range(j, j_end):
+            p = _lower_bound(s_col, i, i_end, t_col[q])
+            i = p
+            if p < i_end and s_col[p] == t_col[q]:
+                s = s_val[p]
+                t = t_val[q]
+                sub += s * t
+                sub_abs += abs(float(s)) * abs(float(t))
+    return sub, sub_abs
