@@ -26,7 +26,7 @@ import numba
 import numpy as np
 import pyarrow as pa
 import pytest
-from device_arrays import host
+from device_arrays import ON_DEVICE, host
 
 if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != "1":
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
@@ -215,7 +215,9 @@ def test_backend_selection(monkeypatch):
     monkeypatch.setenv("GPU_IVM_BACKEND", "cuda")
     assert type(SlidingWindow(window=4, step=2)) is DeviceSlidingWindow
     assert type(SlidingWindow(window=4, step=2, backend="cpu")) is SlidingWindow
-    assert type(SlidingWindow(window=4, step=2, backend="auto")) is SlidingWindow  # never sim
+    # "auto" takes a real device, never the simulator
+    assert type(SlidingWindow(window=4, step=2, backend="auto")) is \
+        (DeviceSlidingWindow if ON_DEVICE else SlidingWindow)
     with pytest.raises(InputError, match="cuda backend"):
         DeviceSlidingWindow(window=4, step=2, backend="cpu")
 
