@@ -3,7 +3,7 @@
 # image's Python: numba-cuda, CuPy, pyarrow, tqdm, pytest): runs the package from the working
 # tree without installing it, the kernel and engine cases on the device, then bench.gpu_run.
 # Usage: bash bench/device_check.sh OUTDIR [gpu_run arguments...]
-# Environment: CASES_S, BENCH_S, BASE_S (time limits, s), WORKERS (pytest-xdist), CASES (files),
+# Environment: LAT_S, LAT_REPEAT (bench.gpu_latency, first), CASES_S, CASE_TIMEOUT (per test), BENCH_S, BASE_S (time limits, s), WORKERS (pytest-xdist), CASES (files),
 # CASES_LAST=1 (benchmark first), BASELINE="gpu_run args" (a run with GPU_IVM_CAI_SYNC=always),
 # COOP_SWEEP="64 1024 0" (gpu_run again with each block cut of the count kernel,
 # GPU_IVM_COOP_MIN; 0 = every update on one thread), SWEEP_ARGS (those runs' gpu_run args).
@@ -28,14 +28,18 @@ for m in ("numpy", "numba", "numba_cuda", "cupy", "pyarrow", "pytest", "xdist"):
 from gpu_ivm.backend import _device_problem
 print("device problem:", _device_problem())
 PY
+echo "== bench.gpu_latency (the host's cost per launch, call, read, upload)"
+timeout ${LAT_S:-90} $PY -m bench.gpu_latency --repeat ${LAT_REPEAT:-1000} --out "$OUT/latency.json" \
+  2>&1 | tee "$OUT/latency.log"
 cases() {
   echo "== cases on the device"
   # -v: every test's outcome is logged by name as it ends (an interrupted xdist session may
   # print no summary at all: on 2026-11-27 eight failures were counted but not named)
   GPU_IVM_TEST_DEVICE=1 timeout -s INT -k 20 ${CASES_S:-150} $PY -m pytest -v -p no:cacheprovider \
-    --timeout 100 -n ${WORKERS:-6} -rf ${CASES:-tests/cuda_sim_cases.py tests/cuda_sim_cq_cases.py \
+    --timeout ${CASE_TIMEOUT:-100} -n ${WORKERS:-6} -rf ${CASES:-tests/cuda_sim_cases.py tests/cuda_sim_cq_cases.py \
     tests/cuda_sim_window_device_cases.py tests/cuda_sim_insert_adj_cases.py \
-    tests/cuda_sim_window_step_cases.py tests/cuda_sim_stamp_cases.py} \
+    tests/cuda_sim_window_step_cases.py tests/cuda_sim_stamp_cases.py \
+    tests/cuda_device_input_cases.py} \
     2>&1 | tee "$OUT/cases.log" | grep -E "FAILED|ERROR|passed|failed" | tail -n 40
 }
 [ -n "${CASES_LAST:-}" ] || cases

@@ -337,10 +337,35 @@ def launch(kernel, blocks: int, tpb: int, *args, shared: int = 0) -> None:
         vals = np.arange(5, dtype=np.int64); sums = np.zeros(2, np.int64)
         launch(_scan_kernels(32)[0], 1, 32, (vals, sums), 5, 32)   # sums[0] == 10
     """
-    if shared:
-        kernel[blocks, tpb, 0, shared](*launch_args(args))
+    fast = _fast_launcher()
+    if fast is not None:
+        fast.launch(kernel, blocks, tpb, args, shared, _ordinary_launch)
     else:
-        kernel[blocks, tpb](*launch_args(args))
+        _ordinary_launch(kernel, blocks, tpb, args, shared)
+
+
+def _ordinary_launch(kernel, blocks: int, tpb: int, args: tuple, shared: int) -> tuple:
+    """numba-cuda's launch of ``kernel`` with :func:`launch_args`; returns the arguments as
+    launched."""
+    conv = launch_args(args)
+    if shared:
+        kernel[blocks, tpb, 0, shared](*conv)
+    else:
+        kernel[blocks, tpb](*conv)
+    return conv
+
+
+_FAST = None
+
+
+def _fast_launcher():
+    """:func:`gpu_ivm.kernels.cuda_fast_launch.launcher`, looked up once."""
+    global _FAST
+    if _FAST is None:
+        from .cuda_fast_launch import launcher
+
+        _FAST = (launcher(),)
+    return _FAST[0]
 
 
 # ----------------------------------------------------------------------------- prefix sum

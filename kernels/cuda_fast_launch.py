@@ -1,0 +1,218 @@
+"""A launch that skips numba-cuda's per-call argument handling (``GPU_IVM_FAST_LAUNCH=0``: off).
+
+Measured on an H200 (docs/gpu.md, "Measured on an H200"): an empty kernel with six CuPy
+arrays cost the host 252 µs per launch through :func:`~gpu_ivm.kernels.cuda_launch.launch`
+(each array converted to a numba device array, then typed and marshalled by numba-cuda),
+468 µs with the six in a tuple, 82 µs with the six already converted, and 19 µs with one
+argument. A batch's dozen launches with bundles of 10-20 arrays spend milliseconds there.
+
+This module launches a kernel that has already run once with arguments of the same kinds
+(same structure of tuples, same dtypes, dimensions and contiguity of arrays, same scalar
+types) by writing the argument words itself, from each array's ``__cuda_array_interface__``,
+in the layout numba-cuda's ``_Kernel._prepare_args`` writes (per array: meminfo 0, parent 0,
+size, itemsize, pointer, shape, strides in bytes; per scalar: a ctypes value of the compiled
+type), and calling ``cuda.core.launch`` with the compiled function. The first launch of each
+kind goes through numba-cuda (compiling if needed) and records the compiled kernel and its
+argument types. Anything else falls back to the ordinary launch: host arrays, arrays produced
+on another stream (which need numba-cuda's synchronization), scalar types it does not know,
+a numba without numba-cuda's ``cuda.core`` launch, or any error while preparing.
+
+On the H200 (2026-11-28) it took the six-array launch from 252 to 53 µs, and the count
+engine's batch at R-MAT 18, B = 10³ from 69,536-99,373 to 148,337-161,649 updates/s (two
+alternating rounds, every count checked against the cpu backend); the device case files
+passed with it. It is on by default on hardware; ``GPU_IVM_FAST_LAUNCH=0`` turns it off.
+Not available under the simulator (there is no driver).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+ENABLED: bool = os.environ.get("GPU_IVM_FAST_LAUNCH", "1").strip() != "0"
+
+_SCALARS = {int: "i", bool: "b", float: "f", np.int64: "i", np.int32: "i32", np.bool_: "b",
+            np.float64: "f", np.uint64: "u64", np.uint32: "u32", np.int8: "i8", np.uint8: "u8"}
+_ITEMSIZE: dict[str, int] = {}
+
+
+def _leaf_kind(a):
+    """A hashable description of one argument that fixes numba's type for it, or None."""
+    if isinstance(a, tuple):
+        kinds = tuple(_leaf_kind(x) for x in a)
+        return None if None in kinds else ("T", kinds)
+    k = _SCALARS.get(type(a))
+    if k is not None:
+        return k
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is None:
+        return None
+    return ("A", cai["typestr"], len(cai["shape"]), _layout(cai), bool(cai["data"][1]))
+
+
+def _layout(cai) -> str:
+    """numba's layout letter for the interface: "C", "F" (2-D and up) or "A"."""
+    strides = cai.get("strides")
+    if strides is None or tuple(strides) == _c_strides(cai):
+        return "C"
+    if len(cai["shape"]) > 1 and tuple(strides) == _f_strides(cai):
+        return "F"
+    return "A"
+
+
+def _c_strides(cai) -> tuple:
+    size = _itemsize(cai["typestr"])
+    out = []
+    for d in reversed(cai["shape"]):
+        out.append(size)
+        size *= d
+    return tuple(reversed(out))
+
+
+def _f_strides(cai) -> tuple:
+    size = _itemsize(cai["typestr"])
+    out = []
+    for d in cai["shape"]:
+        out.append(size)
+        size *= d
+    return tuple(out)
+
+
+def _itemsize(typestr: str) -> int:
+    n = _ITEMSIZE.get(typestr)
+    if n is None:
+        n = _ITEMSIZE[typestr] = np.dtype(typestr).itemsize
+    return n
+
+
+class FastLauncher:
+    """Launches through recorded compiled kernels (see the module docstring)."""
+
+    def __init__(self) -> None:
+        from cuda.core import LaunchConfig, launch
+        from numba.cuda import types as nbtypes
+        from numba.cuda._compat import CUDA_CORE_GE_1_0
+        from numba.cuda.cudadrv import driver
+
+        self._launch = launch
+        self._Config = LaunchConfig
+        self._coop_kw = "is_cooperative" if CUDA_CORE_GE_1_0 else "cooperative_launch"
+        self._stream = driver._to_core_stream(0)
+        self._types = nbtypes
+        self._kernels: dict = {}  # (id(dispatcher), kinds) -> (dispatcher, cufunc kernel, types)
+        self._configs: dict = {}
+        self.fast = 0      # launches that took this path
+        self.slow = 0      # launches that fell back
+
+    def launch(self, dispatcher, blocks: int, tpb: int, args: tuple, shared: int,
+               ordinary) -> None:
+        """``dispatcher[blocks, tpb, 0, shared](*args)``; ``ordinary(dispatcher, blocks, tpb,
+        args, shared)`` is the package's usual launch (used the first time and as fallback)."""
+        from .cuda_launch import needs_stream_sync
+
+        kinds = tuple(_leaf_kind(a) for a in args)
+        if None in kinds or self._foreign_stream(args, needs_stream_sync):
+            self.slow += 1
+            ordinary(dispatcher, blocks, tpb, args, shared)
+            return
+        key = (id(dispatcher), kinds)
+        rec = self._kernels.get(key)
+        if rec is None:
+            self.slow += 1
+            conv = ordinary(dispatcher, blocks, tpb, args, shared)
+            self._record(key, dispatcher, conv)
+            return
+        try:
+            words: list = []
+            for t, v in zip(rec[2], args):
+                self._words(t, v, words)
+            cfg = self._configs.get((blocks, tpb, shared))
+            if cfg is None:
+                cfg = self._configs[(blocks, tpb, shared)] = self._Config(
+                    grid=(blocks, 1, 1), block=(tpb, 1, 1), shmem_size=shared,
+                    **{self._coop_kw: False})
+            self._launch(self._stream, cfg, rec[1], *words)
+        except Exception:  # nothing was launched: this kind goes the ordinary way from now
+            del self._kernels[key]
+            self.slow += 1
+            ordinary(dispatcher, blocks, tpb, args, shared)
+            return
+        self.fast += 1
+
+    @staticmethod
+    def _foreign_stream(args, needs_sync) -> bool:
+        for a in args:
+            if isinstance(a, tuple):
+                if FastLauncher._foreign_stream(a, needs_sync):
+                    return True
+                continue
+            cai = getattr(a, "__cuda_array_interface__", None)
+            if cai is not None and needs_sync(cai):
+                return True
+        return False
+
+    def _record(self, key, dispatcher, conv: tuple) -> None:
+        """After an ordinary launch with the converted ``conv``: remember the compiled kernel
+        for this kind of arguments (nothing if numba-cuda's layout is not the expected one)."""
+        try:
+            argtypes = tuple(dispatcher.typeof_pyval(a) for a in conv)
+            kern = dispatcher.overloads.get(argtypes)
+            if kern is None or getattr(kern, "debug", False) or getattr(
+                    kern, "cooperative", False) or dispatcher.extensions:
+                return
+            cufunc = kern._codelibrary.get_cufunc()
+            self._kernels[key] = (dispatcher, cufunc.kernel, tuple(kern.argument_types))
+        except Exception:  # an unexpected numba-cuda: this kind stays on the ordinary path
+            return
+
+    def _words(self, ty, val, out: list) -> None:
+        """The argument words of one argument, as numba-cuda's ``_prepare_args`` writes them."""
+        T = self._types
+        if isinstance(ty, T.Array):
+            cai = val.__cuda_array_interface__
+            shape = cai["shape"]
+            itemsize = _itemsize(cai["typestr"])
+            size = 1
+            for d in shape:
+                size *= d
+            out.append(0)  # meminfo
+            out.append(0)  # parent
+            out.append(size)
+            out.append(itemsize)
+            out.append(cai["data"][0])
+            out.extend(shape)
+            out.extend(cai.get("strides") or _c_strides(cai))
+        elif isinstance(ty, T.BaseTuple):
+            for t, v in zip(ty, val):
+                self._words(t, v, out)
+        elif isinstance(ty, T.Integer):
+            out.append(getattr(ctypes, f"c_{ty}")(val))
+        elif ty == T.boolean:
+            out.append(val)
+        elif ty == T.float64:
+            out.append(ctypes.c_double(val))
+        elif ty == T.float32:
+            out.append(ctypes.c_float(val))
+        else:
+            raise NotImplementedError(ty)
+
+
+_LAUNCHER: FastLauncher | None = None
+_TRIED = False
+
+
+def launcher() -> FastLauncher | None:
+    """The process's fast launcher, or None (disabled, the simulator, or no numba-cuda)."""
+    global _LAUNCHER, _TRIED
+    if not _TRIED:
+        _TRIED = True
+        from .cuda_launch import SIMULATOR
+
+        if ENABLED and not SIMULATOR:
+            try:
+                _LAUNCHER = FastLauncher()
+            except Exception:  # numba's built-in cuda target or an older numba-cuda
+                _LAUNCHER = None
+    return _LAUNCHER

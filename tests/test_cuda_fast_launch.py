@@ -1,0 +1,97 @@
+"""The fast launch's argument words (kernels/cuda_fast_launch.py) on the host: what it writes
+for arrays, tuples and scalars, and which arguments it leaves to numba-cuda's own launch.
+
+The launch itself needs a GPU (``bench.gpu_latency`` and ``bench.gpu_run`` with
+``GPU_IVM_FAST_LAUNCH=1`` exercise it there); the words are checked here against the layout
+numba-cuda's ``_Kernel._prepare_args`` documents: per array meminfo 0, parent 0, element
+count, item size, data pointer, shape, strides in bytes; per scalar a ctypes value of the
+compiled type."""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+from gpu_ivm.kernels import cuda_fast_launch as fl
+from numba.core import types
+
+
+class Dev:
+    """An array exposing only ``__cuda_array_interface__`` (over host memory here)."""
+
+    def __init__(self, a: np.ndarray, strides=None, readonly: bool = False) -> None:
+        self.a = a
+        self.__cuda_array_interface__ = {
+            "shape": a.shape, "typestr": a.dtype.str, "data": (a.ctypes.data, readonly),
+            "strides": strides, "version": 3, "stream": None}
+
+
+def _words(ty, val) -> list:
+    f = fl.FastLauncher.__new__(fl.FastLauncher)
+    f._types = types
+    out: list = []
+    f._words(ty, val, out)
+    return [w.value if isinstance(w, ctypes._SimpleCData) else w for w in out]
+
+
+def test_array_words_match_numba_layout() -> None:
+    a = np.arange(7, dtype=np.int64)
+    d = Dev(a)
+    ty = types.Array(types.int64, 1, "C")
+    assert _words(ty, d) == [0, 0, 7, 8, a.ctypes.data, 7, 8]
+    m = np.zeros((3, 5), np.int32)
+    assert _words(types.Array(types.int32, 2, "C"), Dev(m)) == \
+        [0, 0, 15, 4, m.ctypes.data, 3, 5, 20, 4]
+    # explicit strides are passed as given
+    assert _words(types.Array(types.int32, 2, "A"), Dev(m, strides=(4, 12))) == \
+        [0, 0, 15, 4, m.ctypes.data, 3, 5, 4, 12]
+
+
+def test_tuple_and_scalar_words() -> None:
+    a, b = np.arange(3, dtype=np.int64), np.zeros(2, np.bool_)
+    arr64, arrb = types.Array(types.int64, 1, "C"), types.Array(types.boolean, 1, "C")
+    words = _words(types.Tuple((arr64, arrb)), (Dev(a), Dev(b)))
+    assert words == [0, 0, 3, 8, a.ctypes.data, 3, 8, 0, 0, 2, 1, b.ctypes.data, 2, 1]
+    assert _words(types.int64, np.int64(-5)) == [-5]
+    assert _words(types.int32, 7) == [7]
+    assert _words(types.boolean, True) == [True]
+    assert _words(types.float64, 0.5) == [0.5]
+    w = []
+    f = fl.FastLauncher.__new__(fl.FastLauncher)
+    f._types = types
+    f._words(types.int64, 3, w)
+    assert isinstance(w[0], ctypes.c_int64)
+
+
+def test_kinds_separate_what_numba_types_differently() -> None:
+    a = np.arange(4, dtype=np.int64)
+    k = fl._leaf_kind
+    assert k(Dev(a)) == k(Dev(np.zeros(9, np.int64)))  # same type, other size
+    assert k(Dev(a)) != k(Dev(a.astype(np.int32)))  # dtype
+    assert k(Dev(a)) != k(Dev(a.reshape(2, 2)))  # dimensions
+    assert k(Dev(a)) != k(Dev(a, readonly=True))  # mutability
+    assert k(Dev(a, strides=(8,))) == k(Dev(a))  # contiguous strides written out
+    assert k(Dev(a[:2], strides=(16,))) != k(Dev(a))  # not contiguous
+    m = np.zeros((2, 3), np.int64)
+    c, f, s = Dev(m), Dev(m, strides=(8, 16)), Dev(m, strides=(48, 8 * 2))
+    assert len({k(c), k(f), k(s)}) == 3  # layouts "C", "F", "A"
+    assert k(3) == k(np.int64(3)) != k(np.int32(3))
+    assert k(True) == k(np.bool_(True)) != k(1)
+    assert k((Dev(a), 2)) == ("T", (k(Dev(a)), k(2)))
+    # left to numba-cuda: host arrays, unknown objects, tuples holding them
+    assert k(a) is None and k("x") is None and k((Dev(a), a)) is None
+
+
+def test_switch_and_no_launcher_without_a_driver(monkeypatch) -> None:
+    """On by default, off with ``GPU_IVM_FAST_LAUNCH=0``; without numba-cuda's driver (here)
+    no launcher is made, so every launch is numba-cuda's."""
+    import importlib
+
+    for value, want in (("0", False), ("1", True), (None, True)):
+        if value is None:
+            monkeypatch.delenv("GPU_IVM_FAST_LAUNCH", raising=False)
+        else:
+            monkeypatch.setenv("GPU_IVM_FAST_LAUNCH", value)
+        assert importlib.reload(fl).ENABLED is want
+    monkeypatch.setattr(fl, "_TRIED", False)
+    assert fl.launcher() is None  # no cuda.core here (or the simulator)
