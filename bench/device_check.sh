@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One lease of a GPU machine (the device tool of this workplace, or any CUDA node with the
 # image's Python: numba-cuda, CuPy, pyarrow, tqdm, pytest): runs the package from the working
-# tree without installing it, the kernel and engine cases on the device, then bench.gpu_run.
+# tree without installing it: bench.gpu_latency, the kernel and engine cases on the device,
+# then bench.gpu_run.
 # Usage: bash bench/device_check.sh OUTDIR [gpu_run arguments...]
-# Environment: LAT_S, LAT_REPEAT (bench.gpu_latency, first), CASES_S, CASE_TIMEOUT (per test), BENCH_S, BASE_S (time limits, s), WORKERS (pytest-xdist), CASES (files),
+# Environment: LAT_S, LAT_REPEAT (bench.gpu_latency), CASES_S, CASE_TIMEOUT (per test),
+# BENCH_S, BASE_S (time limits, s), WORKERS (pytest-xdist), CASES (files),
 # CASES_LAST=1 (benchmark first), BASELINE="gpu_run args" (a run with GPU_IVM_CAI_SYNC=always),
 # COOP_SWEEP="64 1024 0" (gpu_run again with each block cut of the count kernel,
 # GPU_IVM_COOP_MIN; 0 = every update on one thread), SWEEP_ARGS (those runs' gpu_run args).
