@@ -92,6 +92,7 @@ class FastLauncher:
 
     def __init__(self) -> None:
         from cuda.core import LaunchConfig, launch
+        from cupy.cuda.runtime import getDevice
         from numba.cuda import types as nbtypes
         from numba.cuda._compat import CUDA_CORE_GE_1_0
         from numba.cuda.cudadrv import driver
@@ -101,7 +102,9 @@ class FastLauncher:
         self._coop_kw = "is_cooperative" if CUDA_CORE_GE_1_0 else "cooperative_launch"
         self._stream = driver._to_core_stream(0)
         self._types = nbtypes
-        self._kernels: dict = {}  # (id(dispatcher), kinds) -> (dispatcher, cufunc kernel, types)
+        self._device = getDevice  # the current device: a compiled function is per device
+        # (id(dispatcher), device, kinds) -> (dispatcher, the compiled function, argument types)
+        self._kernels: dict = {}
         self._configs: dict = {}
         self.fast = 0      # launches that took this path
         self.slow = 0      # launches that fell back
@@ -117,7 +120,7 @@ class FastLauncher:
             self.slow += 1
             ordinary(dispatcher, blocks, tpb, args, shared)
             return
-        key = (id(dispatcher), kinds)
+        key = (id(dispatcher), self._device(), kinds)
         rec = self._kernels.get(key)
         if rec is None:
             self.slow += 1
@@ -135,7 +138,7 @@ class FastLauncher:
                     **{self._coop_kw: False})
             self._launch(self._stream, cfg, rec[1], *words)
         except Exception:  # nothing was launched: this kind goes the ordinary way from now
-            del self._kernels[key]
+            self._kernels.pop(key, None)
             self.slow += 1
             ordinary(dispatcher, blocks, tpb, args, shared)
             return
