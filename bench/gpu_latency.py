@@ -79,7 +79,8 @@ def measure(repeat: int, rounds: int = 5) -> dict[str, float]:
     def fast_launch(kernel, args):
         if isinstance(fast, Exception):
             raise fast
-        fast.launch(kernel, 1, 32, args, 0, cuda_launch._ordinary_launch)
+        fast.launch(kernel, 1, 32, args, 0, cuda_launch._ordinary_launch,
+                    cuda_launch.needs_stream_sync)
 
     arrs = [cp.arange(1000, dtype=cp.int64) for _ in range(6)]
     views = [device_view(a) for a in arrs]

@@ -110,11 +110,11 @@ class FastLauncher:
         self.slow = 0      # launches that fell back
 
     def launch(self, dispatcher, blocks: int, tpb: int, args: tuple, shared: int,
-               ordinary) -> None:
+               ordinary, needs_stream_sync) -> None:
         """``dispatcher[blocks, tpb, 0, shared](*args)``; ``ordinary(dispatcher, blocks, tpb,
-        args, shared)`` is the package's usual launch (used the first time and as fallback)."""
-        from .cuda_launch import needs_stream_sync
-
+        args, shared)`` is the package's usual launch (used the first time and as fallback),
+        ``needs_stream_sync(cai)`` whether an array must be synchronized on first (then the
+        ordinary launch does it)."""
         kinds = tuple(_leaf_kind(a) for a in args)
         if None in kinds or self._foreign_stream(args, needs_stream_sync):
             self.slow += 1
@@ -206,14 +206,12 @@ _LAUNCHER: FastLauncher | None = None
 _TRIED = False
 
 
-def launcher() -> FastLauncher | None:
-    """The process's fast launcher, or None (disabled, the simulator, or no numba-cuda)."""
+def launcher(simulator: bool) -> FastLauncher | None:
+    """The process's fast launcher, or None (disabled, ``simulator``, or no numba-cuda)."""
     global _LAUNCHER, _TRIED
     if not _TRIED:
         _TRIED = True
-        from .cuda_launch import SIMULATOR
-
-        if ENABLED and not SIMULATOR:
+        if ENABLED and not simulator:
             try:
                 _LAUNCHER = FastLauncher()
             except Exception:  # numba's built-in cuda target or an older numba-cuda

@@ -339,7 +339,7 @@ def launch(kernel, blocks: int, tpb: int, *args, shared: int = 0) -> None:
     """
     fast = _fast_launcher()
     if fast is not None:
-        fast.launch(kernel, blocks, tpb, args, shared, _ordinary_launch)
+        fast.launch(kernel, blocks, tpb, args, shared, _ordinary_launch, needs_stream_sync)
     else:
         _ordinary_launch(kernel, blocks, tpb, args, shared)
 
@@ -364,7 +364,7 @@ def _fast_launcher():
     if _FAST is None:
         from .cuda_fast_launch import launcher
 
-        _FAST = (launcher(),)
+        _FAST = (launcher(SIMULATOR),)
     return _FAST[0]
 
 

@@ -94,4 +94,6 @@ def test_switch_and_no_launcher_without_a_driver(monkeypatch) -> None:
             monkeypatch.setenv("GPU_IVM_FAST_LAUNCH", value)
         assert importlib.reload(fl).ENABLED is want
     monkeypatch.setattr(fl, "_TRIED", False)
-    assert fl.launcher() is None  # no cuda.core here (or the simulator)
+    assert fl.launcher(simulator=False) is None  # no cuda.core here
+    monkeypatch.setattr(fl, "_TRIED", False)
+    assert fl.launcher(simulator=True) is None
