@@ -70,6 +70,7 @@ $(GPU_VENV)/.installed: pyproject.toml
 	touch $@
 
 bench-gpu: $(GPU_VENV)/.installed
+	$(GPU_VENV)/bin/python -m bench.gpu_latency --out bench/results/gpu_latency.json
 	$(GPU_VENV)/bin/python -m bench.gpu_run --out bench/results/gpu_run.jsonl
 	GPU_IVM_BACKEND=cuda $(GPU_VENV)/bin/gpu-ivm demo
 

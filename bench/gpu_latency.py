@@ -36,6 +36,7 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from numba import cuda
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
     problem = _device_problem()
     if problem and not a.simulator:
-        print(f"no CUDA device: {problem}", file=sys.stderr)
+        print(f"no usable CUDA device, nothing was run: {problem}")
         return 2
     res = measure(a.repeat)
     if a.simulator:
@@ -152,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in res.items():
         print(f"{k:>14}  {v}" + (" µs" if isinstance(v, float) else ""))
     if a.out:
-        with open(a.out, "w") as f:
-            json.dump(res, f)
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(res))
     return 0
 
 
