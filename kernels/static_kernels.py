@@ -389,21 +389,25 @@ def _relation_pair(a, b, s_ptr, s_col, s_val, t_ptr, t_col, t_val):
                 i += 1
                 j += 1
     elif ls < lt:
-        for p in range(i, i_end):
-            q = _lower_bound(t_col, j, j_end, s_col[p])
-            j = q
-            if q < j_end and t_col[q] == s_col[p]:
-                s = s_val[p]
-                t = t_val[q]
-                sub += s * t
-                sub_abs += abs(float(s)) * abs(float(t))
+        return _search_sum(s_col, s_val, i, i_end, t_col, t_val, j, j_end)
     else:
-        for q in range(j, j_end):
-            p = _lower_bound(s_col, i, i_end, t_col[q])
-            i = p
-            if p < i_end and s_col[p] == t_col[q]:
-                s = s_val[p]
-                t = t_val[q]
-                sub += s * t
-                sub_abs += abs(float(s)) * abs(float(t))
+        return _search_sum(t_col, t_val, j, j_end, s_col, s_val, i, i_end)
+    return sub, sub_abs
+
+
+@nb.njit(cache=True)
+def _search_sum(p_col, p_val, p, p_end, q_col, q_val, q, q_end):
+    """Σ p_val·q_val over the columns common to ``p_col[p:p_end]`` and ``q_col[q:q_end]``,
+    and the sum of the terms' absolute values: the first range walked, the second searched
+    (the targets increase, so each search starts where the last one stopped)."""
+    sub = 0
+    sub_abs = 0.0
+    for i in range(p, p_end):
+        j = _lower_bound(q_col, q, q_end, p_col[i])
+        q = j
+        if j < q_end and q_col[j] == p_col[i]:
+            s = p_val[i]
+            t = q_val[j]
+            sub += s * t
+            sub_abs += abs(float(s)) * abs(float(t))
     return sub, sub_abs

@@ -29,7 +29,7 @@ import pytest
 from conftest import tiny_storage
 from device_arrays import ON_DEVICE, InterfaceOnly, array_equal, dev, device_name, host, like
 from oracle import GraphOracle
-from streams import graph_batches
+from streams import graph_batches, insert_only_relation_batches
 
 if not numba.config.ENABLE_CUDASIM and os.environ.get("GPU_IVM_TEST_DEVICE") != "1":
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
@@ -1675,19 +1675,7 @@ def test_insert_only_relation_engine_on_the_device(mode: str, small_launch) -> N
         cpu = RelationEngine(mode=mode, backend="cpu", adaptive=False)
         gpu = RelationEngine(mode=mode, backend="cuda", adaptive=False)
         assert type(gpu).__name__ == "InsertOnlyRelationEngine"
-        for i in range(5):
-            n = int(rng.integers(8, 20))
-            a = rng.integers(0, 12, n)
-            a[rng.random(n) < 0.4] = 0  # a hub key
-            b = rng.integers(0, 12, n)
-            m = rng.integers(1, 3, n)
-            if mode == "auto" and i == 3:
-                m[0] = -1  # a delete of a tuple added just before it
-                a[0], b[0] = a[1], b[1]
-                m[1] = 2
-            batch = {"rel": rng.choice(list("RST"), n).tolist(), "src": a.tolist(),
-                     "dst": b.tolist(), "mult": m.tolist()}
-            batch["rel"][0] = batch["rel"][1]
+        for i, batch in enumerate(insert_only_relation_batches(rng, mode)):
             r1, r2 = cpu.apply(batch), gpu.apply(batch)
             assert (r2.triangles, r2.delta, r2.path) == (r1.triangles, r1.delta, r1.path), i
             gpu.check_invariants()

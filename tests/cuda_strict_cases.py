@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import tiny_storage
 from oracle import GraphOracle
-from streams import graph_batches
+from streams import graph_batches, insert_only_relation_batches
 
 if not numba.config.ENABLE_CUDASIM:  # pragma: no cover - guarded by test_cuda_sim.py
     pytest.skip("needs NUMBA_ENABLE_CUDASIM=1 before numba is imported", allow_module_level=True)
@@ -322,18 +322,7 @@ def test_insert_only_relation_engine_on_device(mode: str) -> None:
         cpu = RelationEngine(mode=mode, backend="cpu", adaptive=False)
         dev = RelationEngine(mode=mode, backend=DEVICE, adaptive=False)
         assert type(dev).__name__ == "InsertOnlyRelationEngine"
-        for i in range(5):
-            n = int(rng.integers(8, 20))
-            a = rng.integers(0, 12, n)
-            a[rng.random(n) < 0.4] = 0  # a hub key
-            b = rng.integers(0, 12, n)
-            m = rng.integers(1, 3, n)
-            if mode == "auto" and i == 3:
-                m[0], m[1] = -1, 2  # a delete of a tuple added in the same batch
-                a[0], b[0] = a[1], b[1]
-            batch = {"rel": rng.choice(list("RST"), n).tolist(), "src": a.tolist(),
-                     "dst": b.tolist(), "mult": m.tolist()}
-            batch["rel"][0] = batch["rel"][1]
+        for i, batch in enumerate(insert_only_relation_batches(rng, mode)):
             r1, r2 = cpu.apply(batch), dev.apply(batch)
             assert (r2.triangles, r2.delta, r2.path) == (r1.triangles, r1.delta, r1.path), i
             dev.check_invariants()

@@ -43,3 +43,22 @@ def graph_batches(oracle: GraphOracle, rng: np.random.Generator, *, n_batches: i
             "dst": np.array([r[1] for r in vals], np.int64),
             "sign": np.array([r[2] for r in vals], np.int64),
         }
+
+
+def insert_only_relation_batches(rng: np.random.Generator, mode: str, count: int = 5):
+    """``count`` relation batches (columns rel, src, dst, mult) over 12 keys with a hub key 0,
+    all inserts; with ``mode == "auto"`` the fourth (index 3) starts with the delete of a tuple
+    the same batch adds (the insert-only engines' switch to the general form)."""
+    for i in range(count):
+        n = int(rng.integers(8, 20))
+        a = rng.integers(0, 12, n)
+        a[rng.random(n) < 0.4] = 0  # a hub key
+        b = rng.integers(0, 12, n)
+        m = rng.integers(1, 3, n)
+        if mode == "auto" and i == 3:
+            m[0], m[1] = -1, 2  # a delete of a tuple added in the same batch
+            a[0], b[0] = a[1], b[1]
+        batch = {"rel": rng.choice(list("RST"), n).tolist(), "src": a.tolist(),
+                 "dst": b.tolist(), "mult": m.tolist()}
+        batch["rel"][0] = batch["rel"][1]
+        yield batch

@@ -1,6 +1,7 @@
-"""``make bench-gpu``'s runner (bench.gpu_run) where no GPU exists: it must say so, run
-nothing and fail with status 2; its summary table puts each workload's two backends side by
-side. (On a GPU it checks every count itself; bench/device_check.sh runs it there.)"""
+"""``make bench-gpu``'s runner (bench.gpu_run, and bench.gpu_latency before it) where no GPU
+exists: each must say so, run nothing and fail with status 2; the runner's summary table puts
+each workload's two backends side by side. (On a GPU it checks every count itself;
+bench/device_check.sh runs it there.)"""
 
 from __future__ import annotations
 
@@ -16,14 +17,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="the simulator stands in for a device")
-def test_without_a_gpu_it_says_so_and_runs_nothing(tmp_path) -> None:
+@pytest.mark.parametrize("module", ["bench.gpu_run", "bench.gpu_latency"])
+def test_without_a_gpu_it_says_so_and_runs_nothing(tmp_path, module: str) -> None:
+    """Both steps of ``make bench-gpu``."""
     from gpu_ivm.backend import cuda_usable
 
     if cuda_usable():  # pragma: no cover - a machine with a GPU
         pytest.skip("a CUDA device is present")
-    out = tmp_path / "sub" / "run.jsonl"
+    out = tmp_path / "sub" / "out.json"
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
-    proc = subprocess.run([sys.executable, "-m", "bench.gpu_run", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", module, "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "no usable CUDA device, nothing was run" in proc.stdout
