@@ -55,6 +55,7 @@ DEAD_SLACK = 1 << 16  # a device store's runs are rebuilt once dead entries exce
 # compare a host store bit for bit with a device one, which is always padded)
 PAD_HOST_RUNS = False
 
+
 def _grow(xp, arr, need: int, room: int = 0):
     """``arr`` with room for ``need`` entries (capacity doubling; ``room`` entries at least
     when it grows), in the array module ``xp``; the entries beyond the old ones are not set

@@ -36,19 +36,31 @@ ENABLED: bool = os.environ.get("GPU_IVM_FAST_LAUNCH", "1").strip() != "0"
 _SCALARS = {int: "i", bool: "b", float: "f", np.int64: "i", np.int32: "i32", np.bool_: "b",
             np.float64: "f", np.uint64: "u64", np.uint32: "u32", np.int8: "i8", np.uint8: "u8"}
 _ITEMSIZE: dict[str, int] = {}
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def _leaf_kind(a):
-    """A hashable description of one argument that fixes numba's type for it, or None."""
+def _scan(a, cais: list, needs_sync):
+    """A hashable description of one argument that fixes numba's type for it, or None (the
+    argument needs numba-cuda's launch: a host array, an array produced on another stream
+    (``needs_sync(cai)``), an unknown object, an int outside int64). The interfaces of its
+    arrays are appended to ``cais`` in launch order (each read once per launch)."""
     if isinstance(a, tuple):
-        kinds = tuple(_leaf_kind(x) for x in a)
-        return None if None in kinds else ("T", kinds)
+        kinds = []
+        for x in a:
+            k = _scan(x, cais, needs_sync)
+            if k is None:
+                return None
+            kinds.append(k)
+        return ("T", tuple(kinds))
     k = _SCALARS.get(type(a))
     if k is not None:
+        if k == "i" and type(a) is int and not _I64_MIN <= a <= _I64_MAX:
+            return None  # numba types it uint64 or refuses it
         return k
     cai = getattr(a, "__cuda_array_interface__", None)
-    if cai is None:
+    if cai is None or needs_sync(cai):
         return None
+    cais.append(cai)
     return ("A", cai["typestr"], len(cai["shape"]), _layout(cai), bool(cai["data"][1]))
 
 
@@ -115,8 +127,9 @@ class FastLauncher:
         args, shared)`` is the package's usual launch (used the first time and as fallback),
         ``needs_stream_sync(cai)`` whether an array must be synchronized on first (then the
         ordinary launch does it)."""
-        kinds = tuple(_leaf_kind(a) for a in args)
-        if None in kinds or self._foreign_stream(args, needs_stream_sync):
+        cais: list = []
+        kinds = tuple(_scan(a, cais, needs_stream_sync) for a in args)
+        if None in kinds:
             self.slow += 1
             ordinary(dispatcher, blocks, tpb, args, shared)
             return
@@ -129,8 +142,9 @@ class FastLauncher:
             return
         try:
             words: list = []
+            arrays = iter(cais)
             for t, v in zip(rec[2], args):
-                self._words(t, v, words)
+                self._words(t, v, words, arrays)
             cfg = self._configs.get((blocks, tpb, shared))
             if cfg is None:
                 cfg = self._configs[(blocks, tpb, shared)] = self._Config(
@@ -143,18 +157,6 @@ class FastLauncher:
             ordinary(dispatcher, blocks, tpb, args, shared)
             return
         self.fast += 1
-
-    @staticmethod
-    def _foreign_stream(args, needs_sync) -> bool:
-        for a in args:
-            if isinstance(a, tuple):
-                if FastLauncher._foreign_stream(a, needs_sync):
-                    return True
-                continue
-            cai = getattr(a, "__cuda_array_interface__", None)
-            if cai is not None and needs_sync(cai):
-                return True
-        return False
 
     def _record(self, key, dispatcher, conv: tuple) -> None:
         """After an ordinary launch with the converted ``conv``: remember the compiled kernel
@@ -170,11 +172,12 @@ class FastLauncher:
         except Exception:  # an unexpected numba-cuda: this kind stays on the ordinary path
             return
 
-    def _words(self, ty, val, out: list) -> None:
-        """The argument words of one argument, as numba-cuda's ``_prepare_args`` writes them."""
+    def _words(self, ty, val, out: list, arrays) -> None:
+        """The argument words of one argument, as numba-cuda's ``_prepare_args`` writes them
+        (``arrays``: the interfaces of the arrays, in order, as :func:`_scan` read them)."""
         T = self._types
         if isinstance(ty, T.Array):
-            cai = val.__cuda_array_interface__
+            cai = next(arrays)
             shape = cai["shape"]
             itemsize = _itemsize(cai["typestr"])
             size = 1
@@ -189,7 +192,7 @@ class FastLauncher:
             out.extend(cai.get("strides") or _c_strides(cai))
         elif isinstance(ty, T.BaseTuple):
             for t, v in zip(ty, val):
-                self._words(t, v, out)
+                self._words(t, v, out, arrays)
         elif isinstance(ty, T.Integer):
             out.append(getattr(ctypes, f"c_{ty}")(val))
         elif ty == T.boolean:

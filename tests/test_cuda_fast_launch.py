@@ -26,11 +26,18 @@ class Dev:
             "strides": strides, "version": 3, "stream": None}
 
 
+def _no_sync(cai) -> bool:
+    return False
+
+
 def _words(ty, val) -> list:
+    """The words of ``val`` (compiled as ``ty``), its interfaces read by ``_scan``."""
     f = fl.FastLauncher.__new__(fl.FastLauncher)
     f._types = types
+    cais: list = []
+    assert fl._scan(val, cais, _no_sync) is not None
     out: list = []
-    f._words(ty, val, out)
+    f._words(ty, val, out, iter(cais))
     return [w.value if isinstance(w, ctypes._SimpleCData) else w for w in out]
 
 
@@ -59,13 +66,16 @@ def test_tuple_and_scalar_words() -> None:
     w = []
     f = fl.FastLauncher.__new__(fl.FastLauncher)
     f._types = types
-    f._words(types.int64, 3, w)
+    f._words(types.int64, 3, w, iter(()))
     assert isinstance(w[0], ctypes.c_int64)
 
 
 def test_kinds_separate_what_numba_types_differently() -> None:
     a = np.arange(4, dtype=np.int64)
-    k = fl._leaf_kind
+
+    def k(x):
+        return fl._scan(x, [], _no_sync)
+
     assert k(Dev(a)) == k(Dev(np.zeros(9, np.int64)))  # same type, other size
     assert k(Dev(a)) != k(Dev(a.astype(np.int32)))  # dtype
     assert k(Dev(a)) != k(Dev(a.reshape(2, 2)))  # dimensions
@@ -78,8 +88,18 @@ def test_kinds_separate_what_numba_types_differently() -> None:
     assert k(3) == k(np.int64(3)) != k(np.int32(3))
     assert k(True) == k(np.bool_(True)) != k(1)
     assert k((Dev(a), 2)) == ("T", (k(Dev(a)), k(2)))
-    # left to numba-cuda: host arrays, unknown objects, tuples holding them
+    # left to numba-cuda: host arrays, unknown objects, tuples holding them, ints numba
+    # does not type int64, arrays produced on another stream
     assert k(a) is None and k("x") is None and k((Dev(a), a)) is None
+    assert k((1 << 63) - 1) == k(-(1 << 63)) == "i" and k(1 << 63) is None
+    assert fl._scan((Dev(a), 1), [], lambda cai: True) is None
+
+
+def test_scan_reads_each_interface_once_in_launch_order() -> None:
+    a, b, c = (np.arange(3, dtype=np.int64) + i for i in range(3))
+    cais: list = []
+    fl._scan(((Dev(a), 4, Dev(b)), Dev(c)), cais, _no_sync)
+    assert [x["data"][0] for x in cais] == [a.ctypes.data, b.ctypes.data, c.ctypes.data]
 
 
 def test_switch_and_no_launcher_without_a_driver(monkeypatch) -> None:
