@@ -117,3 +117,46 @@ def test_switch_and_no_launcher_without_a_driver(monkeypatch) -> None:
     assert fl.launcher(simulator=False) is None  # no cuda.core here
     monkeypatch.setattr(fl, "_TRIED", False)
     assert fl.launcher(simulator=True) is None
+
+
+def test_launch_writes_the_recorded_kinds_words() -> None:
+    """A launch of a recorded kind goes through ``FastLauncher.launch`` end to end (the
+    driver call stubbed): one launch with the grid, block and words of its arguments; an
+    unrecorded kind and a host array go to the ordinary launch instead."""
+    f = fl.FastLauncher.__new__(fl.FastLauncher)
+    f._types, f._stream, f._coop_kw = types, "stream", "is_cooperative"
+    calls, ordinary = [], []
+    f._launch = lambda stream, cfg, kern, *words: calls.append((stream, cfg, kern, words))
+    f._Config = lambda **kw: kw
+    f._device = lambda: 0
+    f._kernels, f._configs, f.fast, f.slow = {}, {}, 0, 0
+    a, b = np.arange(3, dtype=np.int64), np.zeros(2, np.bool_)
+    args = ((Dev(a), Dev(b)), np.int64(9))
+    arr64, arrb = types.Array(types.int64, 1, "C"), types.Array(types.boolean, 1, "C")
+    disp = object()
+    kinds = tuple(fl._scan(x, [], _no_sync) for x in args)
+    f._kernels[(id(disp), 0, kinds)] = (disp, "K", (types.Tuple((arr64, arrb)), types.int64))
+
+    def fallback(*x):
+        ordinary.append(x)
+
+    f.launch(disp, 5, 64, args, 16, fallback, _no_sync)
+    assert not ordinary and f.fast == 1
+    (stream, cfg, kern, words), = calls
+    assert stream == "stream" and kern == "K"
+    assert cfg == {"grid": (5, 1, 1), "block": (64, 1, 1), "shmem_size": 16,
+                   "is_cooperative": False}
+    assert [w.value if isinstance(w, ctypes._SimpleCData) else w for w in words] == \
+        [0, 0, 3, 8, a.ctypes.data, 3, 8, 0, 0, 2, 1, b.ctypes.data, 2, 1, 9]
+    f._record = lambda *x: None
+    f.launch(disp, 5, 64, (Dev(a), np.int64(9)), 0, fallback, _no_sync)  # another kind
+    f.launch(disp, 5, 64, ((a, Dev(b)), np.int64(9)), 0, fallback, _no_sync)  # host array
+    assert len(ordinary) == 2 and f.slow == 2 and len(calls) == 1
+
+
+def test_host_benchmark_takes_the_fast_path() -> None:
+    """``python -m bench.fast_launch_host`` times launches of a recorded kind (its own check
+    fails if any launch fell back)."""
+    from bench.fast_launch_host import measure
+
+    assert all(t > 0 for t in measure(fl, 3, n=10, rounds=1))
