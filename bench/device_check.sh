@@ -6,7 +6,8 @@
 # Usage: bash bench/device_check.sh OUTDIR [gpu_run arguments...]
 # Environment: LAT_S, LAT_REPEAT (bench.gpu_latency), CASES_S, CASE_TIMEOUT (per test),
 # BENCH_S, BASE_S (time limits, s), WORKERS (pytest-xdist), CASES (files),
-# CASES_LAST=1 (benchmark first), BASELINE="gpu_run args" (a run with GPU_IVM_CAI_SYNC=always),
+# CASES_LAST=1 (benchmark first), BASELINE="gpu_run args" (a run with BASELINE_ENV, default
+# GPU_IVM_CAI_SYNC=always; GPU_IVM_FAST_LAUNCH=0 gives numba-cuda's own launch),
 # COOP_SWEEP="64 1024 0" (gpu_run again with each block cut of the count kernel,
 # GPU_IVM_COOP_MIN; 0 = every update on one thread), SWEEP_ARGS (those runs' gpu_run args).
 # A cold machine compiles every CPU and CUDA kernel on first use: several minutes, paid by
@@ -37,17 +38,17 @@ cases() {
   echo "== cases on the device"
   # -v: every test's outcome is logged by name as it ends (an interrupted xdist session may
   # print no summary at all: on 2026-11-27 eight failures were counted but not named)
-  GPU_IVM_TEST_DEVICE=1 timeout -s INT -k 20 ${CASES_S:-150} $PY -m pytest -v -p no:cacheprovider \
-    --timeout ${CASE_TIMEOUT:-100} -n ${WORKERS:-6} -rf ${CASES:-tests/cuda_sim_cases.py tests/cuda_sim_cq_cases.py \
+  GPU_IVM_TEST_DEVICE=1 timeout -s INT -k 20 ${CASES_S:-240} $PY -m pytest -v -p no:cacheprovider \
+    --timeout ${CASE_TIMEOUT:-180} -n ${WORKERS:-12} -rf ${CASES:-tests/cuda_sim_cases.py tests/cuda_sim_cq_cases.py \
     tests/cuda_sim_window_device_cases.py tests/cuda_sim_insert_adj_cases.py \
     tests/cuda_sim_window_step_cases.py tests/cuda_sim_stamp_cases.py \
     tests/cuda_device_input_cases.py} \
     2>&1 | tee "$OUT/cases.log" | grep -E "FAILED|ERROR|passed|failed" | tail -n 40
 }
 [ -n "${CASES_LAST:-}" ] || cases
-if [ -n "${BASELINE:-}" ]; then  # numba-cuda's per-array stream sync, for the A/B
-  echo "== baseline: GPU_IVM_CAI_SYNC=always bench.gpu_run $BASELINE"
-  GPU_IVM_CAI_SYNC=always timeout ${BASE_S:-60} $PY -m bench.gpu_run $BASELINE \
+if [ -n "${BASELINE:-}" ]; then  # the same runner under another setting, for the A/B
+  echo "== baseline: ${BASELINE_ENV:=GPU_IVM_CAI_SYNC=always} bench.gpu_run $BASELINE"
+  env $BASELINE_ENV timeout ${BASE_S:-60} $PY -m bench.gpu_run $BASELINE \
     --out "$OUT/gpu_run_baseline.jsonl" 2>&1 | tee "$OUT/gpu_run_baseline.log" | tail -n 4
 fi
 echo "== bench.gpu_run $*"
