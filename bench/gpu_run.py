@@ -12,7 +12,8 @@ checks after every batch that the two counts agree (a mismatch is an error: exit
 Per batch it records the wall time of each backend (the device synchronized before the clock
 is read), the path the engine took (delta or recount), and on the cuda side the number of
 Numba kernel launches (every launch of the package goes through
-``gpu_ivm.kernels.cuda_launch.launch``, which this script counts). The ``cuda-dev`` side gets
+``gpu_ivm.kernels.cuda_launch.launch``, which this script counts; ``fast_launches_per_batch``:
+those the fast launch took, None without it). The ``cuda-dev`` side gets
 each batch as device arrays (uploaded before its clock starts), as a cuDF or CuPy caller hands
 it over, and prepares it on the device (``device_batches``: the batches read that way, 0 under
 the simulator, whose device arrays are NumPy arrays; ``prepared_on_host``: those that needed
@@ -100,6 +101,8 @@ def _run(name, base, batches, args, counter, out) -> bool:
     ok = len({e.count() for e in engines.values()}) == 1
     times = {s: [] for s in sides}
     launches = {s: [] for s in sides}
+    fast = {s: [] for s in sides}  # launches per batch that took the fast launch
+    fl = cuda_launch._fast_launcher()
     paths = []
     prof = cProfile.Profile() if args.profile else None
     n_prof = 0
@@ -115,6 +118,7 @@ def _run(name, base, batches, args, counter, out) -> bool:
                 given = {k: cuda.to_device(np.asarray(v)) for k, v in b.items()}
                 cuda.synchronize()
             n0 = counter.n
+            f0 = fl.fast if fl is not None else 0
             with _sync_mode(cuda_launch, side):
                 if profiled:
                     prof.enable()
@@ -129,6 +133,7 @@ def _run(name, base, batches, args, counter, out) -> bool:
                 times[side].append(dt)
                 if side != "cpu":
                     launches[side].append(counter.n - n0)
+                    fast[side].append((fl.fast if fl is not None else 0) - f0)
                 if side == "cuda":
                     paths.append(rep.path)
         n_prof += profiled
@@ -146,6 +151,8 @@ def _run(name, base, batches, args, counter, out) -> bool:
                "median_batch_s": med, "updates_per_s": bsize / med if t else None,
                "batches": len(t), "agree": ok}
         if side != "cpu":
+            rec["fast_launches_per_batch"] = (statistics.median(fast[side])
+                                              if fl is not None and fast[side] else None)
             rec["launches_per_batch"] = (statistics.median(launches[side]) if launches[side]
                                          else None)
         if side == "cuda":
