@@ -56,3 +56,22 @@ def test_summary_table_shows_device_input() -> None:
             {"workload": "rmat18 B=1000", "backend": "cuda-dev", "updates_per_s": 3000.0},
             {"workload": "rmat18 B=1000", "backend": "cpu", "updates_per_s": 500.0}]
     assert _table(recs).splitlines()[1].split()[-1] == "cuda-dev=3,000"
+
+
+def test_runs_end_to_end_in_the_simulator(tmp_path) -> None:
+    """The whole runner on a tiny stream in Numba's simulator: every record agrees with the
+    cpu backend, and the launch counts are there (no fast launch under the simulator)."""
+    import json
+
+    out = tmp_path / "run.jsonl"
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    proc = subprocess.run([sys.executable, "-m", "bench.gpu_run", "--simulator", "--scale", "6",
+                           "--sizes", "20", "--batches", "1", "--celebrity-scale", "0",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["backend"] for r in recs} == {"cuda", "cuda-dev", "cpu"}
+    assert all(r["agree"] for r in recs)
+    cuda = next(r for r in recs if r["backend"] == "cuda")
+    assert cuda["launches_per_batch"] > 0 and cuda["fast_launches_per_batch"] is None
