@@ -122,6 +122,10 @@ class AdaptivePolicy:
             if isinstance(dkeys, np.ndarray):  # one compiled pass
                 total += int(delta_units(dkeys, nx.l.live, nx.h.live, pv.ht.live))
                 continue
+            device = getattr(getattr(engine.k, "phase", None), "delta_units", None)
+            if device is not None:  # one kernel and one read
+                total += device(dkeys, nx.l.live, nx.h.live, pv.ht.live)
+                continue
             x = dkeys >> 32
             y = dkeys & ((1 << 32) - 1)
             hy = nx.h.live[y]

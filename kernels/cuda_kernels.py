@@ -112,7 +112,7 @@ def kernel_set(xp=None) -> SimpleNamespace:
         prep=_part(cuda_batch_prep, ("rows", "groups", "scatter"),
                    counters=cuda_launch.counters),
         phase=_part(cuda_phase, ("phase_scan", "check_sets", "batch_total",
-                                      "batch_total_into", "split_parts"),
+                                      "batch_total_into", "split_parts", "delta_units"),
                     counter_scope=cuda_launch.counter_scope,
                     **{name: getattr(cuda_phase, name) for name in PHASE_SLOTS}),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),

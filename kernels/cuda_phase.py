@@ -27,6 +27,7 @@ from numba import cuda
 from .cuda_launch import array_module, check_1d, counters, empty, grid, host_ints, launch
 from .jit import helper
 from .lsm import get
+from .phase_kernels import update_units
 
 #: slots of the counts the launcher reads back
 N_TO_HEAVY, N_TO_LIGHT, N_CLEAR, N_HEAVY_KEYS, D_OVER, N_HEAVY_INS, N_BAD, N_THEN = range(8)
@@ -238,6 +239,33 @@ def batch_total_into(ms, ws, coef: int, vs, acc) -> None:
     n, m = ms.shape[0], vs.shape[0]
     if n or m:
         launch(_total_kernel, *grid(max(n, m)), (ms, ws, vs, acc), n, m, np.int64(coef))
+
+
+@cuda.jit(cache=True)
+def _units_kernel(io, n):
+    """acc[0] += Σ update_units over the updates. Launch config: 1-D grid-stride; one atomic
+    per thread."""
+    dkeys, l_live, h_live, ht_live, acc = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    s = 0
+    while i < n:
+        s += update_units(dkeys, i, l_live, h_live, ht_live)
+        i += stride
+    if s != 0:
+        cuda.atomic.add(acc, 0, s)
+
+
+def delta_units(dkeys, next_l_live, next_h_live, prev_ht_live) -> int:
+    """The adaptive policy's work estimate of a phase's delta path (the CPU's
+    ``phase_kernels.delta_units``): one launch and one read, where the NumPy formulas took
+    about ten CuPy calls and a read."""
+    check_1d("dkeys", dkeys)
+    acc = counters(1)
+    n = dkeys.shape[0]
+    if n:
+        launch(_units_kernel, *grid(n), (dkeys, next_l_live, next_h_live, prev_ht_live, acc), n)
+    return host_ints(acc)[0]
 
 
 @cuda.jit(cache=True)

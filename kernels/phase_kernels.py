@@ -25,6 +25,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .jit import helper
+
 INT64_MAX = (1 << 63) - 1
 
 
@@ -111,15 +113,22 @@ def watch_lights(ux, deg, heavy, over, watch):
 def delta_units(dkeys, next_l_live, next_h_live, prev_ht_live):
     """The adaptive policy's work estimate of a phase's delta path (``AdaptivePolicy.units``):
     per update (x, y), 4 + the light row of y in Next + min(heavy row of y in Next, heavy
-    column of x in Prev) + that column."""
-    total = 4 * dkeys.shape[0]
+    column of x in Prev) + that column (:func:`update_units`; the CUDA twin,
+    ``cuda_phase.delta_units``, sums the same terms on the device)."""
+    total = 0
     for i in range(dkeys.shape[0]):
-        x = dkeys[i] >> 32
-        y = dkeys[i] & 0xFFFFFFFF
-        hy = next_h_live[y]
-        htx = prev_ht_live[x]
-        total += next_l_live[y] + min(hy, htx) + htx
+        total += update_units(dkeys, i, next_l_live, next_h_live, prev_ht_live)
     return total
+
+
+@helper
+def update_units(dkeys, i, next_l_live, next_h_live, prev_ht_live):
+    """Update i's term of :func:`delta_units`."""
+    x = dkeys[i] >> 32
+    y = dkeys[i] & 0xFFFFFFFF
+    hy = next_h_live[y]
+    htx = prev_ht_live[x]
+    return 4 + next_l_live[y] + min(hy, htx) + htx
 
 
 def clip_threshold(t: int) -> int:

@@ -178,3 +178,32 @@ def test_free_query_budget(family: str) -> None:
         assert worst[k] <= ceiling, (family, k, worst[k], ceiling)
     over = {k: round(worst[k] / FAMILY_GOAL[k], 1) for k in FAMILY_GOAL}
     print(f"{family}: times the free-query budget: {over}")
+
+
+def test_policy_estimate_budget() -> None:
+    """The adaptive policy's work estimate of a delta batch on a device (``AdaptivePolicy.units``
+    with ``adaptive=True``, which the batches above leave out): one launch and one read, where
+    the NumPy formulas on CuPy took about ten calls and a read; equal to the CPU's pass."""
+    import numpy as np
+    from gpu_ivm.kernels.phase_kernels import delta_units
+
+    from gpu_ivm.recompute import AdaptivePolicy
+
+    st = mixed_stream(8, batch_size=200, n_batches=1, seed=3)
+    dev = GraphEngine(backend=DEVICE, epsilon="1")
+    cpu = GraphEngine(backend="cpu", epsilon="1")
+    for e in (dev, cpu):
+        e.load((st.base_src, st.base_dst))
+    rng = np.random.default_rng(5)
+    n = len(cpu.encoder)
+    keys = np.unique((rng.integers(0, n, 300) << 32) | rng.integers(0, n, 300))
+    nx, pv = cpu._wiring(0)
+    want = int(delta_units(keys, nx.l.live, nx.h.live, pv.ht.live))
+    dkeys = XP.asarray(keys)
+    sc.reset()
+    got = AdaptivePolicy.units(dev, [(0, dkeys)])
+    work, syncs = sc.work(), sc.reset()
+    print(f"policy estimate on the device: {dict(work)}, {dict(syncs)}")
+    assert got == want
+    assert work.get("launches", 0) == 1 and work.get("cupy_ops", 0) <= 1, work
+    assert syncs.get("syncs", 0) == 1 and syncs.get("uploads", 0) == 0, syncs

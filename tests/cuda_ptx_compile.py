@@ -83,6 +83,7 @@ def cases(repo: str) -> dict:
         ph._promote_kernel: ((i, i, i, i), n, n, n, n),
         ph._check_kernel: (st, st, (i, i, b, i), n, i),
         ph._total_kernel: ((i, i, i, i), n, n, n),
+        ph._units_kernel: ((i,) * 5, n),
         s._count_rows_kernel: (st, (i, i), n),
         s._fill_rows_kernel: (st, (i,) * 4, n),
         s._first_counts_kernel: ((i, i), n),

@@ -633,6 +633,22 @@ def test_rows_to_promote(n: int) -> None:
 
 @pytest.mark.usefixtures("boundary_launch")
 @pytest.mark.parametrize("n", SIZES)
+def test_delta_units(n: int) -> None:
+    """The adaptive policy's work estimate on the device (one launch, one read) against the
+    CPU's compiled pass and the NumPy formula it replaced."""
+    rng = np.random.default_rng(900 + n)
+    nid = max(n // 3, 1) + 3
+    keys = sorted_unique(pk(rng.integers(0, nid, n), rng.integers(0, nid, n)))
+    l_live, h_live, ht_live = (rng.integers(0, 50, nid).astype(np.int64) for _ in range(3))
+    x, y = keys >> 32, keys & 0xFFFFFFFF
+    want = int(4 * keys.shape[0] + l_live[y].sum() + np.minimum(h_live[y], ht_live[x]).sum()
+               + ht_live[x].sum())
+    assert cpu_phase.delta_units(keys, l_live, h_live, ht_live) == want
+    assert K.phase.delta_units(dev(keys), dev(l_live), dev(h_live), dev(ht_live)) == want
+
+
+@pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("n", SIZES)
 def test_check_sets(n: int) -> None:
     """The batch's set-semantics check: multiplicities read from the part the first key's
     flag names (as ``PartRel.get``) and the number of keys that would leave {0, 1}."""
