@@ -122,16 +122,8 @@ class AdaptivePolicy:
             if isinstance(dkeys, np.ndarray):  # one compiled pass
                 total += int(delta_units(dkeys, nx.l.live, nx.h.live, pv.ht.live))
                 continue
-            device = getattr(getattr(engine.k, "phase", None), "delta_units", None)
-            if device is not None:  # one kernel and one read
-                total += device(dkeys, nx.l.live, nx.h.live, pv.ht.live)
-                continue
-            x = dkeys >> 32
-            y = dkeys & ((1 << 32) - 1)
-            hy = nx.h.live[y]
-            htx = pv.ht.live[x]
-            total += int(dkeys.shape[0] * 4 + nx.l.live[y].sum() + np.minimum(hy, htx).sum()
-                         + htx.sum())
+            # on a device: one kernel and one read (kernels/cuda_phase.py)
+            total += engine.k.phase.delta_units(dkeys, nx.l.live, nx.h.live, pv.ht.live)
         return total
 
     def choose(self, engine, phases) -> str:
