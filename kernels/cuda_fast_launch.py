@@ -4,7 +4,8 @@ Measured on an H200 (docs/gpu.md, "Measured on an H200"): an empty kernel with s
 arrays cost the host 252 µs per launch through :func:`~gpu_ivm.kernels.cuda_launch.launch`
 (each array converted to a numba device array, then typed and marshalled by numba-cuda),
 468 µs with the six in a tuple, 82 µs with the six already converted, and 19 µs with one
-argument. A batch's dozen launches with bundles of 10-20 arrays spend milliseconds there.
+argument. A count batch at R-MAT 18, B = 10³ launched about 10 kernels with 282 arrays in all
+(the H200 profile), so milliseconds went there.
 
 This module launches a kernel that has already run once with arguments of the same kinds
 (same structure of tuples, same dtypes, dimensions and contiguity of arrays, same scalar
@@ -18,7 +19,7 @@ on another stream (which need numba-cuda's synchronization), scalar types it doe
 a numba without numba-cuda's ``cuda.core`` launch, or any error while preparing.
 
 On the H200 (2026-11-28) it took the six-array launch from 252 to 53 µs, and the count
-engine's batch at R-MAT 18, B = 10³ from 69,536-99,373 to 148,337-161,649 updates/s (two
+engine's batch at R-MAT 18, B = 10³ from 69,702-99,373 to 148,337-161,649 updates/s (two
 alternating rounds, every count checked against the cpu backend); the device case files
 passed with it. It is on by default on hardware; ``GPU_IVM_FAST_LAUNCH=0`` turns it off.
 Not available under the simulator (there is no driver).
