@@ -1,6 +1,6 @@
 """The fast launch's host work per launch, without a GPU (the driver call stubbed).
 
-    python -m bench.fast_launch_host [--arrays 20] [--module PATH]
+    python -m bench.fast_launch_host [--arrays 20] [--module PATH] [--bundle]
 
 :class:`gpu_ivm.kernels.cuda_fast_launch.FastLauncher` spends host time per launch on reading
 each array's ``__cuda_array_interface__``, deriving the arguments' kinds and writing the
@@ -9,7 +9,9 @@ argument words; the driver call itself is cheap next to it on a device
 whose kind is already recorded, launched with a bundle of ``--arrays`` int64 arrays (plus a
 second bundle of 6 and two scalars), the interfaces built at every read as CuPy's and numba's
 are, ``cuda.core.launch`` replaced by a no-op. ``--module`` times another version of the
-module (a file), for before/after comparisons. Prints µs per launch, five rounds.
+module (a file), for before/after comparisons. ``--bundle`` passes the first bundle as a
+``Bundle`` (what ``device_bundle`` makes of a store's arrays), whose words the launcher keeps
+after its first launch. Prints µs per launch, five rounds.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def _load(path: str | None):
     return mod
 
 
-def measure(mod, n_arrays: int, n: int = 20_000, rounds: int = 5) -> list[float]:
+def measure(mod, n_arrays: int, n: int = 20_000, rounds: int = 5,
+            bundle: bool = False) -> list[float]:
     """µs per launch of each round (see the module docstring)."""
     f = mod.FastLauncher.__new__(mod.FastLauncher)
     f._types, f._stream, f._coop_kw = types, 0, "is_cooperative"
@@ -56,7 +59,8 @@ def measure(mod, n_arrays: int, n: int = 20_000, rounds: int = 5) -> list[float]
     f._device = lambda: 0
     f._kernels, f._configs, f.fast, f.slow = {}, {}, 0, 0
     arrays = [_Array(np.zeros(100, np.int64)) for _ in range(n_arrays + 6)]
-    args = (tuple(arrays[:n_arrays]), tuple(arrays[n_arrays:]), np.int64(5), 7)
+    first = mod.Bundle(arrays[:n_arrays]) if bundle else tuple(arrays[:n_arrays])
+    args = (first, tuple(arrays[n_arrays:]), np.int64(5), 7)
     arr = types.Array(types.int64, 1, "C")
     argtypes = (types.UniTuple(arr, n_arrays), types.UniTuple(arr, 6), types.int64,
                 types.int64)
@@ -88,9 +92,11 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--arrays", type=int, default=20)
     p.add_argument("--module", default=None)
+    p.add_argument("--bundle", action="store_true")
     a = p.parse_args(argv)
-    res = measure(_load(a.module), a.arrays)
-    print(f"host work per launch of {a.arrays} + 6 arrays and 2 scalars (µs): {res}")
+    res = measure(_load(a.module), a.arrays, bundle=a.bundle)
+    form = "a Bundle of " if a.bundle else ""
+    print(f"host work per launch of {form}{a.arrays} + 6 arrays and 2 scalars (µs): {res}")
     return 0
 
 

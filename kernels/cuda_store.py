@@ -19,6 +19,7 @@ import os
 import numpy as np
 from numba import cuda
 
+from .cuda_fast_launch import Bundle
 from .cuda_launch import (
     array_module,
     check_1d,
@@ -474,11 +475,13 @@ def device_bundle(st: tuple) -> tuple:
     """The store tuple with every array in the form launches take (:func:`device_view`),
     converted once per structure change (``ZStore.nt`` caches the result) instead of at every
     launch: on a device a CuPy array becomes a numba device array over the same memory once,
-    not once per launch and argument. ``GPU_IVM_CACHE_VIEWS=0`` turns this off (each launch
-    converts again, as before), for measuring what it saves."""
+    not once per launch and argument. The result is a
+    :class:`~gpu_ivm.kernels.cuda_fast_launch.Bundle`, on which the fast launch keeps the
+    bundle's argument words after its first launch. ``GPU_IVM_CACHE_VIEWS=0`` turns this off
+    (each launch converts again, as before), for measuring what it saves."""
     if not CACHE_VIEWS:
         return st
-    return tuple(device_view(a) for a in st)
+    return Bundle(device_view(a) for a in st)
 
 
 

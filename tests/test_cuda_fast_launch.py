@@ -160,3 +160,89 @@ def test_host_benchmark_takes_the_fast_path() -> None:
     from bench.fast_launch_host import measure
 
     assert all(t > 0 for t in measure(fl, 3, n=10, rounds=1))
+    assert all(t > 0 for t in measure(fl, 3, n=10, rounds=1, bundle=True))
+
+
+class CountingDev(Dev):
+    """A :class:`Dev` that counts the reads of its interface."""
+
+    reads = 0
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        CountingDev.reads += 1
+        a = self.a
+        return {"shape": a.shape, "typestr": a.dtype.str, "data": (a.ctypes.data, False),
+                "strides": None, "version": 3, "stream": None}
+
+
+def _stub_launcher():
+    f = fl.FastLauncher.__new__(fl.FastLauncher)
+    f._types, f._stream, f._coop_kw = types, "stream", "is_cooperative"
+    calls: list = []
+    f._launch = lambda stream, cfg, kern, *words: calls.append(words)
+    f._Config = lambda **kw: kw
+    f._device = lambda: 0
+    f._kernels, f._configs, f.fast, f.slow = {}, {}, 0, 0
+    return f, calls
+
+
+def _plain(words) -> list:
+    return [w.value if isinstance(w, ctypes._SimpleCData) else w for w in words]
+
+
+def test_bundle_words_are_kept_on_the_bundle() -> None:
+    """A :class:`~gpu_ivm.kernels.cuda_fast_launch.Bundle` (a store's arrays as
+    ``device_bundle`` returns them) is scanned at its first fast launch only: later launches
+    write the same words as a plain tuple of the same arrays without reading an interface,
+    its kind equals the plain tuple's (one recorded kernel serves both), and a bundle whose
+    member needs numba-cuda's launch keeps nothing and falls back every time."""
+    a, b = np.arange(4, dtype=np.int64), np.zeros(3, np.bool_)
+    arr64, arrb = types.Array(types.int64, 1, "C"), types.Array(types.boolean, 1, "C")
+    plain = (CountingDev(a), CountingDev(b))
+    bundle = fl.Bundle(plain)
+    assert bundle == plain and isinstance(bundle, tuple)
+    assert fl._scan(bundle, [], _no_sync) == fl._scan(plain, [], _no_sync)
+    f, calls = _stub_launcher()
+    disp = object()
+    kinds = (fl._scan(plain, [], _no_sync), "i")
+    f._kernels[(id(disp), 0, kinds)] = (disp, "K", (types.Tuple((arr64, arrb)), types.int64))
+
+    def fallback(*x):
+        raise AssertionError("fell back")
+
+    f.launch(disp, 1, 32, (plain, np.int64(3)), 0, fallback, _no_sync)
+    CountingDev.reads = 0
+    for _ in range(3):
+        f.launch(disp, 1, 32, (fl.Bundle(plain), np.int64(3)), 0, fallback, _no_sync)
+    assert CountingDev.reads == 6  # three fresh bundles: two interfaces each, once
+    CountingDev.reads = 0
+    for _ in range(4):
+        f.launch(disp, 1, 32, (bundle, np.int64(3)), 0, fallback, _no_sync)
+    assert CountingDev.reads == 0  # scanned by the equality check above, kept since
+    assert f.fast == 8 and f.slow == 0
+    want = [0, 0, 4, 8, a.ctypes.data, 4, 8, 0, 0, 3, 1, b.ctypes.data, 3, 1, 3]
+    assert all(_plain(w) == want for w in calls)
+
+    synced = fl.Bundle(plain)
+    assert fl._scan(synced, [], lambda cai: True) is None
+    assert "fast" not in synced.__dict__
+    ordinary: list = []
+    f.launch(disp, 1, 32, (synced, np.int64(3)), 0, lambda *x: ordinary.append(x),
+             lambda cai: True)
+    assert len(ordinary) == 1 and f.slow == 1
+
+
+def test_store_bundle_is_a_bundle() -> None:
+    """``device_bundle`` (the cuda backend's form of ``ZStore.nt``) returns a Bundle whose
+    members are the store's arrays in launch form (host arrays pass through unchanged)."""
+    import importlib
+
+    cuda_store = importlib.import_module("gpu_ivm.kernels.cuda_store")
+    st = tuple(np.arange(3, dtype=np.int64) + i for i in range(13))
+    got = cuda_store.device_bundle(st)
+    assert type(got) is (fl.Bundle if cuda_store.CACHE_VIEWS else tuple)
+    assert all(x is y for x, y in zip(got, st))
