@@ -19,7 +19,8 @@ on another stream (which need numba-cuda's synchronization), scalar types it doe
 a numba without numba-cuda's ``cuda.core`` launch, or any error while preparing. A store's
 arrays come as a :class:`Bundle`, which keeps its kind and words after its first fast launch
 (host work for a launch with a 20-array bundle: 26-36 µs against 87-126 µs as a plain tuple,
-``python -m bench.fast_launch_host [--bundle]`` on the 2-core machine, driver stubbed).
+``python -m bench.fast_launch_host [--bundle]`` on the 2-core machine, driver stubbed;
+``GPU_IVM_BUNDLE_WORDS=0`` scans it at every launch instead).
 
 On the H200 (2026-11-28) it took the six-array launch from 252 to 53 µs, and the count
 engine's batch at R-MAT 18, B = 10³ from 69,702-99,373 to 148,337-161,649 updates/s (two
@@ -36,6 +37,9 @@ import os
 import numpy as np
 
 ENABLED: bool = os.environ.get("GPU_IVM_FAST_LAUNCH", "1").strip() != "0"
+#: a :class:`Bundle` keeps its argument words (``GPU_IVM_BUNDLE_WORDS=0``: it is scanned at
+#: every launch as a plain tuple is, for an A/B on a device)
+KEEP_BUNDLE_WORDS: bool = os.environ.get("GPU_IVM_BUNDLE_WORDS", "1").strip() != "0"
 
 _SCALARS = {int: "i", bool: "b", float: "f", np.int64: "i", np.int32: "i32", np.bool_: "b",
             np.float64: "f", np.uint64: "u64", np.uint32: "u32", np.int8: "i8", np.uint8: "u8"}
@@ -76,7 +80,7 @@ def _scan(a, cais: list, needs_sync):
     (``needs_sync(cai)``), an unknown object, an int outside int64). The interfaces of its
     arrays are appended to ``cais`` in launch order (each read once per launch); a
     :class:`Bundle` appends its kept (kind, words) instead."""
-    if type(a) is Bundle:
+    if type(a) is Bundle and KEEP_BUNDLE_WORDS:
         got = _bundle(a, needs_sync)
         if got is None:
             return None
@@ -232,7 +236,7 @@ class FastLauncher:
         T = self._types
         if isinstance(ty, T.Array):
             _array_words(next(arrays), out)
-        elif type(val) is Bundle:  # its words, kept by _scan's _bundle
+        elif type(val) is Bundle and KEEP_BUNDLE_WORDS:  # its words, kept by _bundle
             out.extend(next(arrays)[1])
         elif isinstance(ty, T.BaseTuple):
             for t, v in zip(ty, val):

@@ -236,6 +236,25 @@ def test_bundle_words_are_kept_on_the_bundle() -> None:
     assert len(ordinary) == 1 and f.slow == 1
 
 
+def test_bundle_words_switch(monkeypatch) -> None:
+    """``GPU_IVM_BUNDLE_WORDS=0`` (``KEEP_BUNDLE_WORDS`` False): a bundle is scanned at every
+    launch as a plain tuple is, and writes the same words."""
+    a = np.arange(4, dtype=np.int64)
+    arr64 = types.Array(types.int64, 1, "C")
+    plain = (CountingDev(a),)
+    monkeypatch.setattr(fl, "KEEP_BUNDLE_WORDS", False)
+    f, calls = _stub_launcher()
+    disp = object()
+    f._kernels[(id(disp), 0, (fl._scan(plain, [], _no_sync),))] = (
+        disp, "K", (types.UniTuple(arr64, 1),))
+    bundle = fl.Bundle(plain)
+    CountingDev.reads = 0
+    for _ in range(3):
+        f.launch(disp, 1, 32, (bundle,), 0, None, _no_sync)
+    assert CountingDev.reads == 3 and "fast" not in bundle.__dict__ and f.fast == 3
+    assert all(_plain(w) == [0, 0, 4, 8, a.ctypes.data, 4, 8] for w in calls)
+
+
 def test_store_bundle_is_a_bundle() -> None:
     """``device_bundle`` (the cuda backend's form of ``ZStore.nt``) returns a Bundle whose
     members are the store's arrays in launch form (host arrays pass through unchanged)."""
