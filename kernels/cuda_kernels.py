@@ -62,7 +62,8 @@ DELTA_FUNCTIONS = (
 )
 PHASE_SLOTS = ("N_HEAVY_KEYS", "D_OVER", "N_HEAVY_INS", "N_BAD", "N_THEN")  # phase_scan's counts
 VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
-QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums")
+QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums", "label_masks",
+                   "new_flags")
 HASH_FUNCTIONS = ("lookup", "insert")
 # The static part: every public name of the CPU module (run on the host), plus these kernels.
 STATIC_FUNCTIONS = (

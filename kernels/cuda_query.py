@@ -17,10 +17,11 @@ the output order is the CPU's.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import cuda
 
-from .cuda_launch import check_1d, exclusive_scan, grid, launch, scalar
-from .query_kernels import _walk, choose, pair_sum_one
+from .cuda_launch import check_1d, exclusive_scan, grid, launch, scalar, zeros
+from .query_kernels import _position, _walk, choose, label_match, new_flag_one, pair_sum_one
 
 # ----------------------------------------------------------------------------- kernels
 
@@ -111,6 +112,73 @@ def _pair_sums_kernel(io, rside, tside, rst, tst, sst, r_want_y, t_want_x, n):
 
 
 # ----------------------------------------------------------------------------- launchers
+
+
+@cuda.jit(cache=True)
+def _label_masks_kernel(io, flags, care, want, n):
+    """:func:`~gpu_ivm.kernels.query_kernels.label_match` of each term. Launch config: 1-D
+    grid-stride, one thread per term; each writes its own column of every group's mask."""
+    tx, ty, z, ofx, ofy, out = io
+    nf0, nf1, pf0, pf1 = flags
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        label_match(i, tx, ty, z, ofx, ofy, nf0, nf1, pf0, pf1, care, want, out)
+        i += stride
+
+
+def label_masks(tx, ty, z, ofx, ofy, nf0, nf1, pf0, pf1, care, want, out) -> None:
+    """Every group's mask of triangle terms in one launch (see the CPU kernel); ``care`` and
+    ``want`` travel as scalars, so nothing is uploaded."""
+    check_1d("tx", tx)
+    n = tx.shape[0]
+    if n == 0 or out.shape[0] == 0:
+        return
+    launch(_label_masks_kernel, *grid(n), (tx, ty, z, ofx, ofy, out), (nf0, nf1, pf0, pf1),
+           np.int64(care), np.int64(want), n)
+
+
+@cuda.jit(cache=True)
+def _flag_change_kernel(io, n):
+    """change[j] += ins[i] - rem[i] for the position j of vals[i] in ``u``. Launch config:
+    1-D grid-stride, one thread per value of ``vals``; an atomic add each (a value's
+    positions are few: the phase's tuples with that value on one side)."""
+    u, vals, ins, rem, change = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        d = ins[i] - rem[i]
+        if d != 0:
+            cuda.atomic.add(change, _position(u, vals[i]), d)
+        i += stride
+
+
+@cuda.jit(cache=True)
+def _new_flags_kernel(io, default, up, down, n):
+    """:func:`~gpu_ivm.kernels.query_kernels.new_flag_one` of each touched value. Launch
+    config: 1-D grid-stride, one thread per value of ``u`` (distinct: the flag writes are
+    disjoint)."""
+    u, change, live, flags, flip, gone = io
+    j = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while j < n:
+        new_flag_one(j, u, change, live, flags, default, up, down, flip, gone)
+        j += stride
+
+
+def new_flags(u, vals, ins, rem, live, flags, default, up, down, flip, gone) -> None:
+    """The flags after a phase of the touched values ``u`` (see the CPU kernel): two launches
+    and a zeroed buffer, nothing read back."""
+    check_1d("u", u)
+    n = u.shape[0]
+    if n == 0:
+        return
+    change = zeros(n)
+    if vals.shape[0]:
+        launch(_flag_change_kernel, *grid(vals.shape[0]), (u, vals, ins, rem, change),
+               vals.shape[0])
+    launch(_new_flags_kernel, *grid(n), (u, change, live, flags, flip, gone), np.int64(default),
+           np.int64(up), np.int64(down), n)
 
 
 def plan(xs, ys, fxs, fys, pat, use_n, use_p, nst, n_fx, n_hl, pst, p_fy, p_hl,

@@ -357,3 +357,98 @@ def pair_sums(xs, rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst, out):
     x is light)."""
     for i in nb.prange(xs.shape[0]):
         out[i] = pair_sum_one(xs[i], rst, r_fy, r_want_y, tst, t_fx, t_want_x, sst)
+
+
+#: labels per group in :func:`label_masks`' packed ``care`` and ``want`` words
+LABEL_BITS = 6
+#: groups one packed word holds (six bits each in an int64)
+LABEL_GROUPS_MAX = 10
+
+
+@nb.njit(cache=True, inline="always")
+def _label_ok(label, care, want, j):
+    """Label j satisfies the pattern: not cared about (bit j of ``care`` clear), or equal to
+    bit j of ``want``."""
+    return (care >> j) & 1 == 0 or label == (want >> j) & 1
+
+
+@helper
+def label_match(i, tx, ty, z, ofx, ofy, nf0, nf1, pf0, pf1, care, want, out):
+    """out[g, i] for every group g: whether the six labels of triangle term i match group g's
+    pattern. The labels are the update's (ofx[i], ofy[i]), N's flags of y and z and P's flags
+    of z and x (``nf0[ty[i]]``, ``nf1[z[i]]``, ``pf0[z[i]]``, ``pf1[tx[i]]``; 0 beyond a flag
+    array). Group g's six pattern entries are bits 6g .. 6g + 5 of ``care`` (a label it reads)
+    and ``want`` (HEAVY where it reads one): ``label == pattern`` for every label it reads,
+    the rule of ``FreeQueries._classify``."""
+    x = tx[i]
+    y = ty[i]
+    c = z[i]
+    l0 = ofx[i]
+    l1 = ofy[i]
+    l2 = _flag(nf0, y)
+    l3 = _flag(nf1, c)
+    l4 = _flag(pf0, c)
+    l5 = _flag(pf1, x)
+    for g in range(out.shape[0]):
+        cg = (care >> (LABEL_BITS * g)) & 63
+        wg = (want >> (LABEL_BITS * g)) & 63
+        out[g, i] = (_label_ok(l0, cg, wg, 0) and _label_ok(l1, cg, wg, 1)
+                     and _label_ok(l2, cg, wg, 2) and _label_ok(l3, cg, wg, 3)
+                     and _label_ok(l4, cg, wg, 4) and _label_ok(l5, cg, wg, 5))
+
+
+@nb.njit(cache=True, parallel=True)
+def label_masks(tx, ty, z, ofx, ofy, nf0, nf1, pf0, pf1, care, want, out):
+    """Every group's mask of triangle terms in one pass (:func:`label_match` per term; ``out``
+    is (groups, terms) of bool). Where the labels were gathered and compared group by group,
+    ten to twenty array operations, on a device each a CuPy call."""
+    for i in nb.prange(tx.shape[0]):
+        label_match(i, tx, ty, z, ofx, ofy, nf0, nf1, pf0, pf1, care, want, out)
+
+
+@nb.njit(cache=True, inline="always")
+def _position(u, v):
+    """The index of ``v`` in the sorted unique ``u`` (it is there)."""
+    lo = 0
+    hi = u.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if u[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@helper
+def new_flag_one(j, u, change, live, flags, default, up, down, flip, gone):
+    """The heavy flag after a phase of the touched value ``u[j]`` (its degree changes by
+    ``change[j]``), written into ``flags``; flip[j]: the flag changed on a value that had
+    tuples, gone[j]: the value has none left. The rule of ``FreeQueries._phase``: a value
+    without tuples before takes ``default``; a light value at degree ``up`` or more becomes
+    heavy; a heavy one below ``down`` (and above 0) becomes light."""
+    v = u[j]
+    d_old = live[v] if v < live.shape[0] else 0
+    d_new = d_old + change[j]
+    cur = flags[v]
+    f = default if d_old == 0 else cur
+    if f == 0 and d_new >= up:
+        f = 1
+    if f == 1 and d_new < down and d_new > 0:
+        f = 0
+    flags[v] = f
+    flip[j] = f != cur and d_old > 0
+    gone[j] = d_new == 0
+
+
+@nb.njit(cache=True)
+def new_flags(u, vals, ins, rem, live, flags, default, up, down, flip, gone):
+    """:func:`new_flag_one` for every value of ``u`` (sorted unique, the values of ``vals``),
+    each value's degree change being Σ ins - Σ rem over its positions in ``vals``. One pass
+    over ``vals`` and one over ``u``, where the array form took about twenty operations (on a
+    device each a CuPy call)."""
+    change = np.zeros(u.shape[0], np.int64)
+    for i in range(vals.shape[0]):
+        change[_position(u, vals[i])] += ins[i] - rem[i]
+    for j in range(u.shape[0]):
+        new_flag_one(j, u, change, live, flags, default, up, down, flip, gone)

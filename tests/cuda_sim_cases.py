@@ -1090,6 +1090,42 @@ def test_query_kernels(n: int) -> None:
             assert o1.any()
 
 
+@pytest.mark.parametrize("n", [0, 1, 33, 257])
+def test_label_masks_and_new_flags(n: int) -> None:
+    """The free queries' fused passes (``label_masks``, ``new_flags``) on the device equal the
+    CPU kernels (which tests/test_query_flag_kernels.py checks against the array formulas):
+    every group's mask, and the flags written, flipped and vanished."""
+    rng = np.random.default_rng(900 + n)
+    ids = 30
+    tx, ty, z = (rng.integers(0, ids + 2, n).astype(np.int64) for _ in range(3))
+    ofx, ofy = (rng.integers(0, 2, n).astype(np.uint8) for _ in range(2))
+    fl = [rng.integers(0, 2, ids).astype(np.uint8) for _ in range(4)]
+    care, want = int(rng.integers(0, 1 << 60)), int(rng.integers(0, 1 << 60))
+    groups = cpu_query.LABEL_GROUPS_MAX
+    want_masks = np.zeros((groups, n), bool)
+    cpu_query.label_masks(tx, ty, z, ofx, ofy, *fl, care, want, want_masks)
+    got = dev(np.ones((groups, n), bool))
+    K.query.label_masks(*dev((tx, ty, z, ofx, ofy)), *dev(tuple(fl)), care, want, got)
+    assert array_equal(got, want_masks)
+    vals = rng.integers(0, ids, n).astype(np.int64)
+    ins = rng.integers(0, 2, n).astype(np.int64)
+    rem = np.where(ins == 1, 0, rng.integers(0, 2, n)).astype(np.int64)
+    u = np.unique(vals)
+    live = rng.integers(0, 6, ids).astype(np.int64)
+    live[u[::3]] = 0
+    for default, up, down in ((0, 3, 2), (1, 4, 1)):
+        flags = rng.integers(0, 2, ids).astype(np.uint8)
+        outs = []
+        for kern, conv in ((cpu_query, lambda a: a), (K.query, dev)):
+            f = conv(flags.copy())
+            flip, gone = conv(np.ones(u.shape[0], bool)), conv(np.ones(u.shape[0], bool))
+            kern.new_flags(*(conv(a) for a in (u, vals, ins, rem, live)), f, default, up, down,
+                           flip, gone)
+            outs.append((host(f), host(flip), host(gone)))
+        for a, b in zip(*outs):
+            assert np.array_equal(a, b), (default, up, down)
+
+
 # ----------------------------------------------------------------------------- static count
 
 

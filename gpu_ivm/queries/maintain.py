@@ -37,6 +37,7 @@ import numpy as np
 from ..encoding import pack, transpose, unpack
 from ..kernels import query_kernels as _cpu_query_kernels
 from ..kernels import view_kernels as _cpu_view_kernels
+from ..kernels.phase_kernels import clip_threshold
 from ..rational import Thresholds
 from ..selection import array_module, compress_many, select_many, to_host
 from ..store import ZStore
@@ -336,23 +337,19 @@ class FreeQueries:
 
     def _new_flags(self, k: int, pos: int, vals: np.ndarray, ins: np.ndarray, rem: np.ndarray,
                    u: np.ndarray):
-        """Flags after this phase for the touched values ``u`` (= unique_sorted(vals)) of one
-        variable; returns (values, old flags, new flags, old degrees, new degrees)."""
+        """Write the flags after this phase of the touched values ``u`` (= unique_sorted(vals))
+        of one variable (``new_flags``: one pass on the host, two launches on a device);
+        returns (flipped, vanished): masks over ``u`` of the values whose flag changed while
+        they had tuples, and of those left without tuples."""
         rel = self.rels[k]
         xp = self.xp
-        idx = xp.searchsorted(u, vals)
-        change = (xp.bincount(idx, ins, minlength=u.shape[0])
-                  - xp.bincount(idx, rem, minlength=u.shape[0])).astype(np.int64)
-        d_old = rel.degree(pos, u)
-        d_new = d_old + change
-        cur = rel.flags[pos][u]
-        nf = cur.copy()
-        fresh = d_old == 0
-        nf[fresh] = self._default_flag(k)
         th = self.th[k]
-        nf[(nf == 0) & (d_new >= th.up)] = 1
-        nf[(nf == 1) & (d_new < th.down) & (d_new > 0)] = 0
-        return u, cur, nf, d_old, d_new
+        flip = xp.empty(u.shape[0], np.bool_)
+        gone = xp.empty(u.shape[0], np.bool_)
+        live = (rel.fwd if pos == 0 else rel.bwd).live
+        self.qk.new_flags(u, vals, ins, rem, live, rel.flags[pos], self._default_flag(k),
+                          clip_threshold(th.up), clip_threshold(th.down), flip, gone)
+        return flip, gone
 
     def _phase(self, k: int, keys, deltas, rebalance: bool, track: bool,
                listing=None, skip=frozenset()) -> None:
@@ -368,9 +365,8 @@ class FreeQueries:
             touched = unique_sorted_many(self.xp, [col for _, col in used])
             picks = []  # (values, mask) pairs: flipped and vanished values of each side
             for (pos, col), u in zip(used, touched):
-                u, cur, nf, d_old, d_new = self._new_flags(k, pos, col, ins, rem, u)
-                picks += [(u, (nf != cur) & (d_old > 0)), (u, d_new == 0)]
-                rel.flags[pos][u] = nf
+                flip, gone = self._new_flags(k, pos, col, ins, rem, u)
+                picks += [(u, flip), (u, gone)]
             picked = compress_many(self.xp, picks)
             flipped = [self._empty, self._empty]
             vanished = []
@@ -486,34 +482,30 @@ class FreeQueries:
 
     def _classify(self, k: int, groups, tx, ty, z, w, ofx, ofy) -> None:
         """Send triangle terms (update (tx, ty) with labels (ofx, ofy), third value z, weight
-        w) to the views whose pattern their six labels match."""
+        w) to the views whose pattern their six labels match. Every group's mask comes from
+        one pass (``label_masks``: one launch on a device, for up to ``LABEL_GROUPS_MAX``
+        groups), the patterns packed into two scalars."""
         N, P = self.rels[(k + 1) % 3], self.rels[(k + 2) % 3]
-        labels = (ofx, ofy, N.flags[0][ty], N.flags[1][z], P.flags[0][z], P.flags[1][tx])
         xp = self.xp
-        code = None
-        if xp is not np:  # on a device: the six 0/1 labels as the bits of one code, so a
-            # group's mask is one AND and one comparison (it was up to six of each)
-            code = labels[0].astype(np.int64)
-            for j in range(1, 6):
-                code |= labels[j].astype(np.int64) << j
-
-        def match(specs):
-            pat = _pattern_array(specs[0], k).tolist()
-            if code is not None:
-                care = sum(1 << j for j in range(6) if pat[j] != sp.ANY)
-                want = sum(1 << j for j in range(6) if pat[j] == sp.HEAVY)
-                return (code & care) == want
-            ok = xp.ones(w.shape[0], bool)
-            for j in range(6):
-                if pat[j] != sp.ANY:
-                    ok &= labels[j] == pat[j]
-            return ok
-
+        todo = list(groups.values())
+        masks = xp.empty((len(todo), w.shape[0]), np.bool_)
+        step = _cpu_query_kernels.LABEL_GROUPS_MAX
+        for g0 in range(0, len(todo), step):
+            part = todo[g0 : g0 + step]
+            care = want = 0
+            for g, specs in enumerate(part):
+                for j, p in enumerate(_pattern_array(specs[0], k).tolist()):
+                    bit = 1 << (_cpu_query_kernels.LABEL_BITS * g + j)
+                    care |= bit if p != sp.ANY else 0
+                    want |= bit if p == sp.HEAVY else 0
+            self.qk.label_masks(tx, ty, z, ofx, ofy, N.flags[0], N.flags[1], P.flags[0],
+                                P.flags[1], care, want, masks[g0 : g0 + len(part)])
+        rows = [masks[g] for g in range(len(todo))]
         if xp is np:  # one mask at a time
-            sels = (np.flatnonzero(match(specs)) for specs in groups.values())
-        else:  # all masks first: their sizes are read in one transfer
-            sels = select_many(xp, [match(specs) for specs in groups.values()])
-        for specs, sel in zip(groups.values(), sels):
+            sels = (np.flatnonzero(m) for m in rows)
+        else:  # the masks' sizes are read in one transfer
+            sels = select_many(xp, rows)
+        for specs, sel in zip(todo, sels):
             if sel.shape[0] == 0:
                 continue
             cols = {k: tx[sel], (k + 1) % 3: ty[sel], (k + 2) % 3: z[sel]}
