@@ -21,7 +21,8 @@ import numpy as np
 from numba import cuda
 
 from .cuda_launch import check_1d, exclusive_scan, grid, launch, scalar, zeros
-from .query_kernels import _position, _walk, choose, label_match, new_flag_one, pair_sum_one
+from .lsm import lower_bound
+from .query_kernels import _walk, choose, label_match, new_flag_one, pair_sum_one
 
 # ----------------------------------------------------------------------------- kernels
 
@@ -149,7 +150,7 @@ def _flag_change_kernel(io, n):
     while i < n:
         d = ins[i] - rem[i]
         if d != 0:
-            cuda.atomic.add(change, _position(u, vals[i]), d)
+            cuda.atomic.add(change, lower_bound(u, 0, u.shape[0], vals[i]), d)
         i += stride
 
 

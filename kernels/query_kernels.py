@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 
 from .jit import helper
-from .lsm import gallop, get, real_end, run_mask, run_range
+from .lsm import gallop, get, lower_bound, real_end, run_mask, run_range
 
 CHOICE_NONE = -1
 CHOICE_NEXT_ROW = 0
@@ -406,20 +406,6 @@ def label_masks(tx, ty, z, ofx, ofy, nf0, nf1, pf0, pf1, care, want, out):
         label_match(i, tx, ty, z, ofx, ofy, nf0, nf1, pf0, pf1, care, want, out)
 
 
-@nb.njit(cache=True, inline="always")
-def _position(u, v):
-    """The index of ``v`` in the sorted unique ``u`` (it is there)."""
-    lo = 0
-    hi = u.shape[0]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if u[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
 @helper
 def new_flag_one(j, u, change, live, flags, default, up, down, flip, gone):
     """The heavy flag after a phase of the touched value ``u[j]`` (its degree changes by
@@ -449,6 +435,6 @@ def new_flags(u, vals, ins, rem, live, flags, default, up, down, flip, gone):
     device each a CuPy call)."""
     change = np.zeros(u.shape[0], np.int64)
     for i in range(vals.shape[0]):
-        change[_position(u, vals[i])] += ins[i] - rem[i]
+        change[lower_bound(u, 0, u.shape[0], vals[i])] += ins[i] - rem[i]
     for j in range(u.shape[0]):
         new_flag_one(j, u, change, live, flags, default, up, down, flip, gone)
