@@ -360,7 +360,8 @@ class ZStore:
         return out
 
     def add(self, keys: np.ndarray, deltas: np.ndarray, below: int | None = None,
-            hint: tuple[int, int] | None = None, sets_check: bool = False) -> np.ndarray:
+            hint: tuple[int, int] | None = None, sets_check: bool = False,
+            then=None) -> np.ndarray:
         """Add ``deltas`` at sorted unique ``keys``; return the old multiplicities.
 
         ``below``: a bound on the keys' first ids that the caller knows (on a device the
@@ -370,7 +371,9 @@ class ZStore:
         host they are checked against the counts. ``sets_check`` (host kernels): the batch
         is checked for set semantics as its keys are located, and where a multiplicity
         would leave {0, 1} :class:`~gpu_ivm.errors.SetViolation` is raised with nothing
-        changed."""
+        changed. ``then`` (device store kernels): work launched after the update that comes
+        back with its read (``apply_updates_then``); not run when nothing is read (its
+        ``done`` stays False)."""
         xp = self.xp
         keys = xp.ascontiguousarray(keys, dtype=np.int64)
         deltas = xp.ascontiguousarray(deltas, dtype=np.int64)
@@ -387,8 +390,12 @@ class ZStore:
             if bad:
                 raise SetViolation(bad)
         else:
-            got = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old,
-                                        is_new, read=not blind)  # the host kernel returns them
+            ride = getattr(self.sk, "apply_updates_then", None) if then is not None else None
+            if ride is not None and not blind:
+                got = ride(self.nt(), self.live, self.tomb, keys, deltas, old, is_new, then)
+            else:
+                got = self.sk.apply_updates(self.nt(), self.live, self.tomb, keys, deltas, old,
+                                            is_new, read=not blind)  # the host kernel returns them
         if got is not None and hint is not None and (got[0] > hint[0] or got[1] != hint[1]):
             raise RuntimeError(f"internal: a batch's hint {hint} does not match its "
                                f"{got[0]} new keys and size change {got[1]}")

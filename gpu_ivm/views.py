@@ -96,8 +96,14 @@ class ViewStore:
             keys, vals = self.dk.segment_sum_sorted(keys[order], vals[order])
         if keys.shape[0] == 0:
             return
-        self.sparse.add(keys, vals, below)
-        self._promote_if_large(keys >> 32)
+        ride = getattr(self.vk, "promote_then", None)  # a device: read with the add's counts
+        then = None if ride is None else ride(keys >> 32, self.sparse, DENSE_FRACTION,
+                                              DENSE_MIN)
+        self.sparse.add(keys, vals, below, then=then)
+        if then is None or not then.done:
+            self._promote_if_large(keys >> 32)
+        elif then.rows.shape[0]:
+            self.promote(then.rows)
 
     def _promote_if_large(self, fx: np.ndarray) -> None:
         """Promote the rows among the sorted first keys ``fx`` (repeats allowed) that grew

@@ -108,7 +108,8 @@ def kernel_set(xp=None) -> SimpleNamespace:
     cuda_launch.use_array_module(xp)
     return SimpleNamespace(
         xp=xp,
-        store=_part(cuda_store, STORE_FUNCTIONS),
+        store=_part(cuda_store, STORE_FUNCTIONS,
+                    apply_updates_then=cuda_store.apply_updates_then),
         hash=_part(cuda_hash, HASH_FUNCTIONS),
         prep=_part(cuda_batch_prep, ("rows", "groups", "scatter"),
                    counters=cuda_launch.counters),
@@ -118,7 +119,8 @@ def kernel_set(xp=None) -> SimpleNamespace:
                     **{name: getattr(cuda_phase, name) for name in PHASE_SLOTS}),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget,
-                   rows_to_promote=cuda_phase.rows_to_promote),
+                   rows_to_promote=cuda_phase.rows_to_promote,
+                   promote_then=cuda_phase.PromoteThen),
         static=_part(cuda_static, STATIC_FUNCTIONS, **_host_static()),
         query=_part(cuda_query, QUERY_FUNCTIONS,
                     **{c: getattr(query_kernels, c) for c in dir(query_kernels)

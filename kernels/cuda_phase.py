@@ -282,6 +282,34 @@ def _promote_kernel(io, n, cap, dense_frac, dense_min):
         i += stride
 
 
+class PromoteThen:
+    """:func:`rows_to_promote` of a view's sparse store, launched by the store's update
+    (``cuda_store.apply_updates_then``) right after the update and read back with its counts: a view
+    update reads once where it read twice. The live counts it reads are final then (the rest
+    of the add moves entries, not counts). ``done`` tells whether it ran; ``rows`` are the
+    rows found, sorted."""
+
+    slots = 1
+
+    def __init__(self, fx, store, dense_frac: int, dense_min: int) -> None:
+        self.fx, self.store = fx, store
+        self.dense_frac, self.dense_min = dense_frac, dense_min
+        self.out = self.rows = None
+        self.done = False
+
+    def launch(self, counter) -> None:
+        n = self.fx.shape[0]
+        self.out = empty(n)
+        launch(_promote_kernel, *grid(n), (self.fx, self.store.live, self.out, counter), n,
+               np.int64(self.store.id_capacity), np.int64(self.dense_frac),
+               np.int64(self.dense_min))
+
+    def got(self, values: list[int]) -> None:
+        k = values[0]
+        self.rows = array_module(self.fx).sort(self.out[:k]) if k > 1 else self.out[:k]
+        self.done = True
+
+
 def rows_to_promote(fx, live, cap: int, dense_frac: int, dense_min: int):
     """The view part's ``rows_to_promote`` (as :func:`gpu_ivm.kernels.view_kernels.
     rows_to_promote`): one launch and one 8-byte read; the (rare) rows found are sorted."""

@@ -495,15 +495,32 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new,
     of nonzero keys, read back together (one 16-byte copy). ``read=False``: no read (the
     caller knows bounds on both, see ``ZStore.add``); returns None.
     """
+    return _apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new, read, None)
+
+
+def apply_updates_then(st, live, tomb, keys_in, deltas, old_out, is_new, then):
+    """:func:`apply_updates` (with its read) and ``then``: work that reads the updated
+    ``live`` counts, launched right after the update into ``then.slots`` more counter slots
+    (``then.launch(slots)``) that come back with the same read (``then.got(values)``; e.g.
+    :class:`~gpu_ivm.kernels.cuda_phase.PromoteThen`). A device's own: no CPU twin."""
+    return _apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new, True, then)
+
+
+def _apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new, read: bool, then):
     check_1d("keys_in", keys_in)
     n = keys_in.shape[0]
     if n == 0:
         return (0, 0) if read else None
-    counter = counters(2)
+    extra = then.slots if then is not None else 0
+    counter = counters(2 + extra)
     launch(_apply_kernel, *grid(n), st, (keys_in, deltas, old_out, is_new, live, tomb), n, counter)
+    if extra:
+        then.launch(counter[2:])
     if not read:
         return None
-    n_new, size_change = host_ints(counter)
+    n_new, size_change, *rest = host_ints(counter)
+    if extra:
+        then.got(rest)
     return n_new, size_change
 
 

@@ -1733,3 +1733,27 @@ def test_insert_only_relation_engine_on_the_device(mode: str, small_launch) -> N
             gpu.check_invariants()
         assert gpu.insert_only_active == cpu.insert_only_active == (mode == "insert_only")
         assert gpu.recount() == gpu.count() == cpu.count() > 0
+
+
+def test_view_promotion_rides_on_the_add(monkeypatch) -> None:
+    """A view update on the device reads the rows to promote with its store's add
+    (``PromoteThen``; the separate ``rows_to_promote`` is never called) and ends with the same
+    dense rows and values as the CPU's view."""
+    from gpu_ivm import views
+
+    monkeypatch.setattr(views, "DENSE_MIN", 2)
+    monkeypatch.setattr(K.view, "rows_to_promote", None)  # calling it would fail
+    rng = np.random.default_rng(17)
+    cap = 16
+    cpu_v, dev_v = views.ViewStore(cap), views.ViewStore(cap, K)
+    grid_keys = (np.repeat(np.arange(cap), cap) << 32) | np.tile(np.arange(cap), cap)
+    for _ in range(6):
+        firsts = np.where(rng.random(24) < 0.7, rng.integers(0, 3, 24), rng.integers(0, cap, 24))
+        keys = np.unique((firsts << 32) | rng.integers(0, cap, 24)).astype(np.int64)
+        vals = rng.choice(np.array([-1, 1, 2], np.int64), keys.shape[0])
+        cpu_v.add(keys, vals)
+        dev_v.add(dev(keys), dev(vals))
+        assert cpu_v.n_dense == dev_v.n_dense
+        assert cpu_v.row_keys == dev_v.row_keys
+        assert array_equal(cpu_v.get(grid_keys), dev_v.get(dev(grid_keys)))
+    assert cpu_v.n_dense > 0
