@@ -284,10 +284,10 @@ def _promote_kernel(io, n, cap, dense_frac, dense_min):
 
 class PromoteThen:
     """:func:`rows_to_promote` of a view's sparse store, launched by the store's update
-    (``cuda_store.apply_updates_then``) right after the update and read back with its counts: a view
-    update reads once where it read twice. The live counts it reads are final then (the rest
-    of the add moves entries, not counts). ``done`` tells whether it ran; ``rows`` are the
-    rows found, sorted."""
+    (``cuda_store.apply_updates_then``) right after the update and read back with its
+    counts: a view update reads once where it read twice. The live counts it reads are final
+    then (the rest of the add moves entries, not counts). ``done`` tells whether it ran;
+    ``rows`` are the rows found, sorted."""
 
     slots = 1
 
@@ -298,27 +298,33 @@ class PromoteThen:
         self.done = False
 
     def launch(self, counter) -> None:
-        n = self.fx.shape[0]
-        self.out = empty(n)
-        launch(_promote_kernel, *grid(n), (self.fx, self.store.live, self.out, counter), n,
-               np.int64(self.store.id_capacity), np.int64(self.dense_frac),
-               np.int64(self.dense_min))
+        self.out = _launch_promote(self.fx, self.store.live, counter, self.store.id_capacity,
+                                   self.dense_frac, self.dense_min)
 
     def got(self, values: list[int]) -> None:
-        k = values[0]
-        self.rows = array_module(self.fx).sort(self.out[:k]) if k > 1 else self.out[:k]
+        self.rows = _promoted(self.fx, self.out, values[0])
         self.done = True
+
+
+def _launch_promote(fx, live, counter, cap: int, dense_frac: int, dense_min: int):
+    """Launch :func:`_promote_kernel` (its count into ``counter[0]``); returns its output."""
+    n = fx.shape[0]
+    out = empty(n)
+    launch(_promote_kernel, *grid(n), (fx, live, out, counter), n, np.int64(cap),
+           np.int64(dense_frac), np.int64(dense_min))
+    return out
+
+
+def _promoted(fx, out, k: int):
+    """The ``k`` rows the promotion kernel found, sorted."""
+    return array_module(fx).sort(out[:k]) if k > 1 else out[:k]
 
 
 def rows_to_promote(fx, live, cap: int, dense_frac: int, dense_min: int):
     """The view part's ``rows_to_promote`` (as :func:`gpu_ivm.kernels.view_kernels.
     rows_to_promote`): one launch and one 8-byte read; the (rare) rows found are sorted."""
-    n = fx.shape[0]
-    if n == 0:
+    if fx.shape[0] == 0:
         return empty(0)
-    out = empty(n)
     counter = counters(1)
-    launch(_promote_kernel, *grid(n), (fx, live, out, counter), n, np.int64(cap),
-           np.int64(dense_frac), np.int64(dense_min))
-    k = host_ints(counter)[0]
-    return array_module(fx).sort(out[:k]) if k > 1 else out[:k]
+    out = _launch_promote(fx, live, counter, cap, dense_frac, dense_min)
+    return _promoted(fx, out, host_ints(counter)[0])
