@@ -28,7 +28,7 @@ import numpy as np
 
 from .delta_kernels import _pair_costs, _thread_marks, mark_scratch, orient_pairs
 from .lsm import LO_MASK, SENTINEL, first_key_end, lower_bound, run_range_a
-from .row_bits import bit_at, has_bits
+from .row_bits import has_bits
 from .row_index import get_ix
 from .row_marks import MARK_RATIO, dot_rows_mk
 from .work_split import CHUNKS_PER_THREAD, ITEM_OVERHEAD, equal_cost_cuts
@@ -36,6 +36,10 @@ from .work_split import CHUNKS_PER_THREAD, ITEM_OVERHEAD, equal_cost_cuts
 #: a symmetric batch takes this path from one Δ tuple per ``SNAPSHOT_IDS_PER_TUPLE`` ids (the
 #: copy costs one pass over the graph; a batch that sparse reads fewer entries than that)
 SNAPSHOT_IDS_PER_TUPLE = 2
+
+_ONE = np.uint64(1)
+_LOW = np.uint64(63)
+_SHIFT = np.uint64(6)
 
 
 @nb.njit(cache=True, inline="always")
@@ -95,10 +99,11 @@ def _indptr(lh, ll, ids):
 def adjacency_snapshot(sth, stl, heavy, ids):
     """``(indptr, nbr)``: the CSR of the graph whose rows are split between the heavy part
     ``sth`` and the light part ``stl`` (row x in the part ``heavy[x]`` names), over the first
-    ``ids`` ids, neighbour ids as int32; ``None`` when a stored multiplicity is not 1 (not a
+    ``ids`` ids, neighbour ids as uint32 (an unsigned index needs no wrap-around test in the
+    kernels that look marks up by it); ``None`` when a stored multiplicity is not 1 (not a
     graph's edge set) or a row's live count disagrees with its tuples."""
     indptr = _indptr(sth[7], stl[7], ids)
-    nbr = np.empty(indptr[ids], np.int32)
+    nbr = np.empty(indptr[ids], np.uint32)
     parts = max(nb.get_num_threads() * CHUNKS_PER_THREAD, 1)
     cuts = _row_cuts(indptr, parts)
     bad = np.zeros(parts, np.int8)
@@ -122,26 +127,69 @@ def _row_cuts(indptr, parts):
 
 @nb.njit(cache=True, inline="always")
 def _walk(indptr, nbr, y, marks):
-    s = 0
-    for p in range(indptr[y], indptr[y + 1]):
-        s += marks[nbr[p]]
-    return s
+    """Σ marks[c] over row y of the snapshot. Four sums in step let the loads of the marks
+    overlap, and ``nbr`` is unsigned, so indexing by it needs no test for a negative index:
+    together 1.5× faster on the pairs of an R-MAT 16 batch of 10⁵ updates (one-off script,
+    one thread, 24.6 → 16.3 ms)."""
+    p = indptr[y]
+    hi = indptr[y + 1]
+    s0 = 0
+    s1 = 0
+    s2 = 0
+    s3 = 0
+    while p + 4 <= hi:
+        s0 += marks[nbr[p]]
+        s1 += marks[nbr[p + 1]]
+        s2 += marks[nbr[p + 2]]
+        s3 += marks[nbr[p + 3]]
+        p += 4
+    while p < hi:
+        s0 += marks[nbr[p]]
+        p += 1
+    return s0 + s1 + s2 + s3
 
 
 @nb.njit(cache=True, inline="always")
-def _walk_bits(indptr, nbr, y, bits, slot):
-    s = 0
-    for p in range(indptr[y], indptr[y + 1]):
-        s += bit_at(bits, slot, np.int64(nbr[p]))
-    return s
+def _walk_bits(indptr, nbr, y, row):
+    """Σ over row y of the snapshot of the bits of ``row`` (one row of a store's bitmaps, 0
+    for an id beyond it), four sums in step (see :func:`_walk`)."""
+    p = indptr[y]
+    hi = indptr[y + 1]
+    s0 = 0
+    s1 = 0
+    s2 = 0
+    s3 = 0
+    while p + 4 <= hi:
+        s0 += _bit(row, nbr[p])
+        s1 += _bit(row, nbr[p + 1])
+        s2 += _bit(row, nbr[p + 2])
+        s3 += _bit(row, nbr[p + 3])
+        p += 4
+    while p < hi:
+        s0 += _bit(row, nbr[p])
+        p += 1
+    return s0 + s1 + s2 + s3
+
+
+@nb.njit(cache=True, inline="always")
+def _bit(row, c):
+    """Bit c of the bitmap ``row`` (uint64 words), 0 beyond it; ``c`` unsigned (no test for
+    a negative index), no branch on the data."""
+    i = np.uint64(c) >> _SHIFT
+    last = np.uint64(row.shape[0] - 1)
+    word = row[min(i, last)]
+    return np.int64((word >> (np.uint64(c) & _LOW)) & _ONE) * np.int64(i <= last)
 
 
 @nb.njit(cache=True, parallel=True)
 def _pairs_cut(okeys, cuts, indptr, nbr, stx, out, marks):
     """out[i] = |N(x) ∩ N(y)| for the pairs okeys (sorted by x, x the longer row): a chunk
-    takes its runs of equal x as groups; x's row is tested by its bitmap in the store, or
-    marked once for the group, or (a long row against few probes) each pair is intersected
-    in the store (:func:`dot_rows_mk`, at the min-degree bound)."""
+    takes its runs of equal x as groups; x's row is marked once for the group, or (a long
+    row against few probes) tested by its bitmap in the store, or each pair is intersected
+    in the store (:func:`dot_rows_mk`, at the min-degree bound). Marking comes first even
+    where the row has a bitmap: looking up an int8 mark is cheaper than extracting a bit
+    (R-MAT 16, 10⁵ updates, 86 % of the pairs' entries against rows with a bitmap: the
+    marks walk 16.3 ms, the bits walk 23–30 ms, one-off script, one thread)."""
     bits = stx[12]
     boff = stx[11]
     for c in nb.prange(cuts.shape[0] - 1):
@@ -151,26 +199,25 @@ def _pairs_cut(okeys, cuts, indptr, nbr, stx, out, marks):
         while i < e:
             x = okeys[i] >> 32
             g = first_key_end(okeys, i, e)
-            if has_bits(stx, x):
-                slot = boff[x]
+            probes = 0
+            for t in range(i, g):
+                y = okeys[t] & LO_MASK
+                probes += indptr[y + 1] - indptr[y]
+            lx = indptr[x + 1] - indptr[x]
+            if 2 * lx <= MARK_RATIO * probes:
+                for p in range(indptr[x], indptr[x + 1]):
+                    own[nbr[p]] = 1
                 for t in range(i, g):
-                    out[t] = _walk_bits(indptr, nbr, okeys[t] & LO_MASK, bits, slot)
+                    out[t] = _walk(indptr, nbr, okeys[t] & LO_MASK, own)
+                for p in range(indptr[x], indptr[x + 1]):
+                    own[nbr[p]] = 0
+            elif has_bits(stx, x):
+                row = bits[boff[x]]
+                for t in range(i, g):
+                    out[t] = _walk_bits(indptr, nbr, okeys[t] & LO_MASK, row)
             else:
-                probes = 0
                 for t in range(i, g):
-                    y = okeys[t] & LO_MASK
-                    probes += indptr[y + 1] - indptr[y]
-                lx = indptr[x + 1] - indptr[x]
-                if 2 * lx <= MARK_RATIO * probes:
-                    for p in range(indptr[x], indptr[x + 1]):
-                        own[nbr[p]] = 1
-                    for t in range(i, g):
-                        out[t] = _walk(indptr, nbr, okeys[t] & LO_MASK, own)
-                    for p in range(indptr[x], indptr[x + 1]):
-                        own[nbr[p]] = 0
-                else:
-                    for t in range(i, g):
-                        out[t] = dot_rows_mk(stx, x, stx, okeys[t] & LO_MASK, own)[0]
+                    out[t] = dot_rows_mk(stx, x, stx, okeys[t] & LO_MASK, own)[0]
             i = g
 
 
@@ -218,9 +265,42 @@ def _half_wedges_probed(s0, s1, dkeys, dvals, rlo, rlen, st, a):
     return total
 
 
+@nb.njit(cache=True, inline="always")
+def _walk_delta(dn, dv, q, hi, marks):
+    """Σ dv[p]·marks[dn[p]] over Δ's tuples q..hi (``dn`` their second ids as uint32, ``dv``
+    their values as int8: 5 bytes a tuple where the packed keys and values read 16), four
+    sums in step (see :func:`_walk`)."""
+    s0 = 0
+    s1 = 0
+    s2 = 0
+    s3 = 0
+    while q + 4 <= hi:
+        s0 += dv[q] * marks[dn[q]]
+        s1 += dv[q + 1] * marks[dn[q + 1]]
+        s2 += dv[q + 2] * marks[dn[q + 2]]
+        s3 += dv[q + 3] * marks[dn[q + 3]]
+        q += 4
+    while q < hi:
+        s0 += dv[q] * marks[dn[q]]
+        q += 1
+    return s0 + s1 + s2 + s3
+
+
+@nb.njit(cache=True, inline="always")
+def _above(dn, lo, hi, a):
+    """The first position in dn[lo:hi] (sorted) whose id is above ``a``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if dn[mid] > a:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 @nb.njit(cache=True, parallel=True)
-def _wedges_cut(dkeys, dvals, gstarts, cuts, rlo, rlen, indptr, nbr, eh, el, heavy, out,
-                marks):
+def _wedges_cut(dkeys, dvals, dn, dv, gstarts, cuts, rlo, rlen, indptr, nbr, eh, el, heavy,
+                out, marks):
     """out[g] = Σ over the tuples (a, b) of Δ's row a (group g) of
     Δ(a,b)·Σ_{c > a} Δ(b,c)·(3·E(c,a) + Δ(c,a)): E's row a (from the snapshot) and Δ's row a
     are marked once per group and each tuple (a, b) walks the part of Δ's row b above a.
@@ -258,10 +338,8 @@ def _wedges_cut(dkeys, dvals, gstarts, cuts, rlo, rlen, indptr, nbr, eh, el, hea
                 k = rlen[b]
                 if k >= 2:
                     lo = rlo[b]
-                    s = 0
-                    for q in range(lower_bound(dkeys, lo, lo + k, (b << 32) | (a + 1)), lo + k):
-                        s += dvals[q] * own[dkeys[q] & LO_MASK]
-                    total += dvals[i] * s
+                    q = _above(dn, lo, lo + k, a)
+                    total += dvals[i] * _walk_delta(dn, dv, q, lo + k, own)
             out[g] = total
             for p in range(indptr[a], indptr[a + 1]):
                 own[nbr[p]] = 0
@@ -282,6 +360,13 @@ def _wedge_costs(dkeys, gstarts, rlen, indptr):
     return cost
 
 
+def _narrow(dvals: np.ndarray) -> np.ndarray:
+    """``dvals`` as int8 where every value fits (a graph's batch: ±1), else as they are."""
+    if dvals.shape[0] and (dvals.min() < -127 or dvals.max() > 127):
+        return dvals
+    return dvals.astype(np.int8)
+
+
 def batch_wedges_snapshot(dkeys, dvals, indptr, nbr, eh, el, heavy) -> int:
     """Σ_i out[i] of :func:`~gpu_ivm.kernels.delta_kernels.batch_wedges` for a symmetric Δ
     (values ±1) against the snapshot: Σ over Δ tuples (a, b) of
@@ -299,6 +384,6 @@ def batch_wedges_snapshot(dkeys, dvals, indptr, nbr, eh, el, heavy) -> int:
                            threads * CHUNKS_PER_THREAD)
     out = np.empty(gstarts.shape[0] - 1, np.int64)
     with nb.parallel_chunksize(1):
-        _wedges_cut(dkeys, dvals, gstarts, cuts, rlo, rlen, indptr, nbr, eh, el, heavy, out,
-                    mark_scratch(threads, ids))
+        _wedges_cut(dkeys, dvals, dkeys.astype(np.uint32), _narrow(dvals), gstarts, cuts, rlo,
+                    rlen, indptr, nbr, eh, el, heavy, out, mark_scratch(threads, ids))
     return 2 * int(out.sum())

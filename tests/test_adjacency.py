@@ -133,3 +133,14 @@ def test_engines_with_and_without_the_snapshot_count_alike(kind, monkeypatch):
             elif eps == "1":
                 assert any(u is not None for u in used)
         assert counts["always"] == counts["never"]
+
+
+def test_wedge_values_narrowed_only_where_they_fit():
+    """The wedge walk reads Δ's values as int8 only when every value fits; otherwise the
+    values go as they are (a narrowing that wrapped would change the sum)."""
+    small = np.array([1, -1, 127, -127], np.int64)
+    assert adjacency._narrow(small).dtype == np.int8
+    assert np.array_equal(adjacency._narrow(small), small)
+    for wide in (np.array([1, 128], np.int64), np.array([-128, 1], np.int64)):
+        assert adjacency._narrow(wide) is wide
+    assert adjacency._narrow(np.zeros(0, np.int64)).dtype == np.int8
