@@ -37,6 +37,10 @@ from .work_split import CHUNKS_PER_THREAD, ITEM_OVERHEAD, equal_cost_cuts
 #: copy costs one pass over the graph; a batch that sparse reads fewer entries than that)
 SNAPSHOT_IDS_PER_TUPLE = 2
 
+#: a row with a bitmap is marked for a group that reads at least this many entries per entry
+#: of the row (writing and clearing a mark costs about what a bit saves on one read)
+BITS_MARK_RATIO = 4
+
 _ONE = np.uint64(1)
 _LOW = np.uint64(63)
 _SHIFT = np.uint64(6)
@@ -184,12 +188,13 @@ def _bit(row, c):
 @nb.njit(cache=True, parallel=True)
 def _pairs_cut(okeys, cuts, indptr, nbr, stx, out, marks):
     """out[i] = |N(x) ∩ N(y)| for the pairs okeys (sorted by x, x the longer row): a chunk
-    takes its runs of equal x as groups; x's row is marked once for the group, or (a long
-    row against few probes) tested by its bitmap in the store, or each pair is intersected
-    in the store (:func:`dot_rows_mk`, at the min-degree bound). Marking comes first even
-    where the row has a bitmap: looking up an int8 mark is cheaper than extracting a bit
-    (R-MAT 16, 10⁵ updates, 86 % of the pairs' entries against rows with a bitmap: the
-    marks walk 16.3 ms, the bits walk 23–30 ms, one-off script, one thread)."""
+    takes its runs of equal x as groups; x's row is tested by its bitmap in the store, or
+    marked once for the group, or (a long row against few probes) each pair is intersected
+    in the store (:func:`dot_rows_mk`, at the min-degree bound). A row with a bitmap is
+    marked all the same when its group probes it ``BITS_MARK_RATIO`` times its length or
+    more: looking up an int8 mark is cheaper than extracting a bit, and the marking is then
+    paid back (R-MAT 16, 10⁵ updates, 86 % of the pairs' entries against rows with a bitmap:
+    the marks walk 16.3 ms, the bits walk 23–30 ms, one-off script, one thread)."""
     bits = stx[12]
     boff = stx[11]
     for c in nb.prange(cuts.shape[0] - 1):
@@ -204,17 +209,17 @@ def _pairs_cut(okeys, cuts, indptr, nbr, stx, out, marks):
                 y = okeys[t] & LO_MASK
                 probes += indptr[y + 1] - indptr[y]
             lx = indptr[x + 1] - indptr[x]
-            if 2 * lx <= MARK_RATIO * probes:
+            if has_bits(stx, x) and BITS_MARK_RATIO * lx > probes:
+                row = bits[boff[x]]
+                for t in range(i, g):
+                    out[t] = _walk_bits(indptr, nbr, okeys[t] & LO_MASK, row)
+            elif 2 * lx <= MARK_RATIO * probes:
                 for p in range(indptr[x], indptr[x + 1]):
                     own[nbr[p]] = 1
                 for t in range(i, g):
                     out[t] = _walk(indptr, nbr, okeys[t] & LO_MASK, own)
                 for p in range(indptr[x], indptr[x + 1]):
                     own[nbr[p]] = 0
-            elif has_bits(stx, x):
-                row = bits[boff[x]]
-                for t in range(i, g):
-                    out[t] = _walk_bits(indptr, nbr, okeys[t] & LO_MASK, row)
             else:
                 for t in range(i, g):
                     out[t] = dot_rows_mk(stx, x, stx, okeys[t] & LO_MASK, own)[0]
