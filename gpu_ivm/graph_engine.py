@@ -355,7 +355,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         n0 = len(self.encoder)
         ids, new = self.encoder.plan(np.concatenate([src, dst]), "src")
         key = batch_prep.pair_keys(ids, m, self.directed)
-        order = np.argsort(key)  # groups are summed: no need for a (5x slower) stable sort
+        order = batch_prep.packed_order(key)
         gkey, net, starts, kk = batch_prep.sum_groups(key, order, sign, n0)
         batch = (len(u), n_loops, new, n0, t0, batch_id)
         room = n0 + new.shape[0] <= (self._id_bound or 0)  # no id array grows

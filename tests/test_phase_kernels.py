@@ -137,3 +137,22 @@ def test_rows_to_promote_equals_numpy(seed):
     first = np.r_[True, fx[1:] != fx[:-1]] if fx.shape[0] else np.zeros(0, bool)
     want = fx[first & (live[fx] * frac >= cap) & (live[fx] >= dmin)]
     assert np.array_equal(view_kernels.rows_to_promote(fx, live, cap, frac, dmin), want)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 2_000, 30_000])
+def test_packed_order_is_the_stable_sort(seed, n):
+    """The radix order of packed keys equals NumPy's stable argsort: duplicates (a batch's
+    rows of one edge) in row order, ids from a few to the largest a key holds."""
+    rng = np.random.default_rng(seed)
+    for a_hi, b_hi in ((8, 8), (3_000, 70_000), (1 << 31, (1 << 32) - 1), (1, 1 << 20)):
+        keys = pack(rng.integers(0, a_hi, n), rng.integers(0, b_hi, n))
+        if n > 4:  # repeated keys, as a batch's rows of one edge
+            keys[rng.integers(0, n, n // 4)] = keys[0]
+        assert np.array_equal(batch_prep.packed_order(keys), np.argsort(keys, kind="stable"))
+
+
+def test_packed_order_sorts_any_int64_by_comparison():
+    """A key below 0 (not a packed pair) is still sorted, stably, by comparison."""
+    keys = np.array([5, -3, 7, -3, 0] * 40, np.int64)
+    assert np.array_equal(batch_prep.packed_order(keys), np.argsort(keys, kind="stable"))
