@@ -141,3 +141,43 @@ def test_viewstore_random_adds(thresholds, seed, nkeys):
         assert v.get(probe).tolist() == [ref.get(x, 0) for x in probe.tolist()]
     if thresholds == "tiny":
         assert v.n_dense >= 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_batches_are_located_by_merging_the_runs(seed, monkeypatch):
+    """A batch with one key per ``LOCATE_MERGE_RATIO`` stored entries or more is located by
+    walking the runs (``_locate_merge_par``): the old multiplicities ``add`` returns, the
+    store after it, and every key's position equal the per-key search's on stores with
+    several runs, tombstones and compacted rows (sentinel padding)."""
+    from gpu_ivm.kernels import store_kernels as sk
+
+    monkeypatch.setattr(store_mod, "COMPACT_SLACK", 0)
+    rng = np.random.default_rng(seed)
+    nkeys = 64
+    k0 = np.unique((rng.integers(0, nkeys, 1500) << 32) | rng.integers(0, nkeys, 1500))
+    s = ZStore.from_sorted(k0, np.ones(k0.shape[0], np.int64), nkeys)
+    ref = dict.fromkeys(k0.tolist(), 1)
+    merged = tombs = 0
+    for _ in range(12):
+        k = np.unique((rng.integers(0, nkeys, 700) << 32) | rng.integers(0, nkeys, 700))
+        d = rng.integers(-2, 3, k.shape[0])
+        gone = rng.random(k.shape[0]) < 0.5  # exact deletes: tombstones, then compaction
+        d[gone] = [-ref.get(x, 0) or 1 for x in k[gone].tolist()]
+        st = s.nt()
+        tombs = max(tombs, s.tombstones())
+        by_merge = sk.locate_by_merge(k.shape[0], st[2])
+        merged += by_merge
+        pos_m = np.empty(k.shape[0], np.int64)
+        cuts = np.array([0, k.shape[0] // 3, k.shape[0]], np.int64)
+        sk._locate_merge_par(st[0], st[2], k, cuts, pos_m)
+        pos_s = np.empty(k.shape[0], np.int64)
+        arrays = (st[0], st[2], st[3], st[4], st[5], st[6], st[11], st[12])
+        sk._locate_range(*arrays, k, 0, k.shape[0], pos_s, sk._NO_TOMB)
+        assert np.array_equal(pos_m, pos_s)
+        found = pos_m >= 0
+        assert np.array_equal(st[0][pos_m[found]], k[found])
+        old = s.add(k, d)
+        assert old.tolist() == [ref.get(x, 0) for x in k.tolist()]
+        _ref_add(ref, k, d)
+        check_store(s, ref, nkeys)
+    assert merged >= 6 and tombs > 0  # the merge path and tombstones were exercised
