@@ -104,11 +104,13 @@ LOCATE_MERGE_CHUNKS = 16
 
 
 @nb.njit(cache=True, parallel=True)
-def _locate_merge_par(keys, bounds, keys_in, cuts, pos):
+def _locate_merge_par(keys, bounds, runmask, keys_in, cuts, pos):
     """pos[t] for the sorted unique ``keys_in`` by a merge with every run: chunk c takes
     keys_in[cuts[c]:cuts[c + 1]] and walks each run from its first key's place (one binary
     search) to its last key, one entry at a time. A batch dense in the store reads the runs
-    once, in order, where a search per key makes a chain of dependent loads for each."""
+    once, in order, where a search per key makes a chain of dependent loads for each. As for
+    the search, a run holds row x only where ``runmask[x]`` says so (a view store's row moved
+    to its dense part leaves entries behind in the runs)."""
     nr = bounds.shape[0] - 1
     for c in nb.prange(cuts.shape[0] - 1):
         i0 = cuts[c]
@@ -128,34 +130,51 @@ def _locate_merge_par(keys, bounds, keys_in, cuts, pos):
                     p += 1
                 else:
                     if kp == k:
-                        pos[t] = p
+                        x = k >> 32
+                        if pos[t] < 0 and x < runmask.shape[0] and (runmask[x] >> j) & 1:
+                            pos[t] = p
                         p += 1
                     t += 1
 
 
-def locate_by_merge(n_keys: int, bounds) -> bool:
-    """Whether :func:`_locate_sorted` walks the runs for ``n_keys`` keys (for the tests)."""
-    return n_keys >= PAR_LOCATE_MIN and n_keys * LOCATE_MERGE_RATIO >= bounds[-1] - bounds[0]
+@nb.njit(cache=True)
+def _ascending(keys):
+    """Whether ``keys`` ascend strictly. The search needs the keys grouped by first key only
+    (a view's promotion passes its rows' keys row after row, rows in any order); the merge
+    needs them sorted."""
+    for i in range(1, keys.shape[0]):
+        if keys[i] <= keys[i - 1]:
+            return False
+    return True
+
+
+def locate_by_merge(keys, bounds) -> bool:
+    """Whether :func:`_locate_sorted` walks the runs for ``keys`` (for the tests)."""
+    n = keys.shape[0]
+    return (n >= PAR_LOCATE_MIN and n * LOCATE_MERGE_RATIO >= bounds[-1] - bounds[0]
+            and bool(_ascending(keys)))
 
 
 @nb.njit(cache=True)
 def _locate_sorted(st, keys_in, pos, tomb):
-    """pos[i] = position of keys_in[i] (sorted, unique) in the store, or -1.
+    """pos[i] = position of keys_in[i] in the store, or -1 (the keys unique, grouped by
+    first key and sorted within a group).
 
-    A batch with one key per ``LOCATE_MERGE_RATIO`` stored entries or more is merged with the
-    runs (:func:`_locate_merge_par`: R-MAT 16, 2·10⁵ keys against 1.6M entries in three
-    runs). Otherwise keys are located per first key (:func:`_locate_range`, which says what
+    A sorted batch with one key per ``LOCATE_MERGE_RATIO`` stored entries or more is merged
+    with the runs (:func:`_locate_merge_par`: R-MAT 16, 2·10⁵ keys against 1.6M entries in
+    three runs). Otherwise keys are located per first key (:func:`_locate_range`, which says what
     ``tomb`` is for); the groups of a batch of ``PAR_LOCATE_MIN`` keys or more are spread
     over the threads (each search is a chain of dependent loads, so one thread leaves the
     memory system idle).
     """
     n = keys_in.shape[0]
     bounds = st[2]
-    if n >= PAR_LOCATE_MIN and n * LOCATE_MERGE_RATIO >= bounds[-1] - bounds[0]:
+    if (n >= PAR_LOCATE_MIN and n * LOCATE_MERGE_RATIO >= bounds[-1] - bounds[0]
+            and _ascending(keys_in)):
         cuts = np.empty(LOCATE_MERGE_CHUNKS + 1, np.int64)
         for c in range(LOCATE_MERGE_CHUNKS + 1):
             cuts[c] = (n * c) // LOCATE_MERGE_CHUNKS
-        _locate_merge_par(st[0], bounds, keys_in, cuts, pos)
+        _locate_merge_par(st[0], bounds, st[6], keys_in, cuts, pos)
         return
     if n >= PAR_LOCATE_MIN:
         _locate_groups_par(st, keys_in, first_key_starts(keys_in), pos, tomb)
