@@ -108,9 +108,9 @@ def _locate_merge_par(keys, bounds, runmask, keys_in, cuts, pos):
     """pos[t] for the sorted unique ``keys_in`` by a merge with every run: chunk c takes
     keys_in[cuts[c]:cuts[c + 1]] and walks each run from its first key's place (one binary
     search) to its last key, one entry at a time. A batch dense in the store reads the runs
-    once, in order, where a search per key makes a chain of dependent loads for each. As for
-    the search, a run holds row x only where ``runmask[x]`` says so (a view store's row moved
-    to its dense part leaves entries behind in the runs)."""
+    once, in order, where a search per key makes a chain of dependent loads for each. As in
+    the search, a match counts only in a run that ``runmask`` names for the key's row, the
+    oldest such run first."""
     nr = bounds.shape[0] - 1
     for c in nb.prange(cuts.shape[0] - 1):
         i0 = cuts[c]

@@ -148,7 +148,8 @@ def test_dense_batches_are_located_by_merging_the_runs(seed, monkeypatch):
     """A batch with one key per ``LOCATE_MERGE_RATIO`` stored entries or more is located by
     walking the runs (``_locate_merge_par``): the old multiplicities ``add`` returns, the
     store after it, and every key's position equal the per-key search's on stores with
-    several runs, tombstones and compacted rows (sentinel padding)."""
+    several runs and tombstones (rows compacted as soon as their tombstones outnumber their
+    live tuples)."""
     from gpu_ivm.kernels import store_kernels as sk
 
     monkeypatch.setattr(store_mod, "COMPACT_SLACK", 0)
