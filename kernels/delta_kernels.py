@@ -8,8 +8,6 @@ per tuple. The per-update inner functions (``path_weight``, ``expand_count``...)
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numba as nb
 import numpy as np
 
@@ -42,7 +40,9 @@ from .row_marks import (
 from .view_kernels import vget
 from .work_split import CHUNKS_PER_THREAD, ITEM_OVERHEAD, equal_cost_cuts
 
-PAR_MIN = 512  # below this many items a kernel runs on one thread
+#: below this many items a kernel runs on the calling thread, as a plain loop: a parallel
+#: kernel's launch costs tens of µs even on one thread (docs/design.md)
+PAR_MIN = 512
 PAR_CHUNK = 16  # prange chunk size: per-update costs are skewed, static halves were 1.8x slower
 
 
@@ -217,27 +217,15 @@ def _path_weights_par(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, 
                     symmetric, out, work, own)
 
 
-@contextmanager
-def one_thread():
-    """Run the parallel kernels launched inside on the calling thread alone.
-
-    Small inputs take the parallel kernels this way rather than plain loops: a plain
-    ``range`` loop whose body calls the stores' helpers reference-counts the arrays of the
-    stores' tuples on every iteration, a ``prange`` body (a gufunc over borrowed arrays) does
-    not, and waking a second thread costs more than a small input saves. Measured on a
-    388-tuple batch of the sx-mathoverflow windows: wedges 120 µs as a plain loop, 62-75 µs
-    as the parallel kernel on one thread; grouped pair weights (194 pairs) 118-158 against
-    51 µs.
-    """
-    threads = nb.get_num_threads()
-    if threads == 1:
-        yield
-        return
-    nb.set_num_threads(1)
-    try:
-        yield
-    finally:
-        nb.set_num_threads(threads)
+@nb.njit(cache=True)
+def _path_weights_one(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                      symmetric, out, work, marks):
+    """:func:`_path_weights_par` on the calling thread, for small batches (see
+    :data:`PAR_MIN`)."""
+    own = marks[0]
+    for i in range(xs.shape[0]):
+        _one_weight(i, xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
+                    symmetric, out, work, own)
 
 
 USE_MARKS = True  # False: intersections without marks (merge, gallop, table probes), for tests
@@ -266,18 +254,17 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) for every update of the batch.
 
     ``symmetric``: Next = Prev = E with E symmetric, so w(x, y) = w(y, x) and each update is
-    evaluated in its cheaper orientation. Small batches run on one thread (waking the pool
-    costs more than they do); larger ones are handed to the threads ``PAR_CHUNK`` updates at a
-    time. (Cutting the batch into chunks of equal estimated cost, 8 to 128 per thread, was
-    measured slower: 3.0 ms against 2.3 ms per R-MAT 18 batch at ε=½.) ``work``: if given
-    (length of ``xs``), work[i] = the adjacency entries and table slots update i read (the
-    profile mode's counter).
+    evaluated in its cheaper orientation. Small batches run on the calling thread (launching
+    the pool costs more than they do: :data:`PAR_MIN`); larger ones are handed to the threads
+    ``PAR_CHUNK`` updates at a time. (Cutting the batch into chunks of equal estimated cost,
+    8 to 128 per thread, was measured slower: 3.0 ms against 2.3 ms per R-MAT 18 batch at
+    ε=½.) ``work``: if given (length of ``xs``), work[i] = the adjacency entries and table
+    slots update i read (the profile mode's counter).
     """
     ids = max(heavy_next.shape[0], heavy_prev.shape[0])
     if xs.shape[0] < PAR_MIN:
-        with one_thread():
-            _path_weights_par(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next,
-                              heavy_prev, symmetric, out, work, mark_scratch(1, ids))
+        _path_weights_one(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next,
+                          heavy_prev, symmetric, out, work, mark_scratch(1, ids))
         return
     # per-update costs are skewed (hub rows): small chunks balance the threads
     with nb.parallel_chunksize(PAR_CHUNK):
@@ -376,13 +363,22 @@ def _pair_weights_cut(okeys, cuts, stx, sty, out, work, marks):
     runs of equal x inside it as groups (:func:`_pair_group`), so a hub's pairs may be split
     between chunks, each marking the hub's row on its own thread."""
     for c in nb.prange(cuts.shape[0] - 1):
-        own = _thread_marks(marks)
-        i = cuts[c]
-        e = cuts[c + 1]
-        while i < e:
-            g = first_key_end(okeys, i, e)
-            _pair_group(i, g, okeys, stx, sty, out, work, own)
-            i = g
+        _pair_chunk(cuts[c], cuts[c + 1], okeys, stx, sty, out, work, _thread_marks(marks))
+
+
+@nb.njit(cache=True, inline="always")
+def _pair_chunk(i, e, okeys, stx, sty, out, work, own):
+    """The pairs okeys[i:e] (sorted by x), group by group (:func:`_pair_group`)."""
+    while i < e:
+        g = first_key_end(okeys, i, e)
+        _pair_group(i, g, okeys, stx, sty, out, work, own)
+        i = g
+
+
+@nb.njit(cache=True)
+def _pair_weights_one(okeys, stx, sty, out, work, marks):
+    """:func:`_pair_weights_cut` of one chunk, the whole batch, on the calling thread."""
+    _pair_chunk(0, okeys.shape[0], okeys, stx, sty, out, work, marks[0])
 
 
 def _grouped_weights(okeys, stx, sty, ids):
@@ -396,9 +392,7 @@ def _grouped_weights(okeys, stx, sty, ids):
         return out, work
     threads = nb.get_num_threads()
     if n < PAR_MIN or threads == 1:
-        with one_thread():
-            _pair_weights_cut(okeys, np.array([0, n], np.int64), stx, sty, out, work,
-                              mark_scratch(1, ids))
+        _pair_weights_one(okeys, stx, sty, out, work, mark_scratch(1, ids))
         return out, work
     cuts = equal_cost_cuts(_pair_costs(okeys, stx, sty), threads * CHUNKS_PER_THREAD)
     with nb.parallel_chunksize(1):
@@ -688,6 +682,17 @@ def _batch_wedges_sym_par(dkeys, dvals, eh, el, heavy, multi, out):
         wedges_filtered(i0, min(n, i0 + WEDGE_BLOCK), dkeys, dvals, eh, el, heavy, multi, out)
 
 
+@nb.njit(cache=True)
+def _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, filtered, out):
+    """The wedge terms of every tuple on the calling thread (``filtered``: the symmetric form
+    with :func:`wedges_filtered`), for small batches (see :data:`PAR_MIN`)."""
+    n = dkeys.shape[0]
+    if filtered:
+        wedges_filtered(0, n, dkeys, dvals, eh, el, heavy, multi_rows(dkeys), out)
+    else:
+        _wedges_range(0, n, dkeys, dvals, eh, el, heavy, symmetric, out)
+
+
 def _wedges_blocks(dkeys, dvals, eh, el, heavy, symmetric, out) -> None:
     """The wedge terms a block of tuples per iteration (symmetric batches filtered)."""
     if symmetric and WEDGE_FILTER:
@@ -708,8 +713,7 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     :func:`_wedge_group`); otherwise E and Δ are probed.
     """
     if dkeys.shape[0] < PAR_MIN:
-        with one_thread():
-            _wedges_blocks(dkeys, dvals, eh, el, heavy, symmetric, out)
+        _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, symmetric and WEDGE_FILTER, out)
         return
     ids = max(heavy.shape[0], int(dkeys[-1] >> 32) + 1)
     if symmetric and dkeys.shape[0] * WEDGE_GROUP_DENSITY >= ids:

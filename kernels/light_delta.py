@@ -21,7 +21,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .delta_kernels import _thread_marks, _wedges_range, mark_scratch, one_thread
+from .delta_kernels import _wedges_range, mark_scratch
 from .lsm import LO_MASK
 from .row_marks import dot_rows_mk
 
@@ -29,23 +29,21 @@ from .row_marks import dot_rows_mk
 LIGHT_DELTA_MAX = 512
 
 
-@nb.njit(cache=True, parallel=True)
-def _light_delta_par(dkeys, dvals, eh, el, heavy, pairs, wedges, marks):
-    """pairs[i] = Δ(x,y)·|N(x) ∩ N(y)| for the tuples i = (x, y) with x < y (0 for the
-    others), wedges[i] = the wedge term of tuple i; one block of tuples per iteration."""
+@nb.njit(cache=True)
+def _light_delta_one(dkeys, dvals, eh, el, heavy, marks):
+    """(Σ_{x<y} Δ(x,y)·|N(x) ∩ N(y)|, Σ of the wedge terms) of the batch, on the calling
+    thread: a parallel kernel's launch costs more than such a batch (docs/design.md)."""
     n = dkeys.shape[0]
-    for blk in nb.prange((n + 63) // 64):
-        own = _thread_marks(marks)
-        i0 = blk * 64
-        i1 = min(n, i0 + 64)
-        _wedges_range(i0, i1, dkeys, dvals, eh, el, heavy, True, wedges)
-        for i in range(i0, i1):
-            x = dkeys[i] >> 32
-            y = dkeys[i] & LO_MASK
-            if x < y:
-                pairs[i] = dvals[i] * dot_rows_mk(el, y, el, x, own)[0]
-            else:
-                pairs[i] = 0
+    wedges = np.empty(n, np.int64)
+    _wedges_range(0, n, dkeys, dvals, eh, el, heavy, True, wedges)
+    own = marks[0]
+    pairs = 0
+    for i in range(n):
+        x = dkeys[i] >> 32
+        y = dkeys[i] & LO_MASK
+        if x < y:
+            pairs += dvals[i] * dot_rows_mk(el, y, el, x, own)[0]
+    return pairs, wedges.sum()
 
 
 def light_delta(dkeys: np.ndarray, dvals: np.ndarray, eh, el, heavy: np.ndarray,
@@ -66,11 +64,7 @@ def light_delta(dkeys: np.ndarray, dvals: np.ndarray, eh, el, heavy: np.ndarray,
     >>> light_delta(d, np.ones(2, np.int64), eh.nt(), el.nt(), np.zeros(3, np.bool_), 3)
     6
     """
-    n = dkeys.shape[0]
-    if n == 0:
+    if dkeys.shape[0] == 0:
         return 0
-    pairs = np.empty(n, np.int64)
-    wedges = np.empty(n, np.int64)
-    with one_thread():
-        _light_delta_par(dkeys, dvals, eh, el, heavy, pairs, wedges, mark_scratch(1, ids))
-    return 6 * int(pairs.sum()) + int(wedges.sum())
+    pairs, wedges = _light_delta_one(dkeys, dvals, eh, el, heavy, mark_scratch(1, ids))
+    return 6 * int(pairs) + int(wedges)
