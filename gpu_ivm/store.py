@@ -261,14 +261,14 @@ class ZStore:
     def _append_flagged(self, keys: np.ndarray, vals: np.ndarray, flags: np.ndarray,
                         n: int, padded: bool = False) -> None:
         """:meth:`_append_run` of the ``n`` entries of ``keys`` / ``vals`` that ``flags``
-        marks, copied in one kernel (a scan and a scatter on a device). ``padded``: at most
-        ``n`` are marked, the rest of the run is ``PAD_KEY`` (on a device)."""
+        marks, copied in one kernel (a scan and a scatter on a device) that also sets the new
+        run's bits. ``padded``: at most ``n`` are marked, the rest of the run is ``PAD_KEY``
+        (on a device)."""
         start = self._run_room(n)
-        if padded:
-            self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start, pad_to=n)
-        else:
-            self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start)
-        self._close_run(start, n, directory=False)  # :meth:`_settle` follows
+        bit = 1 << self.nruns  # the run index the new run gets
+        self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start,
+                             pad_to=n if padded else -1, runmask=self.runmask, bit=bit)
+        self._close_run(start, n, directory=False, bits=False)  # :meth:`_settle` follows
 
     def _run_room(self, n: int) -> int:
         """The start of a new run of ``n`` entries after the last one (arrays grown)."""
@@ -278,13 +278,15 @@ class ZStore:
             self.vals = _grow(self.xp, self.vals, start + n)
         return start
 
-    def _close_run(self, start: int, n: int, directory: bool = True) -> None:
-        """Register the run of ``n`` entries written at ``start``: bounds, run bits, and its
-        directory unless ``directory`` is False (a new run that :meth:`_settle` may merge
-        at once gets its directory there, after the merges)."""
+    def _close_run(self, start: int, n: int, directory: bool = True, bits: bool = True) -> None:
+        """Register the run of ``n`` entries written at ``start``: bounds, run bits (unless
+        ``bits`` is False: the copy set them), and its directory unless ``directory`` is
+        False (a new run that :meth:`_settle` may merge at once gets its directory there,
+        after the merges)."""
         self.bounds.append(start + n)
         j = self.nruns - 1
-        self.sk.set_run_bits(self.keys, start, start + n, self.runmask, j)
+        if bits:
+            self.sk.set_run_bits(self.keys, start, start + n, self.runmask, j)
         self.dirptr.append(-1)
         self.dirlen.append(0)
         if directory:

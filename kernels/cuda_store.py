@@ -282,18 +282,27 @@ def _compact_keys_kernel(st, io, n):
 
 
 @cuda.jit(cache=True)
-def _copy_flagged_kernel(io, n, dst0, pad_to):
+def _copy_flagged_kernel(io, n, dst0, pad_to, bit):
     """dst[dst0 + incl[r] - 1] = src[r] (keys and values) where ``flags[r]``; ``incl`` is the
     inclusive prefix sum of the flags. With ``pad_to >= 0`` the unflagged entries write
     ``PAD_KEY`` (value 0) behind the copied ones up to ``dst0 + pad_to``, so the copy fills
-    exactly ``[dst0, dst0 + pad_to)`` (the caller's bound on the flags' count). Launch
-    config: 1-D grid-stride, one thread per source entry."""
-    src_k, src_v, flags, incl, dst_k, dst_v = io
+    exactly ``[dst0, dst0 + pad_to)`` (the caller's bound on the flags' count). With ``bit``
+    nonzero, ``runmask[x] |= bit`` for the first key x of every copied entry (the new run's
+    bit, where a run-bits kernel was a launch of its own): written by each copied entry
+    whose source predecessor is not a copied entry of the same first key. Two threads may
+    set the same word; they set the same bit and no thread changes any other bit in this
+    launch, so the plain read-modify-writes cannot lose a bit. Launch config: 1-D
+    grid-stride, one thread per source entry."""
+    src_k, src_v, flags, incl, dst_k, dst_v, runmask = io
     r = cuda.grid(1)
     stride = cuda.gridsize(1)
     total = incl[n - 1]
     while r < n:
-        _place(r, src_k, src_v, flags, incl, dst_k, dst_v, dst0, total, pad_to)
+        if _place(r, src_k, src_v, flags, incl, dst_k, dst_v, dst0, total, pad_to) and bit:
+            x = src_k[r] >> 32
+            if (r == 0 or not flags[r - 1] or (src_k[r - 1] >> 32) != x) \
+                    and x < runmask.shape[0]:
+                runmask[x] |= bit
         r += stride
 
 
@@ -600,18 +609,23 @@ def compact_keys(st, tomb, xs) -> None:
     launch(_compact_keys_kernel, *grid(n), st, (tomb, xs), n)
 
 
-def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to: int = -1) -> None:
+def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to: int = -1, runmask=None,
+                 bit: int = 0) -> None:
     """Copy the entries of ``src_k`` / ``src_v`` that ``flags`` marks, in order, to
     ``dst_k`` / ``dst_v`` from ``dst0`` on: one scan (CuPy's ``cumsum``) and one scatter.
     ``pad_to >= 0``: ``PAD_KEY`` entries (value 0) follow the copied ones up to
-    ``dst0 + pad_to`` (a bound on the marked count that the caller knows)."""
+    ``dst0 + pad_to`` (a bound on the marked count that the caller knows). ``runmask``,
+    ``bit``: ``runmask[x] |= bit`` for every first key x copied, in the same launch (a new
+    run's bit; :func:`set_run_bits` of the copied entries)."""
     check_1d("src_k", src_k)
     n = src_k.shape[0]
     if n == 0:
         return
     incl = array_module(flags).cumsum(flags, dtype=np.int64)
-    launch(_copy_flagged_kernel, *grid(n), (src_k, src_v, flags, incl, dst_k, dst_v), n,
-           np.int64(dst0), np.int64(pad_to))
+    if runmask is None:  # a stand-in of the right type, never written with bit 0
+        runmask, bit = dst_k, 0
+    launch(_copy_flagged_kernel, *grid(n), (src_k, src_v, flags, incl, dst_k, dst_v, runmask),
+           n, np.int64(dst0), np.int64(pad_to), np.int64(bit))
 
 
 def compact_rows_of(st, tomb, live, keys, slack) -> None:

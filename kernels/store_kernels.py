@@ -271,16 +271,23 @@ def rows_to_compact(keys, tomb, live, slack):
 
 
 @nb.njit(cache=True)
-def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to=-1):
+def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to=-1, runmask=None, bit=0):
     """Copy the entries of ``src_k`` / ``src_v`` that ``flags`` marks, in order, to
     ``dst_k`` / ``dst_v`` from ``dst0`` on; ``pad_to >= 0``: ``PAD_KEY`` entries (value 0)
-    follow up to ``dst0 + pad_to``."""
+    follow up to ``dst0 + pad_to``. ``runmask``, ``bit``: ``runmask[x] |= bit`` for every
+    first key x copied (a new run's bit, :func:`set_run_bits` of the copied entries)."""
     w = dst0
+    prev = -1
     for r in range(src_k.shape[0]):
         if flags[r]:
             dst_k[w] = src_k[r]
             dst_v[w] = src_v[r]
             w += 1
+            if runmask is not None and bit != 0:
+                x = src_k[r] >> 32
+                if x != prev and x < runmask.shape[0]:
+                    runmask[x] |= bit
+                    prev = x
     while w < dst0 + pad_to:
         dst_k[w] = PAD_KEY
         dst_v[w] = 0

@@ -75,7 +75,7 @@ def cases(repo: str) -> dict:
         s._directory_kernel: ((i, i), n, n, n),
         s._compact_keys_kernel: (st, (i, i), n),
         s._compact_rows_of_kernel: (st, (i, i, i), n, n),
-        s._copy_flagged_kernel: ((i, i, b, i, i, i), n, n, n),
+        s._copy_flagged_kernel: ((i, i, b, i, i, i, i), n, n, n, n),
         s._merge_place_kernel: ((i,) * 7, n, n, n, True),
         s._meta_kernel: ((i,),) + (n,) * 12,
         ph._phase_kernel: ((i, i, i, i, i, b, b, i, i, i, i, i), n, n, n, n),

@@ -536,6 +536,22 @@ def test_rows_collect_compact(n: int) -> None:
     for a, b in zip(*outs):
         assert array_equal(a, b)
     assert array_equal(outs[0][0][7:7 + int(flags.sum())], src_k[flags])
+    # with the new run's bit set in the same launch: as set_run_bits over the copied run
+    # (sorted keys with repeated first keys, some above the mask as padding rows are)
+    src_k = np.sort(rng.integers(0, 40, n) << 32 | rng.integers(0, 9, n))
+    ids = 32
+    base = rng.integers(0, 4, ids)  # bits of older runs, kept
+    want = base.copy()
+    copied = src_k[flags]
+    cpu_store.set_run_bits(copied, 0, copied.shape[0], want, 3)
+    for kern in (cpu_store, K.store):
+        dk, dv = np.full(n + 9, -1, np.int64), np.full(n + 9, -1, np.int64)
+        got = base.copy()
+        kern.copy_flagged(src_k, src_v, flags, dk, dv, 7, pad_to=n, runmask=got, bit=1 << 3)
+        assert array_equal(got, want)
+        assert array_equal(dk[7:7 + copied.shape[0]], copied)
+    if copied.shape[0]:  # not vacuous: some first key got the bit
+        assert (want != base).any()
 
 
 @pytest.mark.usefixtures("boundary_launch")
