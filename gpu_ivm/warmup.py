@@ -151,6 +151,14 @@ def _workload(backend, maintain, track_changes: bool) -> None:
     keep = rng.random(a.shape[0]) < 0.8  # about 6,500 distinct edges: degrees near 100
     g = GraphEngine(epsilon="1", **kw)
     g.apply({"src": a[keep], "dst": b[keep], "sign": np.ones(int(keep.sum()), np.int64)})
+    # the stores' grouped pair weights (more tuples than light_delta takes, fewer ids per
+    # tuple than the copy of the graph needs): on the calling thread in the sequential pass
+    # (fewer pairs than PAR_MIN), in chunks in the parallel one
+    ring = np.arange(3000)
+    g = GraphEngine(epsilon="1", on_conflict="ignore", **kw)
+    g.load((ring, (ring + 1) % ring.shape[0]))
+    g.apply({"src": rng.integers(0, 3000, 300), "dst": rng.integers(0, 3000, 300),
+             "sign": np.ones(300, np.int64)})
     # the adaptive policy's own kernel (the grouped work estimate, measured after a batch)
     g = GraphEngine(epsilon="1", on_conflict="ignore", **{**kw, "adaptive": True})
     g.load((src[:400], dst[:400]))
