@@ -445,8 +445,6 @@ class TriangleEngineBase:
         """Apply consolidated phases [(relation, sorted keys, deltas)] by the cheaper path.
         ``old``: per phase, the current multiplicities of its keys, if known."""
         plist = [(k, keys) for k, keys, _ in phases]
-        if phases and not force:
-            self._calibrate_recompute()
         path = force or (self.policy.choose(self, plist) if phases else "delta")
         if not phases:
             return path
@@ -506,7 +504,9 @@ class TriangleEngineBase:
         """Measure the recompute rate with one static recount of the stored tuples (the state
         stays as it is) when the policy has none — an engine that started empty never ran
         preprocessing — or when |D| has grown 4× since the last measurement (the recount is
-        superlinear). Costs one recount per 4× growth; the count doubles as a check of Q."""
+        superlinear). Costs one recount per 4× growth; the count doubles as a check of Q.
+        Called by :meth:`AdaptivePolicy.choose` for a batch whose choice reads the rate (a
+        batch that takes deltas without the estimates needs none)."""
         pol = self.policy
         if pol is None or not pol.enabled or pol.force:
             return

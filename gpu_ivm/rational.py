@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 from numbers import Rational
 
 from .errors import InputError
@@ -127,11 +128,15 @@ class Thresholds:
         >>> (t.strict, t.up, t.down)
         (3, 5, 2)
         """
-        return cls(
-            n=n,
-            eps=eps,
-            strict=_smallest_at_least(1, 1, n, eps),
-            up=_smallest_at_least(3, 2, n, eps),
-            down=_smallest_at_least(1, 2, n, eps),
-            all_heavy=eps == 0,
-        )
+        return _thresholds(int(n), eps.numerator, eps.denominator)
+
+
+@lru_cache(maxsize=1024)
+def _thresholds(n: int, p: int, q: int) -> Thresholds:
+    """:meth:`Thresholds.of`, remembered: the value is immutable, and the same few (N, ε)
+    come back at every major rebalancing and every choice of ε (three exact integer roots a
+    call: 3–13 µs here, and ``choose_epsilon`` asks for two or more per rebalancing)."""
+    eps = Fraction(p, q)
+    return Thresholds(n=n, eps=eps, strict=_smallest_at_least(1, 1, n, eps),
+                      up=_smallest_at_least(3, 2, n, eps), down=_smallest_at_least(1, 2, n, eps),
+                      all_heavy=eps == 0)

@@ -130,7 +130,7 @@ class AdaptivePolicy:
         """``"delta"`` or ``"recompute"`` for the batch of ``phases`` (see the class)."""
         if self.force:
             return self.force
-        if not self.enabled or self.recompute_sec_per_tuple is None:
+        if not self.enabled:
             return "delta"
         batch = sum(p[1].shape[0] for p in phases)
         small = getattr(engine, "_light_small", None)
@@ -139,6 +139,13 @@ class AdaptivePolicy:
             # delta, at most LIGHT_DELTA_MAX tuples): deltas, without the estimates, which
             # cost about a tenth of such a batch on a sliding window of a few thousand edges
             return self._skip_estimate()
+        # the recount's rate, measured when this engine has none or has grown 4x since
+        # (a recount of the stored tuples: only for a batch whose choice reads it)
+        calibrate = getattr(engine, "_calibrate_recompute", None)
+        if calibrate is not None:
+            calibrate()
+        if self.recompute_sec_per_tuple is None:
+            return "delta"
         size = engine.size + batch
         est_recompute = self.recompute_factor * self.recompute_sec_per_tuple * size
         if not engine.stale and self._far_cheaper(batch, est_recompute):

@@ -363,6 +363,43 @@ def test_empty_start_engine_calibrates_recompute_rate():
     assert g.count() == count_triangles_arrays(np.array(src), np.array(dst))
 
 
+def test_small_light_batches_do_not_pay_the_calibration_recount():
+    """The recount that measures the recompute rate runs for a batch whose choice reads it:
+    small batches on a graph without a heavy part take deltas without the estimates, so an
+    engine that started empty and only saw those has not recounted (even past 4,096
+    tuples); the first larger batch calibrates. Counts checked against the static counter."""
+    from gpu_ivm.kernels.light_delta import LIGHT_DELTA_MAX
+    from gpu_ivm.static import count_triangles_arrays
+
+    rng = np.random.default_rng(11)
+    g = GraphEngine(epsilon="1")
+    recounts = []
+    orig = g._count_from_stores
+    g._count_from_stores = lambda: recounts.append(1) or orig()
+    present: set = set()
+
+    def batch(n):
+        rows = set()
+        while len(rows) < n:
+            a, b = (int(v) for v in rng.integers(0, 3000, 2))
+            e = (min(a, b), max(a, b))
+            if a != b and e not in present:
+                rows.add(e)
+        present.update(rows)
+        return {"src": [e[0] for e in rows], "dst": [e[1] for e in rows],
+                "sign": [1] * len(rows)}
+
+    while g.size < 6000:  # 200 edges: 400 tuples a batch, within LIGHT_DELTA_MAX
+        assert 400 <= LIGHT_DELTA_MAX
+        g.apply(batch(200))
+    assert g.rels[0].h.size == 0 and not recounts
+    assert g.policy.recompute_sec_per_tuple is None
+    g.apply(batch(2000))  # 4,000 tuples: estimated, so calibrated first
+    assert recounts and g.policy.recompute_sec_per_tuple is not None
+    src, dst = zip(*present)
+    assert g.count() == count_triangles_arrays(np.array(src), np.array(dst))
+
+
 @pytest.mark.parametrize("mode", ["general", "insert_only"])
 def test_ignore_judges_each_edge_on_its_net_change(mode):
     """The documented on_conflict rule: an edge's rows in a batch are summed; an edge whose
