@@ -193,3 +193,50 @@ def test_relation_engine_auto_is_exact():
         assert e.apply(batch).triangles == fixed.apply(batch).triangles == oracle.count()
     e.check_invariants()
     assert e.epsilon_auto and all(isinstance(x, Fraction) for x in e.epsilons)
+
+
+def test_choice_reads_only_the_deciding_degrees():
+    """``choose_epsilon`` reads the degrees at or above ε = 1/2's cut-off and the two largest
+    below it, not a sort of every key: on random, skewed, tied and tiny degree arrays it
+    picks what the rule picks from all the degrees sorted (each candidate's modelled work by
+    ``worst_case_work``, the largest within ``work_bound``), and each candidate's modelled
+    work comes out the same from the deciding degrees as from all of them."""
+    from gpu_ivm.eps_policy import (
+        CANDIDATES,
+        _deciding_degrees,
+        _work,
+        choose_epsilon,
+        work_bound,
+        worst_case_work,
+    )
+    from gpu_ivm.rational import Thresholds
+
+    def by_the_rule(n, deg, symmetric):
+        for eps in CANDIDATES:
+            if worst_case_work(n, eps, deg, symmetric) <= work_bound(n):
+                return eps
+        return Fraction(1, 2)
+
+    rng = np.random.default_rng(23)
+    cases = [np.zeros(5, np.int64), np.array([3]), np.array([0, 7, 0]), np.array([9, 9]),
+             np.array([4, 4, 4])]
+    for _ in range(300):
+        size = int(rng.integers(1, 400))
+        n = int(rng.integers(3, 200_000))
+        half = Thresholds.of(n, Fraction(1, 2)).strict
+        deg = rng.integers(0, max(half, 2), size)  # mostly below √N
+        k = int(rng.integers(0, 6))  # and a few hubs, some exactly at a candidate's cut-off
+        hubs = rng.integers(half, 40 * half + 2, k)
+        if k and rng.random() < 0.5:
+            hubs[0] = Thresholds.of(n, CANDIDATES[int(rng.integers(0, 13))]).strict
+        deg[rng.integers(0, size, k)] = hubs
+        cases.append((n, deg))
+    for case in cases:
+        n, deg = case if isinstance(case, tuple) else (101, case)
+        deciding = _deciding_degrees(n, deg)
+        for symmetric in (True, False):
+            assert choose_epsilon(n, deg, symmetric) == by_the_rule(n, deg, symmetric), \
+                (n, symmetric, np.sort(deg)[-6:])
+            for eps in CANDIDATES:  # and every candidate's modelled work is the same number
+                assert _work(n, eps, deciding, symmetric) == \
+                    worst_case_work(n, eps, deg, symmetric), (n, eps, symmetric)

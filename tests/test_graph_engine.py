@@ -369,6 +369,7 @@ def test_small_light_batches_do_not_pay_the_calibration_recount():
     engine that started empty and only saw those has not recounted (even past 4,096
     tuples); the first larger batch calibrates. Counts checked against the static counter."""
     from gpu_ivm.kernels.light_delta import LIGHT_DELTA_MAX
+
     from gpu_ivm.static import count_triangles_arrays
 
     rng = np.random.default_rng(11)
