@@ -167,6 +167,19 @@ class CqConfig:
 
 
 @dataclass(frozen=True)
+class PairedConfig:
+    """The in-process engines run together, batch by batch (``bench.scenarios.paired``): the
+    R-MAT streams ``rmat`` = {scale: {B: n_batches}} (replay's seed), and with ``celebrity`` /
+    ``windows`` the profile's celebrity churn and SNAP windows."""
+
+    rmat: dict[int, dict[int, int]] = field(default_factory=lambda: {16: {1000: 30}})
+    celebrity: bool = True
+    windows: bool = True
+    systems: tuple[str, ...] = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta")
+    cap_s: float = 300.0
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     replay: ReplayConfig
@@ -179,6 +192,7 @@ class Profile:
     celebrity: CelebrityConfig = field(default_factory=CelebrityConfig)
     modes: ModesConfig = field(default_factory=ModesConfig)
     cq: CqConfig = field(default_factory=CqConfig)
+    paired: PairedConfig = field(default_factory=PairedConfig)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -213,6 +227,7 @@ QUICK = Profile(
                               systems=tuple(x for x in ALL if x != "pathway")),
     modes=ModesConfig(datasets=("CollegeMsg",), repeats=1),
     cq=CqConfig(sizes=(20_000, 320_000), peer_size=20_000, n_batches=5),
+    paired=PairedConfig(rmat={16: {1000: 10, 100_000: 2}}),
 )
 
 TINY = Profile(
@@ -240,6 +255,7 @@ TINY = Profile(
     modes=ModesConfig(datasets=("CollegeMsg",), repeats=1),
     cq=CqConfig(sizes=(2_000, 32_000), peer_size=2_000, batch_size=100, n_batches=2,
                 epsilons=("0", "1/2", "1"), eps_batches=2),
+    paired=PairedConfig(rmat={8: {10: 3, 100: 3}}, cap_s=60.0),
 )
 
 KERNEL_SYSTEMS = ("gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta", "recount",
@@ -264,6 +280,7 @@ KERNELS = Profile(
     spark=SparkConfig(enabled=False),
     storage=StorageConfig(sizes=(1 << 20,), time_budget=30.0, repeats=1),
     celebrity=CelebrityConfig(systems=KERNEL_SYSTEMS),
+    paired=PairedConfig(rmat={16: {1000: 30, 100_000: 4}, 18: {1000: 30, 100_000: 4}}),
 )
 
 PROFILES = {p.name: p for p in (TINY, QUICK, FULL, KERNELS)}

@@ -182,6 +182,84 @@ def run_system(ctx: RunContext, name: str, wl: Workload, *, n_timed: int | None 
     return _finish(rec, wl)
 
 
+def run_interleaved(ctx: RunContext, names: list[str], wl: Workload, *,
+                    cap_s: float = 300.0) -> list[dict]:
+    """Run the in-process systems ``names`` over ``wl`` together: each loads the base graph,
+    then every batch goes to each system before the next batch, in an order rotated by one
+    system per batch, so a drift in the machine's speed (a shared machine) hits every system
+    alike. Every batch is timed; counts are checked at ``wl.expected``'s points. Returns one
+    record per system (not yet emitted) with the fields of :func:`run_system`'s, less the
+    peak memory (the systems are resident together), plus ``order = "interleaved"``."""
+    recs, live = {}, {}
+    for name in names:
+        pre = _precheck(name, wl)
+        if pre is not None:
+            recs[name] = pre
+            continue
+        sys_ = systems.make(name)
+        if getattr(sys_, "external", False):
+            recs[name] = not_run(name, wl, "skipped", "an external process: not interleaved")
+            continue
+        live[name] = sys_
+        recs[name] = _base_record(name, wl, sys_)
+    state = {n: {"secs": [], "upd": [], "paths": [], "checks": {}, "status": "ok",
+                 "detail": "", "load_s": None} for n in live}
+    la0 = machine.loadavg()
+    t_wall = time.perf_counter()
+    for name, sys_ in list(live.items()):
+        try:
+            state[name]["load_s"] = sys_.load(wl.base_src, wl.base_dst)
+            if -1 in wl.expected:
+                state[name]["checks"][-1] = [sys_.count(), wl.expected[-1]]
+        except Exception as e:  # noqa: BLE001 - a system failing is a result
+            state[name].update(status="failed", detail=f"load: {type(e).__name__}: {e}")
+            del live[name]
+    order = list(live)
+    it = ctx.bar(enumerate(wl.batches), desc=f"{wl.key} interleaved", total=len(wl.batches))
+    for i, b in it:
+        if time.perf_counter() - t_wall > cap_s:
+            for name in live:
+                state[name].update(status="timed out",
+                                   detail=f"timed out after {cap_s:.0f} s ({i} of "
+                                          f"{len(wl.batches)} batches applied)")
+            break
+        k = i % max(len(order), 1)
+        for name in order[k:] + order[:k]:
+            if name not in live:
+                continue
+            st = state[name]
+            try:
+                st["secs"].append(live[name].apply(b))
+                st["upd"].append(int(len(b["src"])))
+                st["paths"].append(live[name].info().get("path"))
+                if i in wl.expected:
+                    st["checks"][i] = [live[name].count(), wl.expected[i]]
+            except Exception as e:  # noqa: BLE001
+                st.update(status="failed", detail=f"batch {i}: {type(e).__name__}: {e}")
+                del live[name]
+    wall = time.perf_counter() - t_wall
+    out = []
+    for name in names:
+        rec = recs[name]
+        if name in state:
+            st = state[name]
+            described = live[name].describe() if name in live else {}
+            rec.update(status=st["status"], detail=st["detail"], load_s=st["load_s"],
+                       **summarize(st["secs"], st["upd"]), timed_batches=len(st["secs"]),
+                       batch_seconds=[float(f"{s:.6g}") for s in st["secs"]],
+                       timed_index=list(range(len(st["secs"]))), checks=st["checks"],
+                       paths=dict(Counter(p for p in st["paths"] if p is not None)),
+                       peak_rss_bytes=None, loadavg_start=la0, loadavg_end=machine.loadavg(),
+                       wall_s=wall, order="interleaved", **described)
+            rec = _finish(rec, wl)
+        out.append(rec)
+    for sys_ in live.values():
+        sys_.close()
+    live.clear()
+    gc.collect()
+    return out
+
+
 def log_line(ctx: RunContext, tag: str, rec: dict) -> None:
     if rec.get("status") != "ok":
         ctx.log(f"[{tag}] {rec['workload']} B={rec.get('batch_size')} {rec['system']:24s} "

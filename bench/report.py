@@ -196,6 +196,13 @@ def _what_is_measured(sources: dict[str, Source]) -> list[str]:
                 "the window during one day (days without a change dropped). Variant *fixed*: "
                 "the same changes in batches of a fixed number of changes (an edge changing "
                 "twice inside a batch is netted out).", ""]
+    if "paired" in sources:
+        out += ["**paired.** The in-process engines (the default and the fixed ε) on the "
+                "workloads above, loaded together; every batch goes to each engine before the "
+                "next batch, in an order rotated by one engine per batch, so that a drift in "
+                "the machine's speed (a shared machine's other work) hits them alike. The "
+                "ratios between engines are read from this table; the other tables run one "
+                "system after another.", ""]
     if "modes" in sources:
         out += ["**modes.** The SNAP temporal streams through `bench.modes` (also "
                 "`python -m bench.modes`): the growing graph (first arrival of each edge, one "
@@ -356,6 +363,72 @@ def _scaling_section(src: Source, images: dict, md_dir: Path) -> list[str]:
                 f"edges): **{hi['mean_s'] / lo['mean_s']:.2f}×** (medians "
                 f"{hi['median_s'] / lo['median_s']:.2f}×).", ""]
     out += _img(images, "scaling_throughput.png", "Throughput vs graph size", md_dir)
+    return out
+
+
+#: the fixed-ε engines the paired table compares the default with
+PAIRED_FIXED = ("gpu_ivm_eps_half", "gpu_ivm_eps_1_delta")
+
+
+def paired_ratios(recs: list[dict]) -> list[dict]:
+    """Per workload of the paired scenario: the engines' mean and median ms a batch, and the
+    default's (``gpu_ivm_auto``) over the best fixed ε's (the fixed engine of the lowest
+    mean; ``None`` where a record did not finish with every count right)."""
+    groups: dict[tuple, dict] = {}
+    for r in recs:
+        if r.get("record") == "system":
+            groups.setdefault((r["workload"], r.get("batch_size")), {})[r["system"]] = r
+    out = []
+    for (wl, B), g in groups.items():
+        good = {n: r for n, r in g.items() if r.get("ok") and r.get("n")}
+        row = {"workload": wl, "batch_size": B, "records": g, "ratio": None,
+               "ratio_median": None, "best": None}
+        fixed = [good[n] for n in PAIRED_FIXED if n in good]
+        if "gpu_ivm_auto" in good and fixed:
+            best = min(fixed, key=lambda r: r["mean_s"])
+            auto = good["gpu_ivm_auto"]
+            row.update(best=best["system"], ratio=auto["mean_s"] / best["mean_s"],
+                       ratio_median=auto["median_s"] / min(r["median_s"] for r in fixed))
+        out.append(row)
+    return out
+
+
+def _paired_section(src: Source, images: dict, md_dir: Path) -> list[str]:
+    out = ["## Paired: the engines interleaved batch by batch", ""] + _source_note(src, md_dir)
+    rows = paired_ratios(src.records)
+    if not rows:
+        return out + ["*No records.*", ""]
+    names = ["gpu_ivm_auto", *PAIRED_FIXED]
+    labels = {n: next((r["records"][n].get("label", n) for r in rows if n in r["records"]), n)
+              for n in names}
+    out += ["Mean ms a batch (median in brackets) of each engine on the same batches, in one "
+            "process, the engines' order rotated batch by batch; *default / best fixed ε*: "
+            "the default's mean over the lower of the fixed engines' means (medians over the "
+            "lower median).", "",
+            "| workload, B | " + " | ".join(labels[n] for n in names)
+            + " | default / best fixed ε | (medians) | ε chosen | counts |",
+            "|:---|" + "---:|" * len(names) + "---:|---:|:---|:---|"]
+    within = 0
+    for row in rows:
+        g = row["records"]
+        cells = []
+        for n in names:
+            r = g.get(n)
+            if r is None or not r.get("n"):
+                cells.append("—" if r is None else _status_cell(r))
+            else:
+                cells.append(f"{r['mean_s'] * 1e3:,.3f} ({r['median_s'] * 1e3:,.3f})")
+        ratio = "—" if row["ratio"] is None else f"{row['ratio']:.3f}"
+        med = "—" if row["ratio_median"] is None else f"{row['ratio_median']:.3f}"
+        within += row["ratio"] is not None and row["ratio"] <= 1.1
+        auto = g.get("gpu_ivm_auto", {})
+        checks = all(_count_cell(r).startswith("ok") for r in g.values())
+        out.append(f"| {row['workload']}, {row['batch_size']:,} | " + " | ".join(cells)
+                   + f" | {ratio} | {med} | {auto.get('epsilon_chosen') or '—'} | "
+                   + ("ok" if checks else "; ".join(f"{n}: {_count_cell(r)}"
+                                                   for n, r in g.items())) + " |")
+    out += ["", f"The default within 10 % of the best fixed ε (means): **{within} of "
+                f"{len(rows)}** workloads.", ""]
     return out
 
 
@@ -647,7 +720,8 @@ def _cq_section(src: Source, images: dict, md_dir: Path) -> list[str]:
 
 SECTIONS = {"replay": _replay_section, "celebrity": _celebrity_section,
             "queries": _queries_section, "scaling": _scaling_section,
-            "windows": _windows_section, "modes": _modes_section, "cq": _cq_section,
+            "windows": _windows_section, "paired": _paired_section, "modes": _modes_section,
+            "cq": _cq_section,
             "snap_static": _static_section,
             "spark": _spark_section, "storage": _storage_section}
 

@@ -45,7 +45,16 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     from conftest import DATA
 
     snap = {"windows", "snap_static"} if DATA.is_dir() else set()
-    assert {r["scenario"] for r in systems} == {"replay", "celebrity", "scaling"} | snap
+    assert {r["scenario"] for r in systems} == {"replay", "celebrity", "scaling", "paired"} | snap
+    # the paired scenario: the engines on the same batches, interleaved, every batch timed
+    paired = [r for r in systems if r["scenario"] == "paired"]
+    by_wl: dict = {}
+    for r in paired:
+        by_wl.setdefault(r["workload"], set()).add(r["system"])
+        assert r["order"] == "interleaved" and r["timed_batches"] == r["n_batches"], r
+    assert all(v == {"gpu_ivm_auto", "gpu_ivm_eps_half", "gpu_ivm_eps_1_delta"}
+               for v in by_wl.values()), by_wl
+    assert {"rmat-8", "rmat-8+8x200"} <= set(by_wl)
     celebrity = [r for r in systems if r["scenario"] == "celebrity"]
     assert {r["system"] for r in celebrity} == {r["system"] for r in replay}
     assert all(r["ok"] for r in celebrity if r["status"] == "ok")
@@ -93,7 +102,7 @@ def test_bench_tiny_end_to_end(bench_main, tmp_path):
     md = (tmp_path / "benchmarks.md").read_text()
     assert "python -m bench --profile tiny" in md
     for heading in ("## What is measured", "## Replay", "## Celebrity churn", "## Scaling",
-                    "## Sliding windows", "## Insert-only and sliding-window modes",
+                    "## Sliding windows", "## Paired", "## Insert-only and sliding-window modes",
                     "## Static SNAP", "## Per-vertex counts", "## Conjunctive queries",
                     "## Spark", "## Storage", "## Goals",
                     "## Where the time goes"):
@@ -218,3 +227,52 @@ def test_every_profile_names_known_systems_and_scenarios():
         for part in (prof.replay, prof.scaling, prof.windows, prof.static, prof.celebrity):
             unknown = set(part.systems) - set(SYSTEMS)
             assert not unknown, (prof.name, type(part).__name__, unknown)
+
+
+def test_interleaved_runner_rotates_and_checks(monkeypatch):
+    """``drive.run_interleaved``: every batch goes to each system before the next, the first
+    system rotating by one per batch; a system whose count is wrong is recorded with ``ok``
+    False, one that raises as failed (the others go on), each with its batches timed."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from bench import drive, systems
+    from bench.context import RunContext
+    from bench.system_base import System
+
+    calls = []
+
+    class Fake(System):
+        def __init__(self, name, off=0, fail_at=None):
+            self.name, self.label, self.off, self.fail_at = name, name, off, fail_at
+            self.q = 0
+
+        def load(self, src, dst):
+            return 0.0
+
+        def apply(self, batch):
+            calls.append((batch["i"], self.name))
+            if batch["i"] == self.fail_at:
+                raise RuntimeError("boom")
+            self.q += len(batch["src"])
+            return 1e-3
+
+        def count(self):
+            return self.q + self.off
+
+    fakes = {"a": lambda: Fake("a"), "b": lambda: Fake("b", off=1),
+             "c": lambda: Fake("c", fail_at=2)}
+    for k, f in fakes.items():
+        monkeypatch.setitem(systems.SYSTEMS, k, f)
+    batches = [{"src": [0] * (i + 1), "dst": [1] * (i + 1), "sign": [1] * (i + 1), "i": i}
+               for i in range(4)]
+    wl = drive.Workload("fake", [], [], batches, {1: 3, 3: 10}, 0, 1)
+    ctx = RunContext.__new__(RunContext)
+    ctx.bar = lambda it, **kw: it
+    recs = {r["system"]: r for r in drive.run_interleaved(ctx, ["a", "b", "c"], wl)}
+    assert [n for i, n in calls if i == 0] == ["a", "b", "c"]
+    assert [n for i, n in calls if i == 1] == ["b", "c", "a"]
+    assert [n for i, n in calls if i == 2] == ["c", "a", "b"]
+    assert [n for i, n in calls if i == 3] == ["a", "b"]  # c failed at batch 2
+    assert recs["a"]["ok"] is True and recs["a"]["timed_batches"] == 4
+    assert recs["b"]["ok"] is False and recs["b"]["checks"][1] == [4, 3]
+    assert recs["c"]["status"] == "failed" and "boom" in recs["c"]["detail"]
+    assert all(r["order"] == "interleaved" for r in recs.values())

@@ -8,6 +8,7 @@ from bench.scenarios import (
     celebrity,
     cq,
     modes,
+    paired,
     queries,
     replay,
     scaling,
@@ -17,7 +18,7 @@ from bench.scenarios import (
     windows,
 )
 
-SCENARIOS = {m.NAME: m for m in (replay, celebrity, scaling, windows, modes, snap_static,
-                                 queries, cq, spark, storage)}
+SCENARIOS = {m.NAME: m for m in (replay, celebrity, scaling, windows, paired, modes,
+                                 snap_static, queries, cq, spark, storage)}
 
 __all__ = ["SCENARIOS"]
