@@ -85,6 +85,14 @@ def _finish(rec: dict, wl: Workload) -> dict:
     return rec
 
 
+def _timings(secs: list[float], upd: list[int], idx: list[int], paths: list) -> dict:
+    """A record's timing fields: the summary of the timed batches' seconds, their times
+    (6 significant digits), their indexes, and how many batches took each path."""
+    return {**summarize(secs, upd), "timed_batches": len(secs),
+            "batch_seconds": [float(f"{s:.6g}") for s in secs], "timed_index": idx,
+            "paths": dict(Counter(p for p in paths if p is not None))}
+
+
 def run_system(ctx: RunContext, name: str, wl: Workload, *, n_timed: int | None = None,
                cap_s: float = 300.0, mem_cap_bytes: int | None = None,
                desc: str = "") -> dict:
@@ -162,10 +170,8 @@ def run_system(ctx: RunContext, name: str, wl: Workload, *, n_timed: int | None 
         if status == "ok" and dog.fired and time.perf_counter() - t_wall > cap_s * 1.5:
             status, detail = "timed out", f"timed out after {cap_s:.0f} s"
     wall = time.perf_counter() - t_wall
-    rec.update(status=status, detail=detail, load_s=load_s, **summarize(secs, upd),
-               timed_batches=len(secs), batch_seconds=[float(f"{s:.6g}") for s in secs],
-               timed_index=idx, checks=checks,
-               paths=dict(Counter(p for p in paths if p is not None)),
+    rec.update(status=status, detail=detail, load_s=load_s, **_timings(secs, upd, idx, paths),
+               checks=checks,
                path_per_batch=paths if any(p is not None for p in paths) else None,
                peak_rss_bytes=mem.peak_bytes, peak_rss_scoped=mem.scoped,
                process_maxrss_bytes=machine.process_maxrss_bytes(),
@@ -245,12 +251,11 @@ def run_interleaved(ctx: RunContext, names: list[str], wl: Workload, *,
             st = state[name]
             described = live[name].describe() if name in live else {}
             rec.update(status=st["status"], detail=st["detail"], load_s=st["load_s"],
-                       **summarize(st["secs"], st["upd"]), timed_batches=len(st["secs"]),
-                       batch_seconds=[float(f"{s:.6g}") for s in st["secs"]],
-                       timed_index=list(range(len(st["secs"]))), checks=st["checks"],
-                       paths=dict(Counter(p for p in st["paths"] if p is not None)),
-                       peak_rss_bytes=None, loadavg_start=la0, loadavg_end=machine.loadavg(),
-                       wall_s=wall, order="interleaved", **described)
+                       **_timings(st["secs"], st["upd"], list(range(len(st["secs"]))),
+                                  st["paths"]),
+                       checks=st["checks"], peak_rss_bytes=None, loadavg_start=la0,
+                       loadavg_end=machine.loadavg(), wall_s=wall, order="interleaved",
+                       **described)
             rec = _finish(rec, wl)
         out.append(rec)
     for sys_ in live.values():
