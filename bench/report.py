@@ -382,12 +382,12 @@ def paired_ratios(recs: list[dict]) -> list[dict]:
     for (wl, B), g in groups.items():
         good = {n: r for n, r in g.items() if r.get("ok") and r.get("n")}
         row = {"workload": wl, "batch_size": B, "records": g, "ratio": None,
-               "ratio_median": None, "best": None}
+               "ratio_median": None}
         fixed = [good[n] for n in PAIRED_FIXED if n in good]
         if "gpu_ivm_auto" in good and fixed:
             best = min(fixed, key=lambda r: r["mean_s"])
             auto = good["gpu_ivm_auto"]
-            row.update(best=best["system"], ratio=auto["mean_s"] / best["mean_s"],
+            row.update(ratio=auto["mean_s"] / best["mean_s"],
                        ratio_median=auto["median_s"] / min(r["median_s"] for r in fixed))
         out.append(row)
     return out

@@ -47,9 +47,14 @@ CANDIDATES: tuple[Fraction, ...] = tuple(Fraction(k, 24) for k in range(24, 11, 
 AUTO = "auto"
 
 
+def _host_degrees(degrees) -> np.ndarray:
+    """``degrees`` as a host int64 array (a CuPy array is copied down)."""
+    d = degrees.get() if hasattr(degrees, "get") else degrees
+    return np.asarray(d, dtype=np.int64)
+
+
 def _sorted_degrees(degrees) -> np.ndarray:
-    d = degrees.get() if hasattr(degrees, "get") else np.asarray(degrees)  # CuPy -> host
-    d = np.asarray(d, dtype=np.int64)
+    d = _host_degrees(degrees)
     return np.sort(d[d > 0])
 
 
@@ -83,8 +88,7 @@ def _deciding_degrees(n: int, degrees) -> np.ndarray:
     update's light degree below any cut-off is among them). :func:`_work` on these equals
     :func:`_work` on all the degrees, and costs a few linear passes instead of a sort of every
     key (28 ms for 2²⁰ keys here, at each major rebalancing of an automatic ε)."""
-    d = degrees.get() if hasattr(degrees, "get") else np.asarray(degrees)  # CuPy -> host
-    d = np.asarray(d, dtype=np.int64)
+    d = _host_degrees(degrees)
     cut = max(Thresholds.of(n, Fraction(1, 2)).strict, 1)
     big = d[d >= cut]
     below = np.where(d < cut, d, 0)  # zeros and negatives never count (no key)
