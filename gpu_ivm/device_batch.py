@@ -181,40 +181,70 @@ def number_new(xp, src, dst, ids, n0: int):
     return new_keys
 
 
-def _row_pass(backend, cols, tables, ids, directed: bool, probe: bool, packed: bool = False):
-    """The row pass: (keys, signs, stats) of the rows."""
+def _row_pass(backend, cols, tables, ids, directed: bool, probe: bool, packed: bool = False,
+              stats=None):
+    """The row pass: (keys, signs, stats) of the rows (``stats``: zeroed slots to count in)."""
     xp = backend.xp
     m = cols.rows
     per = 1 if directed else 2
     keys = xp.empty(per * m, np.int64)
     sg = xp.empty(per * m, np.int64)
-    stats = _counters(backend, bp.N_STATS)
+    if stats is None:
+        stats = _counters(backend, bp.N_STATS)
     sign = cols.sign if cols.sign is not None else xp.ones(m, np.int64)
     backend.kernels.prep.rows(cols.src, cols.dst, sign, *tables, ids, keys, sg, stats,
                               _mode(cols, directed, probe, packed))
     return keys, sg, stats
 
 
-def prepare(backend, table: DeviceKeyTable, encoder: IdEncoder, cols, directed: bool) -> Prepared:
-    """Prepare the batch ``cols`` (:class:`~gpu_ivm.io.device.DeviceColumns`) on the device;
-    nothing of the engine changes (new keys are committed by the caller)."""
+@dataclass
+class Launched:
+    """A batch's preparation launched on the device and not read back yet
+    (:func:`launch`): ``out`` the placement's six rows (keys, net, old, a, b, net of the
+    pairs), valid up to the counts in the device's ``stats``; ``n0`` the encoder's size."""
+
+    out: Any
+    stats: Any
+    ids: Any
+    n0: int
+
+    def limits(self) -> tuple:
+        """Device slots with the kept keys' count and the pairs' count (what a kernel
+        launched before the read walks: ``cuda_phase.bounded``)."""
+        return self.stats[bp.KEPT : bp.KEPT + 1], self.stats[bp.PAIRS : bp.PAIRS + 1]
+
+
+def launch(backend, table: DeviceKeyTable, encoder: IdEncoder, cols, directed: bool,
+           stats=None) -> Launched:
+    """The preparation's first pass (ids probed in the device's key table), launched and not
+    read: :func:`finish` takes the ``stats`` read back (``stats``: ``N_STATS`` zeroed slots,
+    e.g. next to other counters read with them)."""
     xp = backend.xp
-    m = cols.rows
     n0 = len(encoder)
     tables = table.tables(encoder)
-    ids = xp.empty(2 * m, np.int64)
+    ids = xp.empty(2 * cols.rows, np.int64)
     packed = n0 <= bp.PACKED_IDS
-    keys, sg, stats = _row_pass(backend, cols, tables, ids, directed, True, packed)
+    keys, sg, stats = _row_pass(backend, cols, tables, ids, directed, True, packed, stats)
     out = _consolidate(backend, keys, sg, stats, n0, 0, directed, packed)
-    st = backend.to_host(stats).tolist()  # the batch's one read
+    return Launched(out, stats, ids, n0)
+
+
+def finish(backend, table: DeviceKeyTable, encoder: IdEncoder, cols, directed: bool,
+           done: Launched, st: list[int]) -> Prepared:
+    """The :class:`Prepared` batch from a :func:`launch` and its ``stats`` read back
+    (``st``): keys not known yet are numbered and the batch prepared again (a second pass
+    and read)."""
+    xp = backend.xp
+    m, n0, out = cols.rows, done.n0, done.out
     new_keys, n_new = None, 0
     bad_rows = st[bp.BAD_SIGN] or st[bp.BAD_KEY]
     if st[bp.UNKNOWN] and not bad_rows:
-        new_keys = number_new(xp, cols.src, cols.dst, ids, n0)
+        tables = table.tables(encoder)
+        new_keys = number_new(xp, cols.src, cols.dst, done.ids, n0)
         n_new = int(new_keys.shape[0])
         encoder.check_room(n_new)
         packed = n0 + n_new <= bp.PACKED_IDS
-        keys, sg, stats = _row_pass(backend, cols, tables, ids, directed, False, packed)
+        keys, sg, stats = _row_pass(backend, cols, tables, done.ids, directed, False, packed)
         out = _consolidate(backend, keys, sg, stats, n0, n_new, directed, packed)
         st = backend.to_host(stats).tolist()
     host_rules = bool(bad_rows or st[bp.BIG] or st[bp.NEW_DELETE]
@@ -224,6 +254,14 @@ def prepare(backend, table: DeviceKeyTable, encoder: IdEncoder, cols, directed: 
                     pairs=(out[3, :pairs], out[4, :pairs], out[5, :pairs]),
                     n_deletes=st[bp.DELETES], loops=st[bp.LOOPS], new_keys=new_keys,
                     n_new=n_new, n0=n0, host_rules=host_rules)
+
+
+def prepare(backend, table: DeviceKeyTable, encoder: IdEncoder, cols, directed: bool) -> Prepared:
+    """Prepare the batch ``cols`` (:class:`~gpu_ivm.io.device.DeviceColumns`) on the device;
+    nothing of the engine changes (new keys are committed by the caller)."""
+    done = launch(backend, table, encoder, cols, directed)
+    return finish(backend, table, encoder, cols, directed, done,
+                  backend.to_host(done.stats).tolist())  # the batch's one read
 
 
 def prepare_load(backend, table: DeviceKeyTable, encoder: IdEncoder, cols, directed: bool):

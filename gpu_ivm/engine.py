@@ -158,6 +158,12 @@ class TriangleEngineBase:
     #: the phase's counts, on the host with the light store's location pass or just before
     #: the first change): called once the check passed; :class:`SetViolation` otherwise
     _unverified: Callable[[], None] | None = None
+    #: on a device, (keys, launched phase, its counts read back): the phase of a batch whose
+    #: sizes were read with it (``GraphEngine._apply_device``), taken by :meth:`_phase`
+    _ahead: tuple | None = None
+    #: on a device, while that phase is launched: device slots with the counts of its keys
+    #: and of its pairs, the arrays padded behind them (what the count's kernels walk)
+    _limits: tuple | None = None
     #: (inserts, deletes) of the phase's keys under set semantics, or None: the stores then
     #: know their new keys' bound and size change without reading them back
     _set_counts: tuple[int, int] | None = None
@@ -199,9 +205,11 @@ class TriangleEngineBase:
         out = xp.empty(xs.shape[0], np.int64)
         if xs.shape[0]:
             work = xp.zeros(xs.shape[0], np.int64) if PROFILE_WORK else None
+            lim = {} if self._limits is None else {"lim": self._limits[1]}
             self.k.delta.path_weights(xp.ascontiguousarray(xs), xp.ascontiguousarray(ys), nx.h.nt(),
                             nx.l.nt(), pv.h.nt(), pv.l.nt(), pv.ht.nt(), view.sparse.nt(),
-                            view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out, work)
+                            view.vrow, view.vmat, nx.heavy, pv.heavy, symmetric, out, work,
+                            **lim)
             if work is not None:
                 self.work["updates"] += int(xs.shape[0])
                 self.work["entries"] += int(work.sum())
@@ -291,6 +299,7 @@ class TriangleEngineBase:
         n_heavy_keys = None  # on a device: keys with a heavy first key, when no key moved
         into = None  # on a device: the count delta's launcher read with the phase's counts
         if xp is np:  # two compiled passes (kernels/phase_kernels.py)
+            self._drop_ahead()
             ux, deg_new, to_heavy, to_light, clear = phase_degrees(
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, clip_threshold(up),
                 clip_threshold(th.down))
@@ -299,11 +308,16 @@ class TriangleEngineBase:
             # phase that moves keys recounts after the moves
             into = self._q_delta_into(q_delta)
             ph = self.k.phase
-            counts, to_heavy, to_light, clear, hflags = ph.phase_scan(
-                keys, old, deltas, K.h.live, K.l.live, K.heavy, K.over, clip_threshold(up),
-                clip_threshold(th.down), -1 if K.watch is None else clip_threshold(K.watch),
-                then=None if into is None else lambda acc: into(keys, deltas, acc),
-                check=None if self._unverified is None else (K.h.nt(), K.l.nt()))
+            ahead, self._ahead = self._ahead, None
+            if ahead is not None and ahead[0] is keys:  # launched with the batch's preparation
+                run, got = ahead[1], ahead[2]
+            else:
+                if ahead is not None:
+                    ahead[1].undo()
+                run, got = self._phase_launch(
+                    k, keys, old, deltas, None if into is None else
+                    lambda acc: into(keys, deltas, acc), self._unverified is not None), None
+            counts, to_heavy, to_light, clear, hflags = run.result(got)
             self._verified(counts[ph.N_BAD])
             K.n_over += counts[ph.D_OVER]
             n_heavy_keys = counts[ph.N_HEAVY_KEYS]
@@ -356,6 +370,27 @@ class TriangleEngineBase:
         if xp is np and K.watch is not None:  # auto ε: light keys past the rule's work bound
             K.track_lights(ux, deg_new)
         return dq
+
+    def _phase_launch(self, k: int, keys, old, deltas, then, check: bool, counts=None,
+                      lim=None):
+        """On a device: the phase kernel of relation k launched (``cuda_phase.phase_launch``;
+        ``check``: with the set check of ``(keys, deltas)``; ``counts``, ``lim``: see there)
+        and not read yet."""
+        K = self.rels[k]
+        th = K.th
+        up = 1 if th.all_heavy else th.up
+        return self.k.phase.phase_launch(
+            keys, old, deltas, K.h.live, K.l.live, K.heavy, K.over, clip_threshold(up),
+            clip_threshold(th.down), -1 if K.watch is None else clip_threshold(K.watch),
+            then=then, check=(K.h.nt(), K.l.nt()) if check else None, counts=counts, lim=lim)
+
+    def _drop_ahead(self) -> None:
+        """Undo a phase launched ahead of its batch (:attr:`_ahead`) that the batch will not
+        take: before the state changes any other way (the recompute path, the host's
+        rules, an error)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead[1].undo()
 
     def _verified(self, bad: int) -> None:
         """The set check of a batch run ahead of it (:attr:`_unverified`) came back with
@@ -454,6 +489,7 @@ class TriangleEngineBase:
             else time.perf_counter
         t1 = clock()
         if path == "recompute":
+            self._drop_ahead()
             self._check_ahead(phases)
             for k, keys, deltas in phases:
                 self._store_raw(k, keys, deltas)

@@ -479,6 +479,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def _host_rules(self, cols, batch_id: int | None, t0: float) -> BatchReport:
         """A device batch that only the host's rules decide (nothing of it applied yet):
         its columns downloaded once and applied by the host's path."""
+        self._drop_ahead()
         self.device_to_host += 1
         return self._apply_batch(cols.to_host(self.backend), batch_id, t0, {}, on_host=True)
 
@@ -488,7 +489,57 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         conflict) is applied from the columns downloaded once, by the host's path."""
         be = self.backend
         self.device_batches += 1
-        prep = device_batch.prepare(be, self._key_table(), self.encoder, cols, self.directed)
+        table = self._key_table()
+        early = self._phase_early()
+        block = be.kernels.prep.counters(batch_prep.N_STATS + early) if early else None
+        done = device_batch.launch(be, table, self.encoder, cols, self.directed,
+                                   None if block is None else block[:batch_prep.N_STATS])
+        run = self._run_early(done, block[batch_prep.N_STATS:]) if early else None
+        st = be.to_host(done.stats if block is None else block).tolist()  # the batch's read
+        prep = device_batch.finish(be, table, self.encoder, cols, self.directed, done,
+                                   st[:batch_prep.N_STATS])
+        if run is not None:  # the phase launched with the preparation is this batch's phase
+            if prep.host_rules or prep.n_new or not prep.keys.shape[0]:
+                run.undo()
+            else:
+                self._ahead = (prep.keys, run, st[batch_prep.N_STATS:])
+        try:
+            return self._apply_prepared(prep, cols, batch_id, t0)
+        finally:
+            self._drop_ahead()  # not taken (an error before the phase): undone
+
+    def _phase_early(self) -> int:
+        """How many counter slots the phase takes when it can be launched with the batch's
+        preparation, before the preparation's sizes are read (one read for both), else 0:
+        an undirected engine whose state is in device arrays (the simulator's NumPy form runs
+        the host's phase) and fresh, whose id arrays cover the known vertices, outside the
+        profile mode. The phase then walks the preparation's
+        padded arrays up to the counts on the device (``cuda_phase.bounded``); a batch that
+        goes another way (new vertices, the host's rules, the recompute path) undoes it."""
+        if (self.xp is np or not self.symmetric or self.stale or _engine.PROFILE_WORK
+                or len(self.encoder) > (self._id_bound or 0) or not self._check_rides()):
+            return 0
+        return self.k.phase.N_THEN + 1
+
+    def _run_early(self, done, counts):
+        """The phase of the launched preparation ``done`` (its padded arrays, its device
+        counts as limits), checked and counted in the same launches, into ``counts``."""
+        out = done.out
+        keys, vals = out[0], out[1]
+        self._half = (keys, out[3], out[4], out[5])
+        self._limits = done.limits()
+        try:
+            into = self._q_delta_into(self._q_delta)
+            return self._phase_launch(0, keys, out[2], vals, None if into is None else
+                                      lambda acc: into(keys, vals, acc), True, counts,
+                                      self._limits[0])
+        finally:
+            self._half = None
+            self._limits = None
+
+    def _apply_prepared(self, prep, cols, batch_id: int | None, t0: float) -> BatchReport:
+        """:meth:`_apply_device` once the batch's preparation is read back (``prep``)."""
+        be = self.backend
         n0, n_new = prep.n0, prep.n_new
         if prep.host_rules:
             return self._host_rules(cols, batch_id, t0)
@@ -693,8 +744,9 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         wedge = self.xp.empty(dkeys.shape[0], np.int64)
         both = getattr(self.k.delta, "batch_wedges_total", None) if acc is not None else None
         if both is not None:
+            lims = {} if self._limits is None else {"lims": self._limits}
             both(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric, wedge, ms, ws,
-                 coef, acc)
+                 coef, acc, **lims)
             return None
         self.k.delta.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, self.symmetric,
                                   wedge)

@@ -31,6 +31,8 @@ updated in place with each batch: an intersection with such a row walks the othe
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from .errors import SetViolation
@@ -115,6 +117,7 @@ class ZStore:
         self.padded = (xp is not np or PAD_HOST_RUNS) if padded is None else bool(padded)
         self.meta = None  # the device's bounds | dirptr | dirlen, META_CAP entries each
         self._meta_now = None  # what the device's meta holds (host copy)
+        self._queue = None  # run kernels queued by :meth:`_carried`
         # per-row hash tables of the long rows (kernels/row_index.py); empty when off
         self.index_min = index_min
         self.ioff = xp.full(id_capacity if index_min else 0, -1, np.int64)
@@ -206,10 +209,9 @@ class ZStore:
                 self._nt = bundle(self._nt)
         return self._nt
 
-    def _device_meta(self):
-        """The device's metadata array brought up to date with the host's lists: uploaded
-        when the store is new, afterwards patched in place where it differs (a kernel launch
-        with the values as arguments; a batch's new run and merges change a few entries)."""
+    def _meta_writes(self) -> tuple[np.ndarray, list]:
+        """(the metadata the host's lists say, the (index, value) writes that bring the
+        device's copy to it)."""
         nb_, nd = len(self.bounds), len(self.dirptr)
         if nb_ > META_CAP or nd > META_CAP:  # MAX_RUNS keeps both below
             raise RuntimeError(f"internal: {nb_ - 1} runs exceed the device metadata")
@@ -218,13 +220,55 @@ class ZStore:
         want[META_CAP : META_CAP + nd] = self.dirptr
         want[2 * META_CAP : 2 * META_CAP + nd] = self.dirlen
         if self.meta is None:
+            return want, []
+        diff = np.flatnonzero(want != self._meta_now)
+        return want, [(int(i), int(want[i])) for i in diff]
+
+    def _device_meta(self):
+        """The device's metadata array brought up to date with the host's lists: uploaded
+        when the store is new, afterwards patched in place where it differs (a kernel launch
+        with the values as arguments; a batch's new run and merges change a few entries, and
+        those ride on the batch's last run kernel: :meth:`_carried`)."""
+        want, writes = self._meta_writes()
+        if self.meta is None:
             self.meta = self.xp.asarray(want)
-        else:
-            diff = np.flatnonzero(want != self._meta_now)
-            if diff.shape[0]:
-                self.sk.patch_meta(self.meta, [(int(i), int(want[i])) for i in diff])
+        elif writes:
+            self.sk.patch_meta(self.meta, writes)
         self._meta_now = want
         return self.meta
+
+    @contextmanager
+    def _carried(self):
+        """A batch's new run, merges and directory (:meth:`_append_flagged`, :meth:`_settle`)
+        with the metadata writes they cause made by the last of their kernels, not by a
+        launch of its own: inside, those kernels are queued (the host's bookkeeping of a
+        padded store needs no result of theirs), and on leaving they are launched in order,
+        the last one carrying the writes. Elsewhere (the host, a store whose metadata is not
+        on the device yet) the kernels run at once and :meth:`nt` patches the metadata."""
+        if self.meta is None or not getattr(self.sk, "META_RIDES", False) or not self.padded:
+            yield
+            return
+        self._queue = []
+        done = False
+        try:
+            yield
+            done = True
+        finally:
+            queue, self._queue = self._queue, None
+            want, writes = self._meta_writes() if done else (None, [])
+            for i, (fn, args, kw) in enumerate(queue):
+                if writes and i == len(queue) - 1:
+                    kw = dict(kw, meta=(self.meta, writes))
+                fn(*args, **kw)
+            if done and (writes == [] or queue):
+                self._meta_now = want
+
+    def _run(self, fn, *args, **kw):
+        """``fn(*args, **kw)`` now, or queued inside :meth:`_carried`."""
+        if self._queue is None:
+            return fn(*args, **kw)
+        self._queue.append((fn, args, kw))
+        return None
 
     @classmethod
     def from_sorted(cls, keys, vals, id_capacity: int, kernels=None,
@@ -266,8 +310,8 @@ class ZStore:
         (on a device)."""
         start = self._run_room(n)
         bit = 1 << self.nruns  # the run index the new run gets
-        self.sk.copy_flagged(keys, vals, flags, self.keys, self.vals, start,
-                             pad_to=n if padded else -1, runmask=self.runmask, bit=bit)
+        self._run(self.sk.copy_flagged, keys, vals, flags, self.keys, self.vals, start,
+                  pad_to=n if padded else -1, runmask=self.runmask, bit=bit)
         self._close_run(start, n, directory=False, bits=False)  # :meth:`_settle` follows
 
     def _run_room(self, n: int) -> int:
@@ -308,7 +352,7 @@ class ZStore:
         # (on a device each growth is a copy, a call of its own in the batch)
         self.dirs = _grow(self.xp, self.dirs, need, room=need + nkeys + 1)
         out = self.dirs[self.dirs_used : need]
-        self.sk.build_directory(self.keys, s, e, nkeys, out)
+        self._run(self.sk.build_directory, self.keys, s, e, nkeys, out)
         self.dirptr[j] = self.dirs_used
         self.dirlen[j] = nkeys + 1
         self.dirs_used = need
@@ -317,8 +361,9 @@ class ZStore:
         j = self.nruns - 2
         s1, s2, s3 = self.bounds[j], self.bounds[j + 1], self.bounds[j + 2]
         if self.padded:  # the merged run keeps its length: nothing read back
-            w = self.sk.merge_runs(self.keys, self.vals, s1, s2, s3, self.tomb, self.runmask, j,
-                                   padded=True)
+            self._run(self.sk.merge_runs, self.keys, self.vals, s1, s2, s3, self.tomb,
+                      self.runmask, j, padded=True)
+            w = s3
         else:
             w = self.sk.merge_runs(self.keys, self.vals, s1, s2, s3, self.tomb, self.runmask, j)
         ptrs = [p for p in self.dirptr[j:] if p >= 0]
@@ -404,8 +449,9 @@ class ZStore:
         n_new, size_change = hint if blind else got
         self.size += size_change
         if n_new:  # the kernel counted the new keys (or the hint bounds them): no host read
-            self._append_flagged(keys, deltas, is_new, n_new, padded=blind)
-            self._settle()
+            with self._carried():
+                self._append_flagged(keys, deltas, is_new, n_new, padded=blind)
+                self._settle()
         self._reclaim()
         # first keys whose tombstones now outnumber their live tuples
         self.sk.compact_rows_of(self.nt(), self.tomb, self.live, keys, COMPACT_SLACK)

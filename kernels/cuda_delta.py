@@ -26,11 +26,12 @@ from .cuda_launch import (
     exclusive_scan,
     grid,
     launch,
+    nothing,
     padded_scan,
     result,
     scalar,
 )
-from .cuda_phase import strided_dot
+from .cuda_phase import bounded, strided_dot
 from .delta_kernels import _one_weight, _rows_len, _wedges_range, lane_weight, sym_case
 from .elements import emit_segment
 from .lsm import LO_MASK, SENTINEL, dot_rows_n, run_mask, run_range
@@ -66,7 +67,7 @@ COOP_MIN = _coop_min()
 
 
 @cuda.jit(cache=True)
-def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, mk, n,
+def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, mk, lim, n,
                         coop_min):
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]), binned by cost in one launch: an update
     is evaluated by one thread with the CPU's per-update body (``_one_weight``: a heavy-row
@@ -76,13 +77,15 @@ def _path_weights_kernel(io, nh, nl, ph, pl, pht, vsp, vview, hv, symmetric, mk,
     (:func:`~gpu_ivm.kernels.delta_kernels.lane_weight`), their shares added in shared
     memory. Launch config: 1-D; threads grid-stride over the short updates, then blocks
     grid-stride over the long ones (every thread of a block takes the same decisions, so the
-    barriers are reached by all). ``coop_min`` = :data:`NO_BLOCKS`: one thread per update."""
+    barriers are reached by all). ``coop_min`` = :data:`NO_BLOCKS`: one thread per update.
+    ``lim``: the updates' count on the device (``cuda_phase.bounded``)."""
     xs, ys, out, work = io
     vrow, vmat = vview
     heavy_next, heavy_prev = hv
     marks = mk[0]
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
+    n = bounded(n, lim)
     while i < n:
         if not symmetric or coop_min == NO_BLOCKS or sym_case(
                 xs[i], ys[i], nh, nl, ph, pl, pht, heavy_next, heavy_prev)[3] < coop_min:
@@ -253,15 +256,18 @@ def _wedges_kernel(io, eh, el, hv, symmetric, n):
 
 
 @cuda.jit(cache=True)
-def _wedges_total_kernel(io, eh, el, hv, symmetric, n, m, coef):
+def _wedges_total_kernel(io, eh, el, hv, symmetric, lims, n, m, coef):
     """:func:`_wedges_kernel` that also adds the batch's count delta into ``acc[0]``:
     coef·Σ ms[j]·ws[j] (the path weights, computed by an earlier launch) plus the wedge
-    terms, one atomic per thread. Launch config: 1-D grid-stride over the longer of the two.
+    terms, one atomic per thread. ``lims``: the device counts of the keys and of the pairs
+    (``cuda_phase.bounded``). Launch config: 1-D grid-stride over the longer of the two.
     """
     dkeys, dvals, out, ms, ws, acc = io
     heavy = hv[0]
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
+    n = bounded(n, lims[0])
+    m = bounded(m, lims[1])
     s = coef * strided_dot(ms, ws, i, stride, m)
     while i < n:
         _wedges_range(i, i + 1, dkeys, dvals, eh, el, heavy, symmetric, out)
@@ -388,10 +394,11 @@ def _scatter_dense_kernel(io, vview, n):
 
 
 def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy_prev,
-                 symmetric, out, work=None) -> None:
+                 symmetric, out, work=None, lim=None) -> None:
     """out[i] = Σ_c Next(ys[i], c)·Prev(c, xs[i]) for every update of the batch (see the CPU
     kernel; ``symmetric`` evaluates each update in its cheaper orientation; ``work``: entries
-    read per update, the profile mode's counter)."""
+    read per update, the profile mode's counter; ``lim``: a device slot with the updates'
+    count, the arrays padded behind it)."""
     check_1d("xs", xs)
     n = xs.shape[0]
     if n == 0:
@@ -401,7 +408,8 @@ def path_weights(xs, ys, nh, nl, ph, pl, pht, vsp, vrow, vmat, heavy_next, heavy
     shape = (min(n, CONFIG.max_blocks), CONFIG.tpb) if blocks else grid(n)
     launch(_path_weights_kernel, *shape, (xs, ys, out, empty(0) if work is None else work),
            nh, nl, ph, pl, pht, vsp, (vrow, vmat), (heavy_next, heavy_prev), bool(symmetric),
-           (empty(0, np.int8),), n, np.int64(COOP_MIN if blocks else NO_BLOCKS))
+           (empty(0, np.int8),), nothing() if lim is None else lim, n,
+           np.int64(COOP_MIN if blocks else NO_BLOCKS))
 
 
 def expand_counts(exp_keys, st, counts) -> None:
@@ -476,15 +484,18 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out) -> None:
 
 
 def batch_wedges_total(dkeys, dvals, eh, el, heavy, symmetric, out, ms, ws, coef: int,
-                       acc) -> None:
+                       acc, lims=None) -> None:
     """:func:`batch_wedges` and the count delta ``coef·Σ ms·ws + Σ out`` added into the
     device slot ``acc[0]`` in the same launch (a device's form of ``batch_wedges`` followed
-    by ``cuda_phase.batch_total_into``; nothing read back)."""
+    by ``cuda_phase.batch_total_into``; nothing read back). ``lims``: device slots with the
+    counts of the keys and of ``ms`` / ``ws``, the arrays padded behind them."""
     check_1d("dkeys", dkeys)
     n, m = dkeys.shape[0], ms.shape[0]
+    if lims is None:
+        lims = (nothing(), nothing())
     if n or m:
         launch(_wedges_total_kernel, *grid(max(n, m)), (dkeys, dvals, out, ms, ws, acc), eh,
-               el, (heavy,), bool(symmetric), n, m, np.int64(coef))
+               el, (heavy,), bool(symmetric), tuple(lims), n, m, np.int64(coef))
 
 
 def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals) -> int:

@@ -206,15 +206,83 @@ def counters(k: int):
     return buf[used : used + k]
 
 
+class _Pair:
+    """A thread's two counter buffers for its outermost scopes, used in turn: while a batch
+    counts in one, a kernel of that batch zeros the other (:func:`spare_counters`), so the
+    next batch finds its buffer zeroed without a call of its own. ``clean[i]``: buffer i is
+    known to be zero (a batch that ended before its zeroing kernel leaves the other buffer
+    unknown, and the next scope zeros it with a call, as a nested scope always does)."""
+
+    def __init__(self, xp, size: int) -> None:
+        self.xp, self.size = xp, size
+        self.bufs = [None, None]
+        self.clean = [False, False]
+        self.now = 0  # the buffer of the current (or last) outermost scope
+        self.spare_taken = False
+
+    def enter(self):
+        i = 1 - self.now
+        if self.bufs[i] is None or not self.clean[i]:
+            self.bufs[i] = zeros(self.size)
+        self.clean[i] = False  # in use
+        self.now = i
+        self.spare_taken = False
+        return self.bufs[i]
+
+
+def _pair(size: int) -> _Pair:
+    """This thread's :class:`_Pair` (made again when the array module or size changed)."""
+    pair = getattr(_SCOPES, "pair", None)
+    xp = array_module()
+    if pair is None or pair.xp is not xp or pair.size != size:
+        pair = _SCOPES.pair = _Pair(xp, size)
+    return pair
+
+
 @contextmanager
 def counter_scope(size: int = 64):
-    """Zero ``size`` counter slots once for the kernels launched inside (one batch)."""
+    """``size`` zeroed counter slots for the kernels launched inside (one batch): an
+    outermost scope takes the buffer the last batch's :func:`spare_counters` kernel zeroed
+    (a zeroing call only when there is none), a nested one zeros a buffer of its own."""
     stack = _scopes()
-    stack.append([zeros(size), 0])
+    stack.append([zeros(size) if stack else _pair(size).enter(), 0])
     try:
         yield
     finally:
         stack.pop()
+
+
+_NOTHING: dict = {}
+
+
+def nothing():
+    """A zero-length int64 array of the current array module, made once: the argument of a
+    kernel's optional array (no spare buffer to zero, no device-side limit)."""
+    xp = array_module()
+    got = _NOTHING.get(id(xp))
+    if got is None or got[0] is not xp:
+        got = _NOTHING[id(xp)] = (xp, empty(0))
+    return got[1]
+
+
+@contextmanager
+def spare_counters():
+    """The counter buffer that the next outermost scope will use, for the kernel launched
+    inside to zero (every slot, grid-stride), or an empty array when there is none to zero
+    (no outermost scope, or already zeroed in this scope). The buffer counts as zeroed once
+    the launch has been made (the next scope's kernels run after it on the stream)."""
+    stack = _scopes()
+    pair = getattr(_SCOPES, "pair", None)
+    if len(stack) != 1 or pair is None or pair.spare_taken or stack[0][0] is not \
+            pair.bufs[pair.now] or pair.xp is not array_module():
+        yield nothing()
+        return
+    i = 1 - pair.now
+    if pair.bufs[i] is None:
+        pair.bufs[i] = empty(pair.size)
+    pair.spare_taken = True
+    yield pair.bufs[i]
+    pair.clean[i] = True
 
 
 def result(a, like):

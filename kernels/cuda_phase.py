@@ -24,7 +24,17 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from .cuda_launch import array_module, check_1d, counters, empty, grid, host_ints, launch
+from .cuda_launch import (
+    array_module,
+    check_1d,
+    counters,
+    empty,
+    grid,
+    host_ints,
+    launch,
+    nothing,
+    spare_counters,
+)
 from .jit import helper
 from .lsm import get
 from .phase_kernels import update_units
@@ -34,55 +44,126 @@ N_TO_HEAVY, N_TO_LIGHT, N_CLEAR, N_HEAVY_KEYS, D_OVER, N_HEAVY_INS, N_BAD, N_THE
 
 
 @cuda.jit(cache=True)
-def _phase_kernel(io, n, up, down, watch):
-    """Per group of equal first key (its first thread walks it): the degree after the phase,
-    the minor-rebalancing class, the heavy-key count and, with ``watch >= 0``, the auto-ε
-    flag ``over[x]`` (light after the phase and degree above ``watch``) with its change to
-    ``n_over``, and the heavy keys' inserts (positive deltas). A batch that the set check
-    launched before found bad (``counts[N_BAD]``) changes nothing. Launch config: 1-D
-    grid-stride, one thread per key."""
+def _phase_kernel(io, spare, n, up, down, watch):
+    """Per group of equal first key (its first thread walks it, :func:`_phase_group`): the
+    degree after the phase, the minor-rebalancing class, the heavy-key count and, with
+    ``watch >= 0``, the auto-ε flag ``over[x]`` (light after the phase and degree above
+    ``watch``) with its change to ``n_over``, and the heavy keys' inserts (positive deltas).
+    ``spare``: the next batch's counters, zeroed here (``cuda_launch.spare_counters``).
+    Launch config: 1-D grid-stride, one thread per key."""
     keys, old, deltas, live_h, live_l, heavy, over, to_heavy, to_light, clear, counts, hflags = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
-    if counts[N_BAD] != 0:
-        return
+    _zero(spare, i, stride)
     while i < n:
-        x = keys[i] >> 32
-        hflags[i] = 1 if heavy[x] else 0
-        if i == 0 or (keys[i - 1] >> 32) != x:
-            d = live_h[x] + live_l[x]
-            ins = 0
-            j = i
-            while j < n and (keys[j] >> 32) == x:
-                o = old[j]
-                if o + deltas[j] != 0:
-                    d += 1
-                if o != 0:
-                    d -= 1
-                if deltas[j] > 0:
-                    ins += 1
-                j += 1
-            hv = heavy[x]
-            after = hv
-            if hv:
-                cuda.atomic.add(counts, N_HEAVY_KEYS, j - i)
-                if ins:
-                    cuda.atomic.add(counts, N_HEAVY_INS, ins)
-                if d == 0:
-                    clear[cuda.atomic.add(counts, N_CLEAR, 1)] = x
-                    after = False
-                elif 0 < d < down:
-                    to_light[cuda.atomic.add(counts, N_TO_LIGHT, 1)] = x
-                    after = False
-            elif d >= up:
-                to_heavy[cuda.atomic.add(counts, N_TO_HEAVY, 1)] = x
-                after = True
-            if watch >= 0:
-                now = (not after) and d > watch
-                if now != over[x]:
-                    cuda.atomic.add(counts, D_OVER, 1 if now else -1)
-                    over[x] = now
+        _phase_group(i, n, keys, old, deltas, live_h, live_l, heavy, over, to_heavy, to_light,
+                     clear, counts, hflags, up, down, watch)
         i += stride
+
+
+@cuda.jit(cache=True)
+def _check_phase_kernel(sth, stl, io, spare, lim, n, up, down, watch):
+    """:func:`_check_kernel` and :func:`_phase_kernel` in one launch, for a batch run ahead
+    of its set check: each thread checks its key (violations counted in
+    ``counts[N_BAD]``) and, at the first key of a group, does the phase's bookkeeping. The
+    phase cannot wait for the verdict here, so a flip of ``over[x]`` is marked in
+    ``flips`` at the group's first key; a batch found bad is undone by
+    :func:`_unflip_kernel` (rare). ``lim``: the keys' count on the device (:func:`bounded`).
+    Launch config: 1-D grid-stride, one thread per key."""
+    (keys, old, deltas, live_h, live_l, heavy, over, to_heavy, to_light, clear, counts, hflags,
+     flips) = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    _zero(spare, i, stride)
+    n = bounded(n, lim)
+    bad = 0
+    while i < n:
+        if _violates(sth, stl, heavy, keys[i], deltas[i]) >= 0:
+            bad += 1
+        flips[i] = _phase_group(i, n, keys, old, deltas, live_h, live_l, heavy, over,
+                                to_heavy, to_light, clear, counts, hflags, up, down, watch)
+        i += stride
+    if bad:
+        cuda.atomic.add(counts, N_BAD, bad)
+
+
+@cuda.jit(cache=True)
+def _unflip_kernel(io, lim, n):
+    """Undo the ``over`` flips that :func:`_check_phase_kernel` marked (a batch its check
+    found bad, or a phase run ahead and not used, changes nothing). Launch config: 1-D
+    grid-stride, one thread per key."""
+    keys, over, flips = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    n = bounded(n, lim)
+    while i < n:
+        if flips[i]:
+            x = keys[i] >> 32
+            over[x] = not over[x]
+        i += stride
+
+
+@cuda.jit(device=True)
+def bounded(n, lim):
+    """The length a kernel walks: ``n`` (its launch's length), or ``lim[0]`` when ``lim`` has
+    a slot (a count known on the device only, at most ``n``: a batch whose preparation has
+    not been read back yet, ``GraphEngine._apply_device``)."""
+    if lim.shape[0] and lim[0] < n:
+        return lim[0]
+    return n
+
+
+@cuda.jit(device=True)
+def _zero(a, i, stride):
+    """a[:] = 0, grid-stride from thread i."""
+    while i < a.shape[0]:
+        a[i] = 0
+        i += stride
+
+
+@cuda.jit(device=True)
+def _phase_group(i, n, keys, old, deltas, live_h, live_l, heavy, over, to_heavy, to_light,
+                 clear, counts, hflags, up, down, watch):
+    """The phase's work of key i (see :func:`_phase_kernel`): its heavy flag, and at the
+    first key of a group the group's bookkeeping; returns 1 where it flipped ``over[x]``."""
+    x = keys[i] >> 32
+    hflags[i] = 1 if heavy[x] else 0
+    if i != 0 and (keys[i - 1] >> 32) == x:
+        return 0
+    d = live_h[x] + live_l[x]
+    ins = 0
+    j = i
+    while j < n and (keys[j] >> 32) == x:
+        o = old[j]
+        if o + deltas[j] != 0:
+            d += 1
+        if o != 0:
+            d -= 1
+        if deltas[j] > 0:
+            ins += 1
+        j += 1
+    hv = heavy[x]
+    after = hv
+    if hv:
+        cuda.atomic.add(counts, N_HEAVY_KEYS, j - i)
+        if ins:
+            cuda.atomic.add(counts, N_HEAVY_INS, ins)
+        if d == 0:
+            clear[cuda.atomic.add(counts, N_CLEAR, 1)] = x
+            after = False
+        elif 0 < d < down:
+            to_light[cuda.atomic.add(counts, N_TO_LIGHT, 1)] = x
+            after = False
+    elif d >= up:
+        to_heavy[cuda.atomic.add(counts, N_TO_HEAVY, 1)] = x
+        after = True
+    if watch >= 0:
+        now = (not after) and d > watch
+        if now != over[x]:
+            cuda.atomic.add(counts, D_OVER, 1 if now else -1)
+            over[x] = now
+            return 1
+    return 0
 
 
 def phase_scan(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: int,
@@ -103,30 +184,83 @@ def phase_scan(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: in
     kernels it launches may add into (:func:`batch_total_into`); the slot's value comes back
     with the counts, as ``counts[N_THEN]``, in the same read.
 
-    ``check``: ``(sth, stl)``, the relation's parts, to run :func:`check_sets` on
-    ``(keys, deltas)`` first (set semantics, ``old`` presumed): its violations come back as
-    ``counts[N_BAD]`` in the same read, and where there are any the phase kernel writes
-    nothing (``over`` unchanged, every selection empty).
+    ``check``: ``(sth, stl)``, the relation's parts, to check ``(keys, deltas)`` in the same
+    launch (set semantics, ``old`` presumed; :func:`_check_phase_kernel`): its violations
+    come back as ``counts[N_BAD]`` in the same read, and where there are any the phase has
+    changed nothing (``over`` as it was, every selection empty).
     """
+    return phase_launch(keys, old, deltas, live_h, live_l, heavy, over, up, down, watch,
+                        then, check).result()
+
+
+def phase_launch(keys, old, deltas, live_h, live_l, heavy, over, up: int, down: int,
+                 watch: int, then=None, check=None, counts=None, lim=None) -> PhaseRun:
+    """:func:`phase_scan`'s launches without its read: the :class:`PhaseRun` reads (or is
+    given) the counts later. ``counts``: ``N_THEN + 1`` zeroed slots to count in (e.g. next
+    to a batch preparation's, for one read of both); ``lim``: a device slot with the keys'
+    count, at most ``len(keys)`` (``keys``, ``old``, ``deltas`` padded behind it), for a phase
+    launched before that count is read back (it needs ``check``)."""
     check_1d("keys", keys)
     n = keys.shape[0]
-    if n == 0:
-        e = empty(0)
-        return [0] * (N_THEN + 1), e, e, e, e
-    to_heavy, to_light, clear, hflags = empty(n), empty(n), empty(n), empty(n)
-    counts = counters(N_THEN + 1)
-    if check is not None:  # hflags is scratch for the presence the check writes
-        launch(_check_kernel, *grid(n), *check, (keys, deltas, heavy, hflags), n,
-               counts[N_BAD:])
-    launch(_phase_kernel, *grid(n), (keys, old, deltas, live_h, live_l, heavy, over, to_heavy,
-                                     to_light, clear, counts, hflags), n, np.int64(up),
-           np.int64(down), np.int64(watch))
+    if n == 0:  # nothing to count (no counters taken)
+        return PhaseRun(keys, over, counts, 0, watch, lim)
+    if counts is None:
+        counts = counters(N_THEN + 1)
+    run = PhaseRun(keys, over, counts, n, watch, lim)
+    run.sel = empty(n), empty(n), empty(n)
+    run.hflags = empty(n)
+    io = (keys, old, deltas, live_h, live_l, heavy, over, *run.sel, counts, run.hflags)
+    bounds = (np.int64(up), np.int64(down), np.int64(watch))
+    with spare_counters() as spare:  # the next batch's counters zeroed by this launch
+        if check is not None:
+            run.flips = empty(n)
+            launch(_check_phase_kernel, *grid(n), *check, io + (run.flips,), spare,
+                   _limit(lim), n, *bounds)
+        elif lim is not None:
+            raise ValueError("a phase launched before its keys' count is read needs check=")
+        else:
+            launch(_phase_kernel, *grid(n), io, spare, n, *bounds)
     if then is not None:
         then(counts[N_THEN:])
-    c = host_ints(counts)
-    sel = [to_heavy[: c[N_TO_HEAVY]], to_light[: c[N_TO_LIGHT]], clear[: c[N_CLEAR]]]
-    xp = array_module(keys)
-    return c, *(xp.sort(s) if s.shape[0] > 1 else s for s in sel), hflags
+    return run
+
+
+class PhaseRun:
+    """A launched phase (:func:`phase_launch`): :meth:`result` is :func:`phase_scan`'s
+    return; :meth:`undo` takes back what it changed (the auto-ε flips), for a phase run
+    ahead of a batch that then goes another way."""
+
+    def __init__(self, keys, over, counts, n: int, watch: int, lim) -> None:
+        self.keys, self.over, self.counts, self.n, self.watch, self.lim = \
+            keys, over, counts, n, watch, lim
+        self.sel = self.hflags = self.flips = None
+        self.open = True  # its flips stand until result() accepts them or undo()
+
+    def result(self, c: list[int] | None = None) -> tuple:
+        """(counts, to_heavy, to_light, clear, hflags); ``c``: the counts already read."""
+        if self.n == 0:
+            e = empty(0)
+            return [0] * (N_THEN + 1) if c is None else list(c), e, e, e, e
+        c = list(host_ints(self.counts) if c is None else c)
+        if c[N_BAD]:  # nothing of the phase may stand
+            self.undo()
+            c[:N_BAD] = [0] * N_BAD
+        self.open = False
+        sel = [s[: c[slot]] for s, slot in zip(self.sel, (N_TO_HEAVY, N_TO_LIGHT, N_CLEAR))]
+        xp = array_module(self.keys)
+        return c, *(xp.sort(s) if s.shape[0] > 1 else s for s in sel), self.hflags
+
+    def undo(self) -> None:
+        """Restore the ``over`` flags the launch flipped (nothing else of the state changed)."""
+        if self.open and self.flips is not None and self.watch >= 0:
+            launch(_unflip_kernel, *grid(self.n), (self.keys, self.over, self.flips),
+                   _limit(self.lim), self.n)
+        self.open = False
+
+
+def _limit(lim):
+    """The kernels' ``lim`` argument: the device slot, or an empty array (no limit)."""
+    return lim if lim is not None else nothing()
 
 
 @cuda.jit(cache=True)
@@ -171,17 +305,26 @@ def _check_kernel(sth, stl, io, n, counter):
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
-        key = keys[i]
-        x = key >> 32
-        if x < heavy.shape[0] and heavy[x]:
-            m = get(sth, key)
-        else:
-            m = get(stl, key)
-        out[i] = m
-        after = m + net[i]
-        if after < 0 or after > 1:
+        v = _violates(sth, stl, heavy, keys[i], net[i])
+        out[i] = v if v >= 0 else -1 - v
+        if v >= 0:
             cuda.atomic.add(counter, 0, 1)
         i += stride
+
+
+@cuda.jit(device=True)
+def _violates(sth, stl, heavy, key, net):
+    """The stored multiplicity m of ``key`` in its part (``sth`` where its first key is
+    heavy, else ``stl``) when m + net leaves {0, 1}, else -1 - m (negative)."""
+    x = key >> 32
+    if x < heavy.shape[0] and heavy[x]:
+        m = get(sth, key)
+    else:
+        m = get(stl, key)
+    after = m + net
+    if after < 0 or after > 1:
+        return m
+    return -1 - m
 
 
 def check_sets(sth, stl, heavy, keys, net, out) -> int:

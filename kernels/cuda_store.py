@@ -181,18 +181,21 @@ def _compact_pairs_kernel(io, n, dst0):
 
 
 @cuda.jit(cache=True)
-def _merge_place_kernel(io, n, s1, bit, pad):
+def _merge_place_kernel(io, n, s1, bit, pad, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5):
     """The merge's second pass: entry r of the merged order goes to ``keys[s1 + incl[r] - 1]``
     where ``flags[r]`` (``incl`` the inclusive prefix sum of the flags) and sets its first
     key's bit of the merged run. With ``pad``, every dropped entry writes ``PAD_KEY`` (value
     0) behind the kept ones instead, so the merged run fills exactly ``[s1, s1 + n)`` and the
-    host knows its end without reading the kept count back.
+    host knows its end without reading the kept count back. Thread 0 also writes up to six
+    entries of the store's metadata (``meta``, the last array of ``io``; :func:`_put6`).
     Launch config: 1-D grid-stride, one thread per merged entry. The bit is set by each kept
     entry that does not follow a kept entry of the same first key: several threads may
     write one word, but all set the same bit of it and nothing else changes it here."""
-    tk, tv, flags, incl, keys, vals, runmask = io
+    tk, tv, flags, incl, keys, vals, runmask, meta = io
     r = cuda.grid(1)
     stride = cuda.gridsize(1)
+    if r == 0:
+        _put6(meta, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5)
     kept = incl[n - 1]
     pad_to = n if pad else 0
     while r < n:
@@ -225,14 +228,20 @@ def _meta_kernel(io, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5):
     """meta[i] = v for up to six (i, v) pairs (i < 0: none), ``io = (meta,)``: a store's run
     bounds and directory offsets, written in place on the device instead of uploaded. Launch
     config: one thread."""
-    meta = io[0]
     if cuda.grid(1) == 0:
-        _put(meta, i0, v0)
-        _put(meta, i1, v1)
-        _put(meta, i2, v2)
-        _put(meta, i3, v3)
-        _put(meta, i4, v4)
-        _put(meta, i5, v5)
+        _put6(io[0], i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5)
+
+
+@helper
+def _put6(meta, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5):
+    """The six (index, value) writes of :func:`_meta_kernel`, also made by the kernels that
+    close a batch's runs (the store's metadata rides on them; see ``ZStore._carried``)."""
+    _put(meta, i0, v0)
+    _put(meta, i1, v1)
+    _put(meta, i2, v2)
+    _put(meta, i3, v3)
+    _put(meta, i4, v4)
+    _put(meta, i5, v5)
 
 
 @helper
@@ -254,16 +263,19 @@ def _live_flags_kernel(io, s, e):
 
 
 @cuda.jit(cache=True)
-def _directory_kernel(io, s, e, nkeys):
-    """out[x] = first position of the run [s, e) with first key >= x, for x in [0, nkeys].
+def _directory_kernel(io, s, e, nkeys, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5):
+    """out[x] = first position of the run [s, e) with first key >= x, for x in [0, nkeys];
+    thread 0 also writes up to six entries of the store's metadata (``meta``, :func:`_put6`).
 
     Launch config: 1-D grid-stride, one thread per first key; a binary search each
     (O(log run) per key, writes coalesced; a directory is built only when the run has at
     least a quarter as many entries as first keys).
     """
-    keys, out = io
+    keys, out, meta = io
     x = cuda.grid(1)
     stride = cuda.gridsize(1)
+    if x == 0:
+        _put6(meta, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5)
     while x <= nkeys:
         out[x] = lower_bound(keys, s, e, x << 32)
         x += stride
@@ -282,7 +294,8 @@ def _compact_keys_kernel(st, io, n):
 
 
 @cuda.jit(cache=True)
-def _copy_flagged_kernel(io, n, dst0, pad_to, bit):
+def _copy_flagged_kernel(io, n, dst0, pad_to, bit, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5,
+                         v5):
     """dst[dst0 + incl[r] - 1] = src[r] (keys and values) where ``flags[r]``; ``incl`` is the
     inclusive prefix sum of the flags. With ``pad_to >= 0`` the unflagged entries write
     ``PAD_KEY`` (value 0) behind the copied ones up to ``dst0 + pad_to``, so the copy fills
@@ -291,11 +304,14 @@ def _copy_flagged_kernel(io, n, dst0, pad_to, bit):
     bit, where a run-bits kernel was a launch of its own): written by each copied entry
     whose source predecessor is not a copied entry of the same first key. Two threads may
     set the same word; they set the same bit and no thread changes any other bit in this
-    launch, so the plain read-modify-writes cannot lose a bit. Launch config: 1-D
-    grid-stride, one thread per source entry."""
-    src_k, src_v, flags, incl, dst_k, dst_v, runmask = io
+    launch, so the plain read-modify-writes cannot lose a bit. Thread 0 also writes up to
+    six entries of the store's metadata (``meta``, the last array of ``io``; :func:`_put6`).
+    Launch config: 1-D grid-stride, one thread per source entry."""
+    src_k, src_v, flags, incl, dst_k, dst_v, runmask, meta = io
     r = cuda.grid(1)
     stride = cuda.gridsize(1)
+    if r == 0:
+        _put6(meta, i0, v0, i1, v1, i2, v2, i3, v3, i4, v4, i5, v5)
     total = incl[n - 1]
     while r < n:
         if _place(r, src_k, src_v, flags, incl, dst_k, dst_v, dst0, total, pad_to) and bit:
@@ -555,7 +571,8 @@ def set_run_bits(keys, s, e, runmask, j) -> None:
     launch(_run_bits_kernel, *grid(e - s), (keys, runmask), s, e, np.int64(1) << np.int64(j))
 
 
-def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded: bool = False) -> int:
+def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded: bool = False,
+               meta=None) -> int:
     """Merge runs [s1, s2) and [s2, s3) (run indices j, j+1) into one run at s1.
 
     Tombstones and padding are dropped. Two kernels and a scan: rank scatter into a
@@ -564,10 +581,13 @@ def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded: bool = False) -
     Returns the end of the merged run: the kept count is read back once (the caller updates
     its run bounds with it); ``padded``: no read, the merged run
     keeps its length ``s3 - s1`` with ``PAD_KEY`` entries behind the kept ones, and ``s3``
-    is returned.
+    is returned. ``meta``: ``(array, writes)``, metadata writes made by the placement
+    (:func:`patch_meta`'s, without a launch of their own).
     """
     n = s3 - s1
     if n <= 0:
+        if meta is not None:
+            patch_meta(*meta)
         return s1
     tk = empty(n)
     tv = empty(n)
@@ -578,26 +598,54 @@ def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded: bool = False) -
     incl = array_module(flags).cumsum(flags)
     kept = n if padded else scalar(incl, n - 1)
     if kept:
-        launch(_merge_place_kernel, *grid(n), (tk, tv, flags, incl, keys, vals, runmask), n,
-               np.int64(s1), np.int64(1) << np.int64(j), padded)
+        marr, mw = _carried(meta, keys)
+        launch(_merge_place_kernel, *grid(n), (tk, tv, flags, incl, keys, vals, runmask, marr),
+               n, np.int64(s1), np.int64(1) << np.int64(j), padded, *mw)
+    elif meta is not None:
+        patch_meta(*meta)
     return s1 + kept
 
 
 META_WRITES = 6  # (index, value) pairs per launch of _meta_kernel
 
 
+#: the store's metadata writes can ride on its run-closing kernels (``ZStore._carried``)
+META_RIDES = True
+
+
+def _write_args(part) -> list:
+    """Up to six (index, value) pairs as the twelve scalar arguments of the kernels that
+    write the store's metadata (unused pairs have index -1)."""
+    part = list(part) + [(-1, 0)] * (META_WRITES - len(part))
+    return [np.int64(v) for iv in part for v in iv]
+
+
 def patch_meta(meta, writes) -> None:
     """``meta[i] = v`` on the device for each ``(i, v)`` of ``writes``: six per launch, as
     scalar arguments (no upload)."""
     for c in range(0, len(writes), META_WRITES):
-        part = list(writes[c : c + META_WRITES])
-        part += [(-1, 0)] * (META_WRITES - len(part))
-        launch(_meta_kernel, 1, 1, (meta,), *(np.int64(v) for iv in part for v in iv))
+        launch(_meta_kernel, 1, 1, (meta,), *_write_args(writes[c : c + META_WRITES]))
 
 
-def build_directory(keys, s, e, nkeys, out) -> None:
-    """out[x] = start of first key x in run [s, e); out[nkeys] = e. len(out) == nkeys + 1."""
-    launch(_directory_kernel, *grid(nkeys + 1), (keys, out), s, e, nkeys)
+def _carried(meta, like) -> tuple:
+    """(array, scalar arguments) of the metadata writes a run-closing kernel makes: the last
+    six of ``meta = (array, writes)`` (any before them by :func:`patch_meta`, which is then
+    launched first), or none (``like`` stands in for the array, never written)."""
+    if meta is None:
+        return like, _write_args(())
+    arr, writes = meta
+    writes = list(writes)
+    cut = max(len(writes) - META_WRITES, 0)
+    if cut:
+        patch_meta(arr, writes[:cut])
+    return arr, _write_args(writes[cut:])
+
+
+def build_directory(keys, s, e, nkeys, out, meta=None) -> None:
+    """out[x] = start of first key x in run [s, e); out[nkeys] = e. len(out) == nkeys + 1.
+    ``meta``: metadata writes made by the same launch (see :func:`merge_runs`)."""
+    marr, mw = _carried(meta, out)
+    launch(_directory_kernel, *grid(nkeys + 1), (keys, out, marr), s, e, nkeys, *mw)
 
 
 def compact_keys(st, tomb, xs) -> None:
@@ -610,22 +658,27 @@ def compact_keys(st, tomb, xs) -> None:
 
 
 def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to: int = -1, runmask=None,
-                 bit: int = 0) -> None:
+                 bit: int = 0, meta=None) -> None:
     """Copy the entries of ``src_k`` / ``src_v`` that ``flags`` marks, in order, to
     ``dst_k`` / ``dst_v`` from ``dst0`` on: one scan (CuPy's ``cumsum``) and one scatter.
     ``pad_to >= 0``: ``PAD_KEY`` entries (value 0) follow the copied ones up to
     ``dst0 + pad_to`` (a bound on the marked count that the caller knows). ``runmask``,
     ``bit``: ``runmask[x] |= bit`` for every first key x copied, in the same launch (a new
-    run's bit; :func:`set_run_bits` of the copied entries)."""
+    run's bit; :func:`set_run_bits` of the copied entries). ``meta``: metadata writes made
+    by the same launch (see :func:`merge_runs`)."""
     check_1d("src_k", src_k)
     n = src_k.shape[0]
     if n == 0:
+        if meta is not None:
+            patch_meta(*meta)
         return
     incl = array_module(flags).cumsum(flags, dtype=np.int64)
     if runmask is None:  # a stand-in of the right type, never written with bit 0
         runmask, bit = dst_k, 0
-    launch(_copy_flagged_kernel, *grid(n), (src_k, src_v, flags, incl, dst_k, dst_v, runmask),
-           n, np.int64(dst0), np.int64(pad_to), np.int64(bit))
+    marr, mw = _carried(meta, dst_k)
+    launch(_copy_flagged_kernel, *grid(n),
+           (src_k, src_v, flags, incl, dst_k, dst_v, runmask, marr),
+           n, np.int64(dst0), np.int64(pad_to), np.int64(bit), *mw)
 
 
 def compact_rows_of(st, tomb, live, keys, slack) -> None:

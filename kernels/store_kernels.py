@@ -270,8 +270,17 @@ def rows_to_compact(keys, tomb, live, slack):
     return out[:k]
 
 
+def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to=-1, runmask=None, bit=0,
+                 meta=None):
+    """:func:`_copy_flagged`, then ``meta``'s metadata writes (:func:`patch_meta`; the
+    device makes them in the same launch)."""
+    _copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to, runmask, bit)
+    if meta is not None:
+        patch_meta(*meta)
+
+
 @nb.njit(cache=True)
-def copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to=-1, runmask=None, bit=0):
+def _copy_flagged(src_k, src_v, flags, dst_k, dst_v, dst0, pad_to=-1, runmask=None, bit=0):
     """Copy the entries of ``src_k`` / ``src_v`` that ``flags`` marks, in order, to
     ``dst_k`` / ``dst_v`` from ``dst0`` on; ``pad_to >= 0``: ``PAD_KEY`` entries (value 0)
     follow up to ``dst0 + pad_to``. ``runmask``, ``bit``: ``runmask[x] |= bit`` for every
@@ -337,8 +346,17 @@ def set_run_bits(keys, s, e, runmask, j):
             prev = x
 
 
+def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded=False, meta=None):
+    """:func:`_merge_runs`, then ``meta``'s metadata writes (:func:`patch_meta`; the device
+    makes them in the merge's last launch)."""
+    end = _merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded)
+    if meta is not None:
+        patch_meta(*meta)
+    return end
+
+
 @nb.njit(cache=True)
-def merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded=False):
+def _merge_runs(keys, vals, s1, s2, s3, tomb, runmask, j, padded=False):
     """Merge runs [s1, s2) and [s2, s3) (run indices j and j+1) into one run at s1.
 
     Tombstones and compaction padding are dropped. Returns the end of the merged run;
@@ -391,8 +409,16 @@ def patch_meta(meta, writes) -> None:
         meta[i] = v
 
 
+def build_directory(keys, s, e, nkeys, out, meta=None):
+    """:func:`_build_directory`, then ``meta``'s metadata writes (:func:`patch_meta`; the
+    device makes them in the same launch)."""
+    _build_directory(keys, s, e, nkeys, out)
+    if meta is not None:
+        patch_meta(*meta)
+
+
 @nb.njit(cache=True)
-def build_directory(keys, s, e, nkeys, out):
+def _build_directory(keys, s, e, nkeys, out):
     """out[x] = start of first key x in run [s, e); out[nkeys] = e. len(out) == nkeys + 1."""
     p = s
     for x in range(nkeys + 1):

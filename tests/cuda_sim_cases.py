@@ -554,6 +554,48 @@ def test_rows_collect_compact(n: int) -> None:
         assert (want != base).any()
 
 
+@pytest.mark.parametrize("n_writes", [0, 4, 9])
+def test_store_metadata_rides_on_the_run_kernels(n_writes: int) -> None:
+    """A store's metadata writes made by the kernel that writes its new run, its merge or its
+    directory (``meta=``; ``ZStore._carried``), on the device and the host: the kernel's own
+    output is what it is without them, and the metadata holds the writes (six in the launch,
+    the rest by a ``patch_meta`` launch before it)."""
+    rng = np.random.default_rng(77 + n_writes)
+    idx = rng.choice(192, n_writes, replace=False)
+    writes = [(int(i), int(v)) for i, v in zip(idx, rng.integers(-9, 1 << 40, n_writes))]
+    want_meta = np.arange(192, dtype=np.int64)
+    want_meta[idx] = [v for _, v in writes]
+    n = 40
+    keys = np.sort(rng.choice(1 << 12, n, replace=False)).astype(np.int64)
+    flags = rng.random(n) < 0.5
+    vals = rng.integers(1, 5, n)
+
+    def run(kern, name, meta):
+        if name == "copy":
+            dk, dv = np.full(n + 9, -1, np.int64), np.full(n + 9, -1, np.int64)
+            kern.copy_flagged(keys, vals, flags, dk, dv, 7, meta=meta)
+            return dk, dv
+        if name == "directory":
+            out = np.full(9, -1, np.int64)
+            kern.build_directory(keys << 32 >> 32 << 29, 0, n, 8, out, meta=meta)
+            return (out,)
+        k2 = np.r_[keys[::2], keys[1::2]]  # two sorted runs of unique keys
+        v2, tomb, runmask = np.r_[vals[::2], vals[1::2]], np.zeros(1 << 12, np.int64), \
+            np.full(1 << 12, 3, np.int64)
+        end = kern.merge_runs(k2, v2, 0, (n + 1) // 2, n, tomb, runmask, 0, padded=True,
+                              meta=meta)
+        return k2, v2, runmask, np.array([end])
+
+    for name in ("copy", "directory", "merge"):
+        plain = run(cpu_store, name, None)
+        for kern in (cpu_store, K.store):
+            meta = np.arange(192, dtype=np.int64)
+            got = run(kern, name, (meta, writes))
+            for a, b in zip(plain, got):
+                assert array_equal(a, b), (name, kern)
+            assert array_equal(meta, want_meta), (name, kern)
+
+
 @pytest.mark.usefixtures("boundary_launch")
 @pytest.mark.parametrize("n", SIZES)
 def test_phase_scan(n: int) -> None:

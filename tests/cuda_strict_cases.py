@@ -573,6 +573,58 @@ def test_device_conflict_checked_with_the_phase() -> None:
 
 
 # ----------------------------------------------------------------------------- kernels
+def test_a_phase_run_with_its_preparation_leaves_nothing_behind() -> None:
+    """The phase of a device batch is launched with its preparation, before the batch's sizes
+    are read back (``GraphEngine._apply_device``), and changes the auto-ε flags as it runs.
+    A batch that then goes another way (a conflict judged by the host's rules, new vertices
+    prepared again, the recompute path) undoes it: after every batch the flagged vertices
+    and their count equal the CPU engine's, as do the counts. ``epsilon="auto"`` watches the
+    light rows; a hub's degree is moved across the watched bound and back (its spokes new
+    vertices at first), while conflicts, new vertices and forced recomputes are mixed in."""
+    rng = np.random.default_rng(23)
+    nv = 30
+    base = {"src": rng.integers(0, nv, 120), "dst": rng.integers(0, nv, 120)}
+    kw = dict(epsilon="auto", on_conflict="ignore")
+    dev = GraphEngine(backend=DEVICE, **kw)
+    cpu = GraphEngine(backend="cpu", **kw)
+    dev.load({k: XP.asarray(v) for k, v in base.items()})
+    cpu.load(base)
+    watch = cpu.rels[0].watch
+    assert watch is not None
+    spokes = 5000 + np.arange(watch + 8)  # the hub 0's extra neighbours
+    ahead = []
+    run = dev._run_early
+    dev._run_early = lambda done, counts: ahead.append(1) or run(done, counts)
+    flips = 0
+    for i, b in enumerate(signed_batches(rng, nv, 20, 8)):
+        sign = 1 if i % 2 == 0 else -1
+        b = {"src": np.r_[b["src"], np.zeros(spokes.shape[0], np.int64)],
+             "dst": np.r_[b["dst"], spokes],
+             "sign": np.r_[b["sign"], np.full(spokes.shape[0], sign, np.int64)]}
+        if i % 3 == 2:  # a batch whose every row is between known vertices, conflict-free
+            b = {k: v[-spokes.shape[0]:] for k, v in b.items()}
+        dev.policy.force = cpu.policy.force = "recompute" if i % 4 == 3 else None
+        before = over_keys(dev)
+        rd = dev.apply({k: XP.asarray(v) for k, v in b.items()})
+        rc = cpu.apply(b)
+        assert (rd.triangles, rd.delta, rd.updates, rd.ignored, rd.path) == \
+            (rc.triangles, rc.delta, rc.updates, rc.ignored, rc.path), i
+        D, C = dev.rels[0], cpu.rels[0]
+        assert (D.watch, D.n_over) == (C.watch, C.n_over), i
+        assert over_keys(dev) == over_keys(cpu), i
+        flips += len(before ^ over_keys(dev))
+    # the phase ran ahead, the flags moved, some batches went to the host's rules
+    assert len(ahead) > 4 and flips and dev.device_to_host > 0, (ahead, flips, dev.device_to_host)
+
+
+def over_keys(engine) -> set:
+    """The user keys of the vertices whose auto-ε flag is set (the device's load numbers a
+    batch's vertices as the host does, but not a load's: compared by key)."""
+    n = len(engine.encoder)
+    ids = np.flatnonzero(host(engine.rels[0].over)[:n])
+    return set(engine.encoder.decode(ids).tolist())
+
+
 def test_product_entries_in_chunks_matches_gustavson() -> None:
     """The expand-sort-reduce product (cut into chunks of a few paths) equals the CPU's
     row-wise Gustavson product."""
