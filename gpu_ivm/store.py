@@ -244,7 +244,10 @@ class ZStore:
         launch of its own: inside, those kernels are queued (the host's bookkeeping of a
         padded store needs no result of theirs), and on leaving they are launched in order,
         the last one carrying the writes. Elsewhere (the host, a store whose metadata is not
-        on the device yet) the kernels run at once and :meth:`nt` patches the metadata."""
+        on the device yet) the kernels run at once and :meth:`nt` patches the metadata.
+        Inside, an array may be reallocated only before a kernel that writes it is queued
+        (the new run's room and the directory's are made before their kernels are queued):
+        a queued kernel writes the array it was given."""
         if self.meta is None or not getattr(self.sk, "META_RIDES", False) or not self.padded:
             yield
             return
