@@ -299,7 +299,8 @@ class TriangleEngineBase:
         n_heavy_keys = None  # on a device: keys with a heavy first key, when no key moved
         into = None  # on a device: the count delta's launcher read with the phase's counts
         if xp is np:  # two compiled passes (kernels/phase_kernels.py)
-            self._drop_ahead()
+            if self._ahead is not None:
+                self._drop_ahead()
             ux, deg_new, to_heavy, to_light, clear = phase_degrees(
                 keys, old, deltas, K.h.live, K.l.live, K.heavy, clip_threshold(up),
                 clip_threshold(th.down))

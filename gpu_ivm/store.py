@@ -31,7 +31,7 @@ updated in place with each batch: an intersection with such a row walks the othe
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -52,6 +52,7 @@ INDEX_LOAD = 4  # a table has >= INDEX_LOAD slots per taken slot (load factor <=
 BITS_BYTES = 2
 BITS_FLOOR = 64
 META_CAP = 64  # entries of each of the device's bounds / dirptr / dirlen arrays (> MAX_RUNS + 1)
+_NO_CONTEXT = nullcontext()  # ZStore._carried where nothing is queued
 DEAD_SLACK = 1 << 16  # a device store's runs are rebuilt once dead entries exceed live + this
 # host stores built without ``padded=`` take a device store's padded runs too (for tests that
 # compare a host store bit for bit with a device one, which is always padded)
@@ -237,8 +238,15 @@ class ZStore:
         self._meta_now = want
         return self.meta
 
-    @contextmanager
     def _carried(self):
+        """:meth:`_carried_launches` on a device store whose metadata is there, else a context
+        that does nothing (no generator on the host's path)."""
+        if self.meta is None or not self.padded or not getattr(self.sk, "META_RIDES", False):
+            return _NO_CONTEXT
+        return self._carried_launches()
+
+    @contextmanager
+    def _carried_launches(self):
         """A batch's new run, merges and directory (:meth:`_append_flagged`, :meth:`_settle`)
         with the metadata writes they cause made by the last of their kernels, not by a
         launch of its own: inside, those kernels are queued (the host's bookkeeping of a
@@ -248,9 +256,6 @@ class ZStore:
         Inside, an array may be reallocated only before a kernel that writes it is queued
         (the new run's room and the directory's are made before their kernels are queued):
         a queued kernel writes the array it was given."""
-        if self.meta is None or not getattr(self.sk, "META_RIDES", False) or not self.padded:
-            yield
-            return
         self._queue = []
         done = False
         try:
