@@ -221,17 +221,26 @@ class TriangleEngineBase:
         if st.size == 0:  # the other factor is empty (ε = 1 has no heavy part): no deltas
             return
         xp = self.xp
-        xs, ys = unpack(keys)
         nt = st.nt()
-        counts = xp.empty(keys.shape[0], np.int64)
         split = getattr(self.k.delta, "expand_counts_split", None)
-        if split is not None:  # on a device: both counts and both totals in one launch,
-            # one read
-            sparse_counts = xp.empty(keys.shape[0], np.int64)
-            totals = split(ys if left else xs, nt, xs, view.vrow, left, counts, sparse_counts)
+        if split is not None:  # on a device: the packed keys unpacked by the kernels, the
+            # segments' sizes and both totals in one launch, one read, one scan
+            keys = xp.ascontiguousarray(keys)
+            ptr = xp.empty(keys.shape[0] + 1, np.int64)
+            totals = split(keys, nt, view.vrow, left, ptr)
             expanded, total = (int(v) for v in totals.tolist())
-            counts = sparse_counts
-        elif left and view.vrow.shape[0]:
+            if expanded == 0:
+                return
+            ok = xp.empty(total, np.int64)
+            ov = xp.empty(total, np.int64)
+            self.k.view.emit_view_keys(keys, xp.ascontiguousarray(vals, dtype=np.int64), nt,
+                                       left, view.vrow, view.vmat, xp.cumsum(ptr), ok, ov)
+            if total:  # the view's consolidation drops the zero slots (summed away as key 0)
+                view.add(ok, ov, below=self._id_bound)
+            return
+        xs, ys = unpack(keys)
+        counts = xp.empty(keys.shape[0], np.int64)
+        if left and view.vrow.shape[0]:
             self.k.delta.expand_counts(ys, nt, counts)
             # an update of the left factor whose row x of V is dense adds into that row in
             # place and emits no sparse delta: no output slots (and no zeros to drop) for it
@@ -250,17 +259,13 @@ class TriangleEngineBase:
         ov = xp.empty(total, np.int64)
         ms = xp.ascontiguousarray(vals, dtype=np.int64)
         par = getattr(self.k.view, "emit_view_deltas_par", None)
-        device = xp is not np
-        # the dense adds are work too; on a device the segments are the caller's whatever
-        # the size (one launch, nothing read back)
-        if par is not None and (device or expanded >= PAR_EMIT_MIN):
+        if par is not None and expanded >= PAR_EMIT_MIN:  # the dense adds are work too
             ptr = xp.zeros(keys.shape[0] + 1, np.int64)
             xp.cumsum(counts, out=ptr[1:])
             par(xs, ys, ms, nt, left, view.vrow, view.vmat, ptr, ok, ov,
                 numba.get_num_threads())
-            if not device:  # on a device the view's consolidation drops the zero slots
-                nz = ov != 0  # (summed away as key 0), so their count is not read back
-                ok, ov = ok[nz], ov[nz]
+            nz = ov != 0
+            ok, ov = ok[nz], ov[nz]
         else:
             n = self.k.view.emit_view_deltas(xs, ys, ms, nt, left, view.vrow, view.vmat, ok, ov)
             ok, ov = ok[:n], ov[:n]
@@ -280,7 +285,8 @@ class TriangleEngineBase:
         if hk.shape[0]:
             self._view_update(self.views[k], hk, hv, nx.l, left=True)
             K.h.add(hk, hv, below, hint=hints[0])
-            tk, tv = sort_pairs(transpose(hk), hv)
+            on_device = getattr(self.k.store, "transposed_sorted", None)  # 3 calls, not 7
+            tk, tv = on_device(hk, hv) if on_device else sort_pairs(transpose(hk), hv)
             K.ht.add(tk, tv, below, hint=hints[0])
         if lk.shape[0]:
             self._view_update(self.views[(k - 1) % r], lk, lv, pv.ht, left=False)

@@ -92,18 +92,26 @@ class ViewStore:
             keep = self.vk.scatter_dense(keys, vals, self.vrow, self.vmat)
             keys, vals = keys[keep], vals[keep]
         if not presorted:
-            order = xp.argsort(keys)  # summed per key: any order of equal keys
-            keys, vals = self.dk.segment_sum_sorted(keys[order], vals[order])
+            keys, vals = self.dk.segment_sum_sorted(*self._by_key(keys, vals))
         if keys.shape[0] == 0:
             return
         ride = getattr(self.vk, "promote_then", None)  # a device: read with the add's counts
-        then = None if ride is None else ride(keys >> 32, self.sparse, DENSE_FRACTION,
-                                              DENSE_MIN)
+        then = None if ride is None else ride(keys, self.sparse, DENSE_FRACTION, DENSE_MIN)
         self.sparse.add(keys, vals, below, then=then)
         if then is None or not then.done:
             self._promote_if_large(keys >> 32)
         elif then.rows.shape[0]:
             self.promote(then.rows)
+
+    def _by_key(self, keys, vals):
+        """``keys`` and ``vals`` ordered by key (equal keys in any order: they are summed):
+        on a device one ``argsort`` and one kernel gathering both (``sorted_by_key``), else
+        ``argsort`` and two gathers."""
+        gather = getattr(self.sk, "sorted_by_key", None)
+        if gather is not None:
+            return gather(keys, vals)
+        order = self.xp.argsort(keys)
+        return keys[order], vals[order]
 
     def _promote_if_large(self, fx: np.ndarray) -> None:
         """Promote the rows among the sorted first keys ``fx`` (repeats allowed) that grew

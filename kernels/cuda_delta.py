@@ -20,6 +20,7 @@ from numba import cuda
 
 from .cuda_launch import (
     CONFIG,
+    array_module,
     check_1d,
     counters,
     empty,
@@ -127,12 +128,13 @@ def _expand_counts_kernel(st, io, n):
 
 @cuda.jit(cache=True)
 def _expand_split_kernel(st, io, left, n):
-    """counts[i] = physical entries of first key keys[i]; sparse[i] the same, or 0 when
-    ``left`` and row xs[i] of the view is dense (vrow[xs[i]] >= 0: the update adds into it
-    in place); totals[0], totals[1] += their sums. Launch config: 1-D grid-stride; each
-    thread sums its own, the block adds them in shared memory, one atomic per block and
-    total."""
-    keys, xs, vrow, counts, sparse, totals = io
+    """For update i with packed key (x, y) (unpacked here): the physical entries of the
+    store's row y (``left``) or x, and its segment's size in ``ptr[i + 1]``: the same, or 0
+    when ``left`` and row x of the view is dense (vrow[x] >= 0: the update adds into it in
+    place); ``ptr[0] = 0``, so one inclusive scan of ``ptr`` gives the segments' starts;
+    totals[0], totals[1] += the sums of both. Launch config: 1-D grid-stride; each thread
+    sums its own, the block adds them in shared memory, one atomic per block and total."""
+    ukeys, vrow, ptr, totals = io
     acc = cuda.shared.array(2, nb.int64)
     if cuda.threadIdx.x == 0:
         acc[0] = 0
@@ -142,15 +144,16 @@ def _expand_split_kernel(st, io, left, n):
     mine_sparse = 0
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
+    if i == 0:
+        ptr[0] = 0
     while i < n:
-        c = _rows_len(st, keys[i])
-        counts[i] = c
+        k = ukeys[i]
+        x = k >> 32
+        c = _rows_len(st, k & LO_MASK if left else x)
         s = c
-        if left:
-            x = xs[i]
-            if x < vrow.shape[0] and vrow[x] >= 0:
-                s = 0
-        sparse[i] = s
+        if left and x < vrow.shape[0] and vrow[x] >= 0:
+            s = 0
+        ptr[i + 1] = s
         mine += c
         mine_sparse += s
         i += stride
@@ -179,63 +182,45 @@ def _expand_emit_kernel(st, io, left, n):
 
 
 @cuda.jit(cache=True)
-def _seg_starts_kernel(io, n):
-    """flags[i + 1] = keys[i] starts a group of equal keys, flags[0] = 0 (so that the scan of
-    ``flags`` is the exclusive scan of the starts in one call), and sums[i] = 0 (the group sums'
-    slots, zeroed here rather than by a call of their own). Launch config: 1-D grid-stride."""
-    keys, flags, sums = io
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    if i == 0:
-        flags[0] = 0
-    while i < n:
-        flags[i + 1] = 1 if i == 0 or keys[i] != keys[i - 1] else 0
-        sums[i] = 0
-        i += stride
-
-
-@cuda.jit(cache=True)
-def _seg_add_kernel(io, n):
-    """sums[group(i)] += vals[i], group(i) = offs[i + 1] - 1 (starts up to and including i).
-
-    Launch config: 1-D grid-stride, one thread per entry; ``atomic.add`` (a group's entries are
-    adjacent, so contention stays within a few warps).
-    """
-    vals, offs, sums = io
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    while i < n:
-        v = vals[i]
-        if v != 0:
-            cuda.atomic.add(sums, offs[i + 1] - 1, v)
-        i += stride
-
-
-@cuda.jit(cache=True)
-def _seg_keep_kernel(io, n):
-    """keep[i + 1] = entry i starts a group (offs[i + 1] > offs[i]) whose sum is not zero,
-    keep[0] = 0 (scanned in one call, as ``flags``). Launch config: 1-D grid-stride."""
-    offs, sums, keep = io
+def _seg_heads_kernel(io, n):
+    """At the first entry i of each run of equal keys: sums[i] = the run's sum, walked by
+    that thread, and keep[i + 1] = 1 when it is not 0; keep[i + 1] = 0 at every other entry
+    and keep[0] = 0 (so that the scan of ``keep`` is the exclusive scan of the kept runs in
+    one call). Launch config: 1-D grid-stride. A run is the repeats of one key: for a view's
+    deltas, the updates of one batch sharing the key's row, a few except at a hub's batch
+    (where one thread walks them all; no scan of group ids, no atomics)."""
+    keys, vals, sums, keep = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     if i == 0:
         keep[0] = 0
     while i < n:
-        keep[i + 1] = 1 if offs[i + 1] != offs[i] and sums[offs[i]] != 0 else 0
+        k = keys[i]
+        f = 0
+        if i == 0 or keys[i - 1] != k:
+            s = vals[i]
+            j = i + 1
+            while j < n and keys[j] == k:
+                s += vals[j]
+                j += 1
+            sums[i] = s
+            if s != 0:
+                f = 1
+        keep[i + 1] = f
         i += stride
 
 
 @cuda.jit(cache=True)
-def _seg_scatter_kernel(io, n):
-    """ok[koffs[i]] = keys[i], ov[...] = sums[group] where entry i is kept (koffs[i + 1] >
+def _seg_put_kernel(io, n):
+    """ok[koffs[i]] = keys[i], ov[...] = sums[i] where run head i is kept (koffs[i + 1] >
     koffs[i]). Launch config: as above."""
-    keys, offs, sums, koffs, ok, ov = io
+    keys, sums, koffs, ok, ov = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
         if koffs[i + 1] != koffs[i]:
             ok[koffs[i]] = keys[i]
-            ov[koffs[i]] = sums[offs[i]]
+            ov[koffs[i]] = sums[i]
         i += stride
 
 
@@ -290,8 +275,9 @@ def _emit_view_kernel(st, io, vview, left, n):
         st row y2: z=3 (tomb)     seg 2: (x2,3) 0               <- tombstone slot padded
 
     The compaction that follows keeps the nonzero slots in order: the CPU's output order.
+    Updates come as packed keys ``x << 32 | y`` (unpacked here, no CuPy calls for it).
     """
-    xs, ys, ms, ptr, out_keys, out_vals = io
+    ukeys, ms, ptr, out_keys, out_vals = io
     vrow, vmat = vview
     keys = st[0]
     vals = st[1]
@@ -299,8 +285,8 @@ def _emit_view_kernel(st, io, vview, left, n):
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
-        xi = xs[i]
-        yi = ys[i]
+        xi = ukeys[i] >> 32
+        yi = ukeys[i] & LO_MASK
         mi = ms[i]
         e = yi if left else xi
         dense_left = -1
@@ -421,17 +407,21 @@ def expand_counts(exp_keys, st, counts) -> None:
     launch(_expand_counts_kernel, *grid(n), st, (exp_keys, counts), n)
 
 
-def expand_counts_split(exp_keys, st, xs, vrow, left, counts, sparse):
-    """:func:`expand_counts` into ``counts``, and ``sparse`` the same but 0 for an update of
-    the left factor whose view row xs[i] is dense (``left``); returns ``totals`` (device, 2
-    slots: Σ counts, Σ sparse), so a view update reads both sizes in one transfer where it
-    took nine CuPy calls and a read (``TriangleEngineBase._view_update``)."""
-    check_1d("exp_keys", exp_keys)
+def expand_counts_split(ukeys, st, vrow, left, ptr):
+    """The segment sizes of a view update (:func:`emit_view_keys`) for updates given as
+    packed keys ``ukeys`` (x << 32 | y): ``ptr[i + 1]`` = the physical entries of the
+    store's row y (``left``) or x, or 0 for a left update whose view row x is dense, and
+    ``ptr[0] = 0``, so ``cumsum(ptr)`` is the segments' pointers; returns ``totals`` (device,
+    2 slots: Σ entries, Σ segment sizes), so a view update reads both sizes in one transfer
+    (``TriangleEngineBase._view_update``: one launch, where it took nine CuPy calls and a
+    read, and then two to unpack the keys and two to pad and scan the sizes)."""
+    check_1d("ukeys", ukeys)
     totals = counters(2)
-    n = exp_keys.shape[0]
+    n = ukeys.shape[0]
     if n:
-        launch(_expand_split_kernel, *grid(n), st, (exp_keys, xs, vrow, counts, sparse, totals),
-               left, n)
+        launch(_expand_split_kernel, *grid(n), st, (ukeys, vrow, ptr, totals), left, n)
+    else:
+        ptr[:1] = 0
     return totals
 
 
@@ -447,29 +437,26 @@ def expand_emit(xs, ys, ms, st, left, ptr, out_keys, out_vals) -> None:
 def segment_sum_sorted(keys, vals):
     """Group equal keys of a sorted array, sum values, drop zero sums.
 
-    Four kernels and two scans: group starts (and the sums' slots zeroed), group ids by a
-    scan, per-group sums by ``atomic.add``, nonzero-group flags, compaction. The flags are
-    written after a leading 0, so each scan is one call (``padded_scan``). The output length
-    is read back once.
+    Two kernels and a scan: each run's first entry sums its run and flags it when the sum
+    is not zero (:func:`_seg_heads_kernel`; the flags written after a leading 0, so the scan
+    is one call, ``padded_scan``), then the kept runs are written in order. The output
+    length is read back once. (Until the twenty-third session four kernels and two scans:
+    group starts, group ids by a scan, sums by ``atomic.add``, flags, a second scan.)
     """
     check_1d("keys", keys)
     n = keys.shape[0]
     if n == 0:
         z = np.zeros(0, np.int64) if isinstance(keys, np.ndarray) else empty(0)
         return z, z
-    flags = empty(n + 1)
     sums = empty(n)
-    launch(_seg_starts_kernel, *grid(n), (keys, flags, sums), n)
-    offs = padded_scan(flags)  # group of entry i = offs[i + 1] - 1; of a start i = offs[i]
-    launch(_seg_add_kernel, *grid(n), (vals, offs, sums), n)
     keep = empty(n + 1)
-    launch(_seg_keep_kernel, *grid(n), (offs, sums, keep), n)
+    launch(_seg_heads_kernel, *grid(n), (keys, vals, sums, keep), n)
     koffs = padded_scan(keep)
     m = scalar(koffs, n)
     ok = empty(m)
     ov = empty(m)
     if m:
-        launch(_seg_scatter_kernel, *grid(n), (keys, offs, sums, koffs, ok, ov), n)
+        launch(_seg_put_kernel, *grid(n), (keys, sums, koffs, ok, ov), n)
     return result(ok, keys), result(ov, keys)
 
 
@@ -518,7 +505,8 @@ def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals) -> in
         return 0
     sk = empty(total)
     sv = empty(total)
-    launch(_emit_view_kernel, *grid(n), st, (xs, ys, ms, ptr, sk, sv), (vrow, vmat), bool(left), n)
+    launch(_emit_view_kernel, *grid(n), st, (_packed(xs, ys), ms, ptr, sk, sv), (vrow, vmat),
+           bool(left), n)
     flags = empty(total)
     launch(_nonzero_flags_kernel, *grid(total), (sv, flags), total)
     offs = exclusive_scan(flags)
@@ -533,13 +521,27 @@ def emit_view_deltas_par(xs, ys, ms, st, left, vrow, vmat, ptr, out_keys, out_va
     """``emit_view_deltas`` with caller-given segments: update i writes its sparse deltas to
     out[ptr[i]:ptr[i+1]] and zero-fills the rest (as the CPU kernel). One launch, no read-back:
     the engine drops the zeros. ``nt`` (the CPU kernel's thread count) is ignored: dense-row
-    adds are atomic here, so any thread may take any update."""
+    adds are atomic here, so any thread may take any update. The engine passes its packed
+    keys to :func:`emit_view_keys` instead (no pack)."""
     check_1d("xs", xs)
-    n = xs.shape[0]
+    if xs.shape[0]:
+        emit_view_keys(_packed(xs, ys), ms, st, left, vrow, vmat, ptr, out_keys, out_vals)
+
+
+def emit_view_keys(ukeys, ms, st, left, vrow, vmat, ptr, out_keys, out_vals) -> None:
+    """:func:`emit_view_deltas_par` for updates given as packed keys ``x << 32 | y``."""
+    check_1d("ukeys", ukeys)
+    n = ukeys.shape[0]
     if n == 0:
         return
-    launch(_emit_view_kernel, *grid(n), st, (xs, ys, ms, ptr, out_keys, out_vals), (vrow, vmat),
+    launch(_emit_view_kernel, *grid(n), st, (ukeys, ms, ptr, out_keys, out_vals), (vrow, vmat),
            bool(left), n)
+
+
+def _packed(xs, ys):
+    """``xs << 32 | ys`` (int64) in the arrays' module."""
+    xp = array_module(xs)
+    return xp.ascontiguousarray((xs.astype(np.int64) << 32) | ys.astype(np.int64))
 
 
 def scatter_dense(keys, vals, vrow, vmat):

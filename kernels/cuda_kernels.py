@@ -54,14 +54,16 @@ STORE_FUNCTIONS = (
     "set_run_bits", "build_directory", "compact_keys", "compact_rows_of", "copy_flagged",
     "count_rows", "fill_rows",
     "collect_live", "first_key_counts", "sorted_unique_firsts", "index_fill", "index_upsert",
-    "bits_fill", "bits_apply", "device_bundle", "patch_meta",
+    "bits_fill", "bits_apply", "device_bundle", "patch_meta", "transposed_sorted",
+    "sorted_by_key",
 )
 DELTA_FUNCTIONS = (
     "path_weights", "expand_counts", "expand_counts_split", "expand_emit",
     "segment_sum_sorted", "batch_wedges", "first_grouped_weights", "batch_wedges_total",
 )
 PHASE_SLOTS = ("N_HEAVY_KEYS", "D_OVER", "N_HEAVY_INS", "N_BAD", "N_THEN")  # phase_scan's counts
-VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "scatter_dense")
+VIEW_FUNCTIONS = ("emit_view_deltas", "emit_view_deltas_par", "emit_view_keys",
+                  "scatter_dense")
 QUERY_FUNCTIONS = ("plan", "emit", "sums", "compact", "pair_sums", "label_masks",
                    "new_flags")
 HASH_FUNCTIONS = ("lookup", "insert")

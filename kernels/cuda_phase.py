@@ -412,49 +412,53 @@ def delta_units(dkeys, next_l_live, next_h_live, prev_ht_live) -> int:
 
 
 @cuda.jit(cache=True)
-def _promote_kernel(io, n, cap, dense_frac, dense_min):
+def _promote_kernel(io, n, cap, dense_frac, dense_min, shift):
     """The first thread of each first key's group appends the key when its row qualifies
-    (see :func:`rows_to_promote`). Launch config: 1-D grid-stride, one thread per key."""
+    (see :func:`rows_to_promote`); the first keys are ``fx >> shift`` (``shift`` 32: ``fx``
+    holds packed keys, unpacked here). Launch config: 1-D grid-stride, one thread per key."""
     fx, live, out, counter = io
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
-        x = fx[i]
-        if (i == 0 or fx[i - 1] != x) and live[x] * dense_frac >= cap and live[x] >= dense_min:
+        x = fx[i] >> shift
+        if (i == 0 or (fx[i - 1] >> shift) != x) and live[x] * dense_frac >= cap and \
+                live[x] >= dense_min:
             out[cuda.atomic.add(counter, 0, 1)] = x
         i += stride
 
 
 class PromoteThen:
-    """:func:`rows_to_promote` of a view's sparse store, launched by the store's update
-    (``cuda_store.apply_updates_then``) right after the update and read back with its
-    counts: a view update reads once where it read twice. The live counts it reads are final
-    then (the rest of the add moves entries, not counts). ``done`` tells whether it ran;
-    ``rows`` are the rows found, sorted."""
+    """:func:`rows_to_promote` of a view's sparse store for the sorted packed keys ``keys``
+    just added to it (their first ids are the rows; unpacked by the kernel), launched by the
+    store's update (``cuda_store.apply_updates_then``) right after the update and read back
+    with its counts: a view update reads once where it read twice. The live counts it reads
+    are final then (the rest of the add moves entries, not counts). ``done`` tells whether
+    it ran; ``rows`` are the rows found, sorted."""
 
     slots = 1
 
-    def __init__(self, fx, store, dense_frac: int, dense_min: int) -> None:
-        self.fx, self.store = fx, store
+    def __init__(self, keys, store, dense_frac: int, dense_min: int) -> None:
+        self.fx, self.store = keys, store
         self.dense_frac, self.dense_min = dense_frac, dense_min
         self.out = self.rows = None
         self.done = False
 
     def launch(self, counter) -> None:
         self.out = _launch_promote(self.fx, self.store.live, counter, self.store.id_capacity,
-                                   self.dense_frac, self.dense_min)
+                                   self.dense_frac, self.dense_min, shift=32)
 
     def got(self, values: list[int]) -> None:
         self.rows = _promoted(self.fx, self.out, values[0])
         self.done = True
 
 
-def _launch_promote(fx, live, counter, cap: int, dense_frac: int, dense_min: int):
+def _launch_promote(fx, live, counter, cap: int, dense_frac: int, dense_min: int,
+                    shift: int = 0):
     """Launch :func:`_promote_kernel` (its count into ``counter[0]``); returns its output."""
     n = fx.shape[0]
     out = empty(n)
     launch(_promote_kernel, *grid(n), (fx, live, out, counter), n, np.int64(cap),
-           np.int64(dense_frac), np.int64(dense_min))
+           np.int64(dense_frac), np.int64(dense_min), np.int64(shift))
     return out
 
 

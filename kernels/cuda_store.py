@@ -648,6 +648,61 @@ def build_directory(keys, s, e, nkeys, out, meta=None) -> None:
     launch(_directory_kernel, *grid(nkeys + 1), (keys, out, marr), s, e, nkeys, *mw)
 
 
+@cuda.jit(cache=True)
+def _transpose_kernel(io, n):
+    """out[i] = keys[i] with its halves swapped (x << 32 | y -> y << 32 | x). Launch config:
+    1-D grid-stride."""
+    keys, out = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        k = keys[i]
+        out[i] = ((k & LO_MASK) << 32) | (k >> 32)
+        i += stride
+
+
+@cuda.jit(cache=True)
+def _gather_pairs_kernel(io, n):
+    """out_keys[i], out_vals[i] = keys[order[i]], vals[order[i]]. Launch config: 1-D
+    grid-stride."""
+    order, keys, vals, out_keys, out_vals = io
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < n:
+        j = order[i]
+        out_keys[i] = keys[j]
+        out_vals[i] = vals[j]
+        i += stride
+
+
+def transposed_sorted(keys, vals):
+    """``(tk, tv)``: the unique packed ``keys`` with their halves swapped, sorted, and
+    ``vals`` in the same order: what ``sort_pairs(transpose(keys), vals)`` computes on the
+    host (the heavy part's transpose of a batch). A kernel, then :func:`sorted_by_key`:
+    three calls where the array module's operators took seven."""
+    check_1d("keys", keys)
+    n = keys.shape[0]
+    tk = empty(n)
+    if n:
+        launch(_transpose_kernel, *grid(n), (keys, tk), n)
+    return sorted_by_key(result(tk, keys), vals)
+
+
+def sorted_by_key(keys, vals):
+    """``keys`` sorted and ``vals`` in the same order (equal keys in the order ``argsort``
+    leaves them): an ``argsort`` and one kernel gathering both arrays (two calls, not
+    three)."""
+    check_1d("keys", keys)
+    check_1d("vals", vals)
+    n = keys.shape[0]
+    ok = empty(n)
+    ov = empty(n)
+    if n:
+        order = array_module(keys).argsort(keys)
+        launch(_gather_pairs_kernel, *grid(n), (order, keys, vals, ok, ov), n)
+    return result(ok, keys), result(ov, keys)
+
+
 def compact_keys(st, tomb, xs) -> None:
     """Squeeze the tombstones of the (unique) first keys ``xs`` out of their ranges."""
     check_1d("xs", xs)

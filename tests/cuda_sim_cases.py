@@ -687,6 +687,39 @@ def test_rows_to_promote(n: int) -> None:
     assert array_equal(want, K.view.rows_to_promote(dev(fx), dev(live), 60, 4, 12))
     if n >= 1023:
         assert 1 < want.shape[0] < nid
+    # the form a view's add launches: its sorted packed keys, unpacked by the kernel
+    from types import SimpleNamespace
+
+    from gpu_ivm.kernels.cuda_phase import PromoteThen
+
+    keys = pk(fx, rng.integers(0, 2**31 - 1, n))
+    then = PromoteThen(dev(keys), SimpleNamespace(live=dev(live), id_capacity=60), 4, 12)
+    counter = dev(np.zeros(1, np.int64))
+    then.launch(counter)
+    then.got(host(counter).tolist())
+    assert then.done and array_equal(want, then.rows)
+
+
+@pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("n", SIZES)
+def test_transpose_and_sort_by_key(n: int) -> None:
+    """The heavy part's transpose of a batch (``transposed_sorted``) against the host's
+    ``sort_pairs(transpose(keys), vals)``, and ``sorted_by_key`` (repeats allowed; values are
+    the rows' positions): the keys sorted, and every value once, beside its own key."""
+    from gpu_ivm.encoding import transpose
+    from gpu_ivm.partition import sort_pairs
+
+    rng = np.random.default_rng(950 + n)
+    keys = sorted_unique(pk(rng.integers(0, 2**31 - 1, n), rng.integers(0, 2**31 - 1, n)))
+    vals = rng.integers(-3, 4, keys.shape[0]).astype(np.int64)
+    want = sort_pairs(transpose(keys), vals)
+    got = K.store.transposed_sorted(dev(keys), dev(vals))
+    assert all(array_equal(a, b) for a, b in zip(want, got))
+    rep = rng.integers(0, max(n // 3, 1), n).astype(np.int64)
+    rv = np.arange(n, dtype=np.int64)
+    gk, gv = (host(a) for a in K.store.sorted_by_key(dev(rep), dev(rv)))
+    assert array_equal(gk, np.sort(rep))
+    assert sorted(gv.tolist()) == list(range(n)) and array_equal(rep[gv], gk)
 
 
 @pytest.mark.usefixtures("boundary_launch")
@@ -952,15 +985,18 @@ def test_path_weights_and_expansion(n: int) -> None:
         # both totals, against the CPU's counts and a NumPy reading of the row map
         vrow = np.full(int(xs.max(initial=0)) // 2 + 1, -1, np.int64)
         vrow[::3] = np.arange(vrow[::3].shape[0])  # every third row dense; rows past the map
+        # (updates given as packed keys, unpacked by the kernel; the sizes behind a 0)
         for left in (True, False):
-            c_split = np.full(n, -7, np.int64)
-            s_split = np.full(n, -7, np.int64)
-            totals = K.delta.expand_counts_split(xs, st, xs, vrow, left, c_split, s_split)
+            exp = ys if left else xs
+            counts = np.empty(n, np.int64)
+            cpu_delta.expand_counts(exp, st, counts)
+            ptr = np.full(n + 1, -7, np.int64)
+            totals = K.delta.expand_counts_split(pk(xs, ys), st, vrow, left, ptr)
             inside = xs < vrow.shape[0]
             dense = left & inside & (vrow[np.where(inside, xs, 0)] >= 0)
-            want = np.where(dense, 0, c_cpu)
-            assert array_equal(c_split, c_cpu) and array_equal(s_split, want), left
-            assert host(totals).tolist() == [int(c_cpu.sum()), int(want.sum())], left
+            want = np.where(dense, 0, counts)
+            assert ptr[0] == 0 and array_equal(ptr[1:], want), left
+            assert host(totals).tolist() == [int(counts.sum()), int(want.sum())], left
         ms = rng.integers(-2, 3, n)
         for left in (True, False):
             counts = np.empty(n, np.int64)
@@ -1031,8 +1067,15 @@ def test_view_kernels(n: int) -> None:
                 kern.emit_view_deltas_par(xs, ys, ms, st, left, view.vrow, vmat, ptr, ok, ov,
                                           2)
                 outs.append((ok, ov, vmat))
-            for a, b in zip(*outs):
-                assert array_equal(a, b), left
+            # the engine's form on a device: the updates as packed keys
+            vmat = view.vmat.copy()
+            ok = np.full(total, -1, np.int64)
+            ov = np.full(total, -1, np.int64)
+            K.view.emit_view_keys(pk(xs, ys), ms, st, left, view.vrow, vmat, ptr, ok, ov)
+            outs.append((ok, ov, vmat))
+            for got in outs[1:]:
+                for a, b in zip(outs[0], got):
+                    assert array_equal(a, b), left
     keys = pk(xs, ys)
     vals = rng.integers(-3, 4, n).astype(np.int64)
     outs = []
