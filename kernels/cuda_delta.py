@@ -253,9 +253,13 @@ def _wedges_total_kernel(io, eh, el, hv, symmetric, lims, n, m, coef):
     stride = cuda.gridsize(1)
     n = bounded(n, lims[0])
     m = bounded(m, lims[1])
+    # the batch is its first n tuples: the searches of _wedges_range span the array they are
+    # given, and a padded array's tail is not part of it (nor sorted)
+    dk = dkeys[:n]
+    dv = dvals[:n]
     s = coef * strided_dot(ms, ws, i, stride, m)
     while i < n:
-        _wedges_range(i, i + 1, dkeys, dvals, eh, el, heavy, symmetric, out)
+        _wedges_range(i, i + 1, dk, dv, eh, el, heavy, symmetric, out)
         s += out[i]
         i += stride
     if s != 0:

@@ -1032,6 +1032,45 @@ def test_batch_wedges_and_segment_sums(n: int) -> None:
 
 
 @pytest.mark.usefixtures("boundary_launch")
+@pytest.mark.parametrize("n", [1, 33, 400])
+def test_wedges_total_reads_the_batch_within_its_count(n: int) -> None:
+    """``batch_wedges_total`` on a padded batch (a preparation's arrays, launched before their
+    sizes reach the host: ``GraphEngine._run_early``) takes the Δ tuples up to the device
+    count ``lims[0]`` and the pairs up to ``lims[1]``, whatever the padding holds: here tuples
+    of the batch's last row and of its first, which a search over the whole array would take
+    in. Equal to the CPU's ``batch_wedges`` and sums on the batch alone, both forms."""
+    g, rng = _engine_state(17, "1/2", True)
+    E = g.rels[0]
+    cap = E.id_capacity
+    a, b = rng.integers(0, cap, n), rng.integers(0, cap, n)
+    lo, hi = np.minimum(a, b)[a != b], np.maximum(a, b)[a != b]
+    half = np.unique(pk(lo, hi))
+    sign = rng.choice(np.array([-1, 1], np.int64), half.shape[0])
+    both = np.r_[half, pk(half & 0xFFFFFFFF, half >> 32)]
+    order = np.argsort(both)
+    keys, vals = both[order], np.r_[sign, sign][order]
+    k = keys.shape[0]
+    last, low = int(keys[-1] >> 32), int(keys[0] >> 32)
+    cs = rng.integers(0, cap, 2 * k + 3)
+    pad_k = np.r_[pk(np.full(k + 2, last), cs[: k + 2]), pk(np.full(k + 1, low), cs[k + 2:])]
+    pad_v = rng.choice(np.array([-1, 1, 5], np.int64), pad_k.shape[0])
+    m = max(k // 2, 1)
+    ms = rng.integers(-2, 3, m).astype(np.int64)
+    ws = rng.integers(0, 4, m).astype(np.int64)
+    for sym in (True, False):
+        want = np.empty(k, np.int64)
+        cpu_delta.batch_wedges(keys, vals, E.h.nt(), E.l.nt(), E.heavy, sym, want)
+        out = dev(np.full(pad_k.shape[0] + k, -9, np.int64))
+        acc = dev(np.zeros(1, np.int64))
+        K.delta.batch_wedges_total(
+            dev(np.r_[keys, pad_k]), dev(np.r_[vals, pad_v]), E.h.nt(), E.l.nt(), E.heavy,
+            sym, out, dev(np.r_[ms, ms + 7]), dev(np.r_[ws, ws + 3]), 6, acc,
+            lims=(dev(np.array([k], np.int64)), dev(np.array([m], np.int64))))
+        assert array_equal(host(out)[:k], want), sym
+        assert int(host(acc)[0]) == 6 * int(ms @ ws) + int(want.sum()), sym
+
+
+@pytest.mark.usefixtures("boundary_launch")
 @pytest.mark.parametrize("n", SIZES)
 def test_view_kernels(n: int) -> None:
     g, _ = _engine_state(13, "1/2", True)

@@ -305,6 +305,13 @@ def asnumpy(a) -> np.ndarray:
     return np.asarray(a)
 
 
+#: what ``empty`` fills an integer array with (``None``: whatever NumPy's allocator gives, often
+#: zeros or a freed array's stale values, so a read of an unwritten entry goes unseen): a
+#: large negative value, which sorts before every key, is no valid count or id, and makes
+#: any sum it enters wrong. Every strict test runs with it.
+POISON: int | None = -(2**62) - 12345
+
+
 def _allocator(name: str):
     f = getattr(np, name)
 
@@ -312,7 +319,10 @@ def _allocator(name: str):
         WORK["allocations"] += 1
         if name != "empty":  # the others fill the memory: a kernel
             _op(name)
-        return DeviceArray(f(*_unwrap(args, name), **_unwrap(kwargs, name)))
+        got = f(*_unwrap(args, name), **_unwrap(kwargs, name))
+        if name == "empty" and POISON is not None and got.dtype.kind in "iu":
+            got.fill(np.array(POISON).astype(got.dtype))
+        return DeviceArray(got)
 
     call.__name__ = name
     return call
