@@ -573,32 +573,6 @@ def test_device_conflict_checked_with_the_phase() -> None:
 
 
 # ----------------------------------------------------------------------------- kernels
-@pytest.mark.parametrize("eps", ["1", "1/2"])
-def test_padded_arrays_are_read_within_their_counts(monkeypatch, eps: str) -> None:
-    """The kernels launched on a preparation's padded arrays before their sizes reach the
-    host (the phase with the set check, the path weights, the wedges with the count's sums;
-    ``GraphEngine._run_early``), with every ``empty`` array poisoned (``strict_cupy.POISON``):
-    host batches of 150 rows (the device preparation's cut lowered to 100) and batches handed
-    over in device memory, checked against the CPU engine after every batch. (The wedges'
-    searches over the whole padded batch are caught by ``tests/cuda_sim_cases.py``'s
-    ``test_wedges_total_reads_the_batch_within_its_count``, whose padding holds tuples of
-    the batch's own rows: a poisoned tail adds nothing to a wedge here.)"""
-    import gpu_ivm.graph_engine as ge
-    from gpu_ivm.workloads import mixed_stream
-
-    monkeypatch.setattr(ge, "DEVICE_PREP_MIN", 100)
-    st = mixed_stream(8, batch_size=150, n_batches=6, seed=21)
-    dev = GraphEngine(backend=DEVICE, adaptive=False, epsilon=eps)
-    cpu = GraphEngine(backend="cpu", adaptive=False, epsilon=eps)
-    for e in (dev, cpu):
-        e.load((st.base_src, st.base_dst))
-    for i, b in enumerate(st.batches()):
-        given = {k: XP.asarray(v) for k, v in b.items()} if i % 2 else b
-        rd, rc = dev.apply(given), cpu.apply(b)
-        assert (rd.triangles, rd.delta, rd.path) == (rc.triangles, rc.delta, rc.path), i
-    assert dev.count() == cpu.count()
-
-
 def test_a_phase_run_with_its_preparation_leaves_nothing_behind() -> None:
     """The phase of a device batch is launched with its preparation, before the batch's sizes
     are read back (``GraphEngine._apply_device``), and changes the auto-ε flags as it runs.
