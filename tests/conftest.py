@@ -66,3 +66,23 @@ def tiny_storage(mp) -> None:
     mp.setattr(engine, "PAR_EMIT_MIN", 1)
     mp.setattr(partition.PartRel, "index_min", 2)  # row hash tables on nearly every row
     mp.setattr(delta_kernels, "PAR_MIN", 1)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """Start the child-process jobs of the selected wrapper tests (``sim_job`` marker) now, on
+    lanes beside this process, and run those tests last: they only wait for their job
+    (see tests/sim_lanes.py)."""
+    import sim_lanes
+
+    names = [name for item in items for m in item.iter_markers("sim_job") for name in m.args]
+    if names:
+        if sim_lanes.PTX in names and not sim_lanes.ptx_python():
+            names.remove(sim_lanes.PTX)  # its test skips itself
+        sim_lanes.start(names)
+        items.sort(key=lambda item: item.get_closest_marker("sim_job") is not None)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    import sim_lanes
+
+    sim_lanes.stop()

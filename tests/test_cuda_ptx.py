@@ -14,27 +14,27 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import sim_lanes
 
 TESTS = Path(__file__).resolve().parent
 PY = os.environ.get("GPU_IVM_PTX_PYTHON", "")
 
 
+@pytest.mark.sim_job("cuda_ptx_compile.py")
 @pytest.mark.skipif(not PY, reason="set GPU_IVM_PTX_PYTHON to a python with numba-cuda[cu12]")
 def test_kernels_compile_for_sm90(tmp_path: Path) -> None:
-    proc = subprocess.run([PY, str(TESTS / "cuda_ptx_compile.py"), str(TESTS.parent),
-                           str(tmp_path)], capture_output=True, text=True, timeout=900,
-                          env={k: v for k, v in os.environ.items()
-                               if k != "NUMBA_ENABLE_CUDASIM"})
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    """The compile runs in a child process started at collection (tests/sim_lanes.py)."""
+    job = sim_lanes.finished(sim_lanes.PTX)
+    assert job.returncode == 0, job.output[-8000:]
     # every kernel of the package: one per @cuda.jit / @cuda.jit(cache=True) in
     # kernels/cuda_*.py (a new kernel missing from cuda_ptx_compile.cases fails here)
     n = sum(len(re.findall(r"^\s*@cuda\.jit(\(cache=True\))?$", f.read_text(), re.M))
             for f in (TESTS.parent / "kernels").glob("cuda_*.py"))
-    assert f"compiled {n} kernels for sm_90" in proc.stdout
+    assert f"compiled {n} kernels for sm_90" in job.output
     ptxas = shutil.which("ptxas")
     if ptxas is None:
         return
-    for ptx in sorted(tmp_path.glob("*.ptx")):
+    for ptx in sorted(job.workdir.glob("*.ptx")):
         asm = subprocess.run([ptxas, "-arch=sm_90", "-o", str(tmp_path / "k.cubin"), str(ptx)],
                              capture_output=True, text=True)
         assert asm.returncode == 0, f"{ptx.name}: {asm.stderr[-2000:]}"

@@ -1,7 +1,8 @@
-"""The cuda backend: resolution without a device, and the simulator cases in a subprocess.
+"""The cuda backend: resolution without a device, and the simulator cases in child processes.
 
 ``tests/cuda_sim_cases.py`` needs ``NUMBA_ENABLE_CUDASIM=1`` before numba is imported, which this
-process (it imported numba already) cannot provide; it runs in a child pytest process instead.
+process (it imported numba already) cannot provide; it runs in a child pytest process instead,
+started at collection beside this one (tests/sim_lanes.py).
 """
 
 from __future__ import annotations
@@ -9,11 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numba
 import pytest
+import sim_lanes
 
 from gpu_ivm.backend import get_backend
 from gpu_ivm.errors import BackendUnavailableError
@@ -50,70 +51,27 @@ def test_auto_never_picks_the_simulator() -> None:
     assert out.stdout.strip() == "cpu"
 
 
-SIM_FILES = {"kernels": "cuda_sim_cases.py", "device": "cuda_strict_cases.py",
-             "budget": "cuda_budget_cases.py"}
-
-
-@pytest.fixture(scope="module")
-def simulator_runs():
-    """Both simulator suites started at once in child processes (they are CPU-bound and
-    single-threaded, so on 2 cores they finish in about the time of the longer one). Their
-    output goes to files: no pipe can fill up while the other test is waited for.
-
-    Each child compiles into a Numba cache of its own (a subfolder of the kernel cache's
-    base): Numba's on-disk cache is not safe for processes that add overloads of one function
-    at the same time (their index files and object files can get crossed, which crashed a later
-    process that loaded them), and the children run beside each other and this process."""
-    from gpu_ivm.kernel_cache import base_dir
-
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    env.pop("GPU_IVM_BACKEND", None)
-    env.pop("NUMBA_CACHE_DIR", None)  # set by this process's kernel_cache.configure()
-    runs = {}
-    for name, f in SIM_FILES.items():
-        log = tempfile.TemporaryFile("w+")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=5",
-             str(TESTS / f)], cwd=TESTS, stdout=log, stderr=subprocess.STDOUT, text=True,
-            env={**env, "GPU_IVM_CACHE_DIR": str(base_dir() / f"simulator-{name}")})
-        runs[name] = (proc, log)
-    yield runs
-    for proc, log in runs.values():
-        if proc.poll() is None:
-            proc.kill()
-        log.close()
-
-
-def _finish(run) -> None:
-    proc, log = run
-    try:
-        proc.wait(timeout=1500)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.seek(0)
-    out = log.read()
-    assert proc.returncode == 0, out[-9000:]
-
-
-def test_simulator_cases(simulator_runs) -> None:
+@pytest.mark.sim_job("cuda_sim_cases.py")
+def test_simulator_cases() -> None:
     """Every CUDA kernel against its CPU counterpart, and both engines end to end, in Numba's
     CUDA simulator (see tests/cuda_sim_cases.py)."""
-    _finish(simulator_runs["kernels"])
+    sim_lanes.check("cuda_sim_cases.py")
 
 
-def test_device_resident_state(simulator_runs) -> None:
+@pytest.mark.sim_job("cuda_strict_cases.py")
+def test_device_resident_state() -> None:
     """Both engines with their whole state in (simulated) device memory under CuPy's rules,
     equal to the CPU backend after every batch, with a bounded number of host syncs per batch
     (see tests/cuda_strict_cases.py and tests/strict_cupy.py)."""
-    _finish(simulator_runs["device"])
+    sim_lanes.check("cuda_strict_cases.py")
 
 
-def test_launch_and_sync_budget(simulator_runs) -> None:
+@pytest.mark.sim_job("cuda_budget_cases.py")
+def test_launch_and_sync_budget() -> None:
     """A steady-state delta batch of the count engine stays within today's launches, CuPy
     calls, host syncs and uploads, and they do not grow with the batch size (see
     tests/cuda_budget_cases.py; issue 15's tighter budget is not met yet)."""
-    _finish(simulator_runs["budget"])
+    sim_lanes.check("cuda_budget_cases.py")
 
 
 @pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="imports the launch module bare")

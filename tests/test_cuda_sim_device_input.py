@@ -5,8 +5,10 @@ tests/cuda_device_input_cases.py).
 
 from __future__ import annotations
 
-from sim_subprocess import run_cases
+import pytest
+import sim_lanes
 
 
+@pytest.mark.sim_job("cuda_device_input_cases.py")
 def test_device_input_in_simulator() -> None:
-    run_cases("cuda_device_input_cases.py")
+    sim_lanes.check("cuda_device_input_cases.py")

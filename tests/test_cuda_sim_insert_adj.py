@@ -5,8 +5,10 @@ tests/cuda_sim_insert_adj_cases.py).
 
 from __future__ import annotations
 
-from sim_subprocess import run_cases
+import pytest
+import sim_lanes
 
 
+@pytest.mark.sim_job("cuda_sim_insert_adj_cases.py")
 def test_insert_adj_twin_in_simulator() -> None:
-    run_cases("cuda_sim_insert_adj_cases.py")
+    sim_lanes.check("cuda_sim_insert_adj_cases.py")

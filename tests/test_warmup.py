@@ -118,10 +118,21 @@ def test_first_batches_of_a_fresh_process_compile_nothing():
 
 
 def test_slow_warm_up_prints_one_notice(tmp_path):
-    """A cold cache (an empty NUMBA_CACHE_DIR) compiles: one notice, from the first warm-up."""
-    code = ("import os; os.environ['NUMBA_CACHE_DIR'] = " + repr(str(tmp_path)) + "\n"
+    """A cold cache (an empty NUMBA_CACHE_DIR) compiles: one notice, from the first warm-up.
+
+    The warm-up's workload is cut to the static counter's kernels (a real compile of the
+    package's kernels, about 10 s cold, where the whole workload takes minutes); that the whole
+    workload leaves nothing to compile is test_first_batches_of_a_fresh_process_compile_nothing's
+    check."""
+    # GPU_IVM_CACHE_DIR, where the caller set it, would win over NUMBA_CACHE_DIR (a warm cache)
+    code = ("import os; os.environ.pop('GPU_IVM_CACHE_DIR', None)\n"
+            "os.environ['NUMBA_CACHE_DIR'] = " + repr(str(tmp_path)) + "\n"
+            "import numpy as np\n"
             "import gpu_ivm.warmup as w\n"
+            "from gpu_ivm.static import count_triangles_arrays\n"
             "w.NOTICE_AFTER_S = 0.5\n"
+            "w._workload = lambda *a: count_triangles_arrays(np.array([0, 1, 2]), "
+            "np.array([1, 2, 0]))\n"
             "first = w.warm_up('cpu', ['vertex_counts'])\n"
             "import time; time.sleep(0.2)\n"
             "print(first > 0, w.warm_up('cpu', ['vertex_counts']))\n")
