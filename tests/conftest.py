@@ -68,6 +68,7 @@ def tiny_storage(mp) -> None:
     mp.setattr(delta_kernels, "PAR_MIN", 1)
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m have deselected what will not run
 def pytest_collection_modifyitems(session, config, items) -> None:
     """Start the child-process jobs of the selected wrapper tests (``sim_job`` marker) now, on
     lanes beside this process, and run those tests last: they only wait for their job
@@ -75,7 +76,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     import sim_lanes
 
     names = [name for item in items for m in item.iter_markers("sim_job") for name in m.args]
-    if names:
+    if names and not config.option.collectonly:
         if sim_lanes.PTX in names and not sim_lanes.ptx_python():
             names.remove(sim_lanes.PTX)  # its test skips itself
         sim_lanes.start(names)
