@@ -65,9 +65,11 @@ _next_lane = 0
 
 
 def lanes() -> int:
-    """``GPU_IVM_SIM_LANES``, else the machine's core count (the main process makes one more
-    runnable process: the cores stay busy while it waits)."""
-    return max(1, int(os.environ.get("GPU_IVM_SIM_LANES", "0")) or os.cpu_count() or 1)
+    """``GPU_IVM_SIM_LANES``, else the machine's core count up to 4 (the main process makes
+    one more runnable process: the cores stay busy while it waits; a child holds up to about
+    1 GB, hence the cap)."""
+    given = int(os.environ.get("GPU_IVM_SIM_LANES", "0"))
+    return max(1, given or min(os.cpu_count() or 1, 4))
 
 
 def ptx_python() -> str:
