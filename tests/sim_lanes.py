@@ -139,8 +139,9 @@ def _lane(lane: int) -> None:
 def start(names) -> None:
     """Queue the jobs ``names`` (those not queued already), longest first, and start the lanes
     that are not running."""
-    global _tmp, _next_lane
+    global _tmp, _next_lane, _stopping
     with _lock:
+        _stopping = False  # a later session in the same process starts afresh
         new = [n for n in dict.fromkeys(names) if n not in _jobs]
         if not new:
             return
@@ -182,6 +183,7 @@ def stop() -> None:
     with _lock:
         _stopping = True
         _queue.clear()
+        _jobs.clear()
         procs = list(_procs)
     for proc in procs:
         if proc.poll() is None:
