@@ -28,22 +28,24 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 
-# each job's rough time alone on this project's 2-core machine with a cold cache (seconds),
-# only for the order: the longest go first so that the lanes end together
-CASE_FILES = {
-    "cuda_sim_cases.py": 400,
-    "cuda_device_input_cases.py": 240,
+PTX = "cuda_ptx_compile.py"
+# each job's time in seconds, only for the order (the longest go first, so that the lanes end
+# together): cuda_sim_cases, budget and strict as they ran alone with a warm cache in earlier
+# sessions (6.5, 3 and 2 minutes), the others from one suite run with a cold cache here, each
+# in a child while the main process waited (--durations)
+JOB_SECONDS = {
+    "cuda_sim_cases.py": 390,
     "cuda_budget_cases.py": 180,
     "cuda_strict_cases.py": 120,
-    "cuda_sim_window_device_cases.py": 20,
-    "cuda_sim_cq_cases.py": 15,
-    "cuda_strict_cq_cases.py": 15,
+    PTX: 73,
+    "cuda_device_input_cases.py": 58,
+    "cuda_sim_window_device_cases.py": 18,
     "cuda_sim_window_step_cases.py": 12,
-    "cuda_sim_insert_adj_cases.py": 8,
+    "cuda_sim_cq_cases.py": 7,  # with cuda_strict_cq_cases.py beside it: 14 s together
+    "cuda_strict_cq_cases.py": 7,
+    "cuda_sim_insert_adj_cases.py": 7,
     "cuda_sim_stamp_cases.py": 5,
 }
-PTX = "cuda_ptx_compile.py"
-JOB_SECONDS = {**CASE_FILES, PTX: 75}
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numba
 import pytest
@@ -18,8 +17,6 @@ import sim_lanes
 
 from gpu_ivm.backend import get_backend
 from gpu_ivm.errors import BackendUnavailableError
-
-TESTS = Path(__file__).resolve().parent
 
 
 @pytest.mark.skipif(numba.config.ENABLE_CUDASIM, reason="the simulator stands in for a device")
