@@ -30,8 +30,8 @@ TESTS = Path(__file__).resolve().parent
 
 PTX = "cuda_ptx_compile.py"
 # each job's time in seconds, only for the order (the longest go first, so that the lanes end
-# together): cuda_sim_cases, budget and strict as they ran alone with a warm cache in earlier
-# sessions (6.5, 3 and 2 minutes), the others from one suite run with a cold cache here, each
+# together): cuda_sim_cases, budget and strict as they ran alone in earlier sessions (6.5, 3
+# and 2 minutes), the others from one suite run with a cold cache here, each
 # in a child while the main process waited (--durations)
 JOB_SECONDS = {
     "cuda_sim_cases.py": 390,
@@ -125,6 +125,8 @@ def _lane(lane: int) -> None:
                 _lower_priority(proc.pid)
                 with _lock:
                     _procs.add(proc)
+                    if _stopping:  # stop() ran while it started: it did not see this child
+                        proc.kill()
                 try:
                     job.returncode = proc.wait()
                 finally:
