@@ -21,14 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from . import device_batch, io, snapshot, warmup
+from . import compact, device_batch, io, snapshot, warmup
 from . import engine as _engine
 from .backend import Backend
+from .compact import CompactGraph
 from .encoding import pack, unpack
 from .engine import BatchReport, TriangleEngineBase, sum_products
-from .errors import ConflictError, InputError, SetViolation
+from .errors import ConflictError, InputError, ResourceLimitError, SetViolation
 from .io.device import DeviceColumns, device_columns
 from .kernels import batch_prep
+from .overflow import isqrt_ceil, refuses
 from .queries.api import FreeQueryResults
 from .rational import EpsilonLike, parse_epsilon_setting
 from .recompute import AdaptivePolicy
@@ -116,6 +118,9 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     #: rules on their downloaded columns (a bad row, a conflict, a cancelled new vertex)
     device_batches: int = 0
     device_to_host: int = 0
+    #: the graph in its compact form (:mod:`gpu_ivm.compact`), or None; while it is set the
+    #: stores are out of date and :attr:`rels` rebuilds them from it on first use
+    _compact: CompactGraph | None = None
 
     def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "auto",
                  backend: str | Backend | None = None, on_conflict: str = "error",
@@ -138,7 +143,49 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     @property
     def epsilon(self) -> Fraction:
         """The ε in use (under ``epsilon="auto"``, the one chosen at the last rebuild)."""
-        return self.rels[0].eps
+        return self._rels[0].eps
+
+    @property
+    def epsilon_auto(self) -> bool:
+        """True when the engine picks ε itself (``epsilon="auto"``) at every rebuild."""
+        return self._rels[0].auto
+
+    @property
+    def rels(self) -> list:
+        """The relation's stores (one, E), brought up to date from the compact form first
+        when the engine holds one (:meth:`_leave_compact`)."""
+        if self._compact is not None:
+            self._leave_compact()
+        return self._rels
+
+    @rels.setter
+    def rels(self, value: list) -> None:
+        self._rels = value
+
+    @property
+    def N(self) -> int:
+        """The base of the thresholds (IVM^ε's N, kept within [|D|, 4|D|]), brought up to date
+        with the stores when the engine holds the compact form."""
+        if self._compact is not None:
+            self._leave_compact()
+        return self._N
+
+    @N.setter
+    def N(self, value: int) -> None:
+        self._N = value
+
+    @property
+    def compact_form(self) -> bool:
+        """Whether the graph is held in the compact form of :mod:`gpu_ivm.compact` now (a
+        small undirected graph on the cpu backend; the stores are rebuilt when read)."""
+        return self._compact is not None
+
+    @property
+    def size(self) -> int:
+        """|D|: the number of stored tuples (undirected: both orientations of each edge)."""
+        if self._compact is not None:
+            return len(self._compact)
+        return len(self._rels[0])
 
     # ------------------------------------------------------------------ summary
     def __len__(self) -> int:
@@ -358,6 +405,10 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         order = batch_prep.packed_order(key)
         gkey, net, starts, kk = batch_prep.sum_groups(key, order, sign, n0)
         batch = (len(u), n_loops, new, n0, t0, batch_id)
+        if self._compact_takes(gkey.shape[0]):
+            rep = self._apply_compact(gkey, net, kk, batch)
+            if rep is not None:
+                return rep
         room = n0 + new.shape[0] <= (self._id_bound or 0)  # no id array grows
         if kk.shape[0] and room and self._check_rides() and self._valid_unless_stored(net, kk):
             # the edges between known vertices are checked with the batch's phase: on a
@@ -389,6 +440,86 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         if not keep.all():
             gkey, net = gkey[keep], net[keep]
         return self._apply_groups(gkey, net, ignored, batch, ahead=False)
+
+    # ------------------------------------------------------------------ compact form
+    def _compact_takes(self, n_edges: int) -> bool:
+        """Whether a host batch of ``n_edges`` distinct edges may take the compact form
+        (:mod:`gpu_ivm.compact`): an undirected engine on the cpu backend that maintains
+        nothing but the count, outside the profile mode, not forced to recount, with the
+        batch within :data:`~gpu_ivm.compact.COMPACT_MAX` tuples; the graph already in the
+        compact form, or small enough (half the bound), fresh and with no heavy part."""
+        cap = compact.COMPACT_MAX
+        if (not cap or 2 * n_edges > cap or not self.symmetric or self.fq is not None
+                or self.backend.name != "cpu" or _engine.PROFILE_WORK
+                or self.policy.force not in (None, "delta")):
+            return False
+        if self._compact is not None:
+            return True
+        E = self._rels[0]
+        return (not self.stale and 2 * len(E) <= cap and E.h.size == 0 and E.ht.size == 0
+                and all(len(v) == 0 for v in self.views))
+
+    def _apply_compact(self, gkey: np.ndarray, net: np.ndarray, kk: np.ndarray,
+                       batch: tuple) -> BatchReport | None:
+        """Apply a batch's edge groups (sorted ``gkey`` of known and provisional ids, net
+        changes ``net``; ``kk`` the groups between known vertices) to the compact form,
+        taking it first from the stores where needed. None, with nothing changed, for a
+        batch the general path must judge: a conflict under set semantics (which it words
+        or skips), or a batch the overflow guard might refuse."""
+        rows, n_loops, new, n0, t0, batch_id = batch
+        if not self._valid_unless_stored(net, kk):
+            return None
+        keep = net != 0
+        if not keep.all():
+            gkey, net = gkey[keep], net[keep]
+        # as _apply_groups: only the new ids that surviving updates use, renumbered densely
+        used = batch_prep.used_new_ids(gkey, n0) if new.shape[0] else gkey[:0]
+        if used.shape[0] and used[-1] >= n0 + used.shape[0]:
+            gkey = batch_prep.renumber(gkey, used, n0, self.directed)
+            o = np.argsort(gkey)  # unique keys
+            gkey, net = gkey[o], net[o]
+        fresh = new[used - n0] if used.shape[0] else new[:0]
+        dkeys, dvals = batch_prep.symmetric_delta(gkey, net)
+        entered = self._compact is None
+        if entered:
+            keys, _ = self._rels[0].items()  # multiplicities 1 (set semantics)
+            self._compact = CompactGraph(keys)
+        C = self._compact
+        # the overflow guard of the graph form (_check_overflow's first case); a batch it
+        # might refuse goes the general way, which words the error
+        x = max(1, isqrt_ceil(len(C)) + isqrt_ceil(dkeys.shape[0]))
+        if refuses([x, x, x]):
+            delta, bad = 0, 1
+        else:
+            delta, bad = C.step(dkeys, dvals, n0 + fresh.shape[0])
+        if bad:
+            if entered:  # the stores are still the graph's state
+                self._compact = None
+            else:
+                self._leave_compact()
+            return None
+        self.encoder.commit(fresh)
+        self.Q += delta
+        if len(C) > compact.COMPACT_MAX:
+            self._leave_compact()  # grown past the bound: the stores from here on
+        rep = self._report(t0, batch=self.batches_applied, rows=rows,
+                           updates=int(gkey.shape[0]), triangles=self.count(),
+                           delta=delta // self._per_count, path="delta", self_loops=n_loops)
+        return self._done(rep, batch_id)
+
+    def _leave_compact(self) -> None:
+        """Rebuild the stores from the compact form and drop it: a strict repartition with
+        N = 2|D| + 1 (ε chosen again when automatic), as at a major rebalancing."""
+        C, self._compact = self._compact, None
+        keys = C.keys
+        n_ids = max(len(self.encoder), 1)
+        self._grow_ids(n_ids + n_ids // 8)
+        self.N = 2 * keys.shape[0] + 1
+        self._rels[0].rebuild(self.N, keys, np.ones(keys.shape[0], np.int64))
+        try:
+            self._rebuild_views()
+        except ResourceLimitError as e:
+            self._degrade(e)
 
     def _check_rides(self) -> bool:
         """Whether the set check can ride on the batch's own work: on a device (the phase's

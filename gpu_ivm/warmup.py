@@ -68,6 +68,7 @@ def warm_up(backend=None, maintain=(), track_changes: bool = False) -> float:
     try:
         _with_thresholds(1, be, key[1], key[2])  # the parallel variants
         _with_thresholds(1 << 62, be, key[1], key[2])  # the sequential ones
+        _compact_workload(be, key[1])
     finally:
         done.set()
         _running.clear()
@@ -109,11 +110,13 @@ def _cache_misses() -> int:
 
 
 def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None:
-    from . import engine
+    from . import compact, engine
     from .kernels import adjacency, delta_kernels
 
-    saved = (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE)
+    saved = (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE,
+             compact.COMPACT_MAX)
     delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN = value, value
+    compact.COMPACT_MAX = 0  # the workload's graphs are small: in the stores all the same
     # the parallel pass runs the workload's large batches through the stores' grouped
     # kernels, the sequential one (default threshold) through the copy of the graph
     # (kernels/adjacency.py), so the kernels of both paths are loaded
@@ -122,7 +125,24 @@ def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None
     try:
         _workload(backend, list(maintain) or None, track_changes)
     finally:
-        (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE) = saved
+        (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE,
+         compact.COMPACT_MAX) = saved
+
+
+def _compact_workload(backend, maintain) -> None:
+    """The compact form's kernel (:mod:`gpu_ivm.compact`), where engines of this
+    configuration take it: a small graph's batches, with a new vertex, a delete and a
+    conflict (which goes the general way)."""
+    from . import compact
+
+    if not compact.COMPACT_MAX or backend.name != "cpu" or set(maintain) - {"count"}:
+        return
+    ring = np.arange(40)
+    g = _engines["graph"](backend=backend, on_conflict="ignore")
+    g.load((ring, (ring + 1) % ring.shape[0]))
+    g.apply({"src": np.array([0, 1, 50]), "dst": np.array([2, 3, 51]),
+             "sign": np.ones(3, np.int64)})
+    g.apply({"src": np.array([0, 5]), "dst": np.array([2, 9]), "sign": -np.ones(2, np.int64)})
 
 
 def _workload(backend, maintain, track_changes: bool) -> None:

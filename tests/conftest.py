@@ -48,6 +48,16 @@ def college_msg(data_dir: Path) -> Path:
     return path
 
 
+@pytest.fixture
+def no_compact(monkeypatch):
+    """Engines keep their graph in the IVM^ε stores whatever its size (no compact form,
+    gpu_ivm/compact.py): for tests of the stores, the partitions, rebalancing and the adaptive
+    policy, which small graphs would otherwise not reach."""
+    from gpu_ivm import compact
+
+    monkeypatch.setattr(compact, "COMPACT_MAX", 0)
+
+
 def tiny_storage(mp) -> None:
     """Shrink the storage thresholds so small tests hit every structural path: directories on
     small runs, per-key compaction at the first excess tombstone, dense view rows, row hash

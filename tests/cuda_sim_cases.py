@@ -45,7 +45,7 @@ from gpu_ivm.kernels import view_kernels as cpu_view  # noqa: E402
 from gpu_ivm.kernels.cuda_static import edge_triangles  # noqa: E402
 from gpu_ivm.kernels.lsm import SENTINEL, real_end, run_mask, run_range  # noqa: E402
 
-from gpu_ivm import GraphEngine, RelationEngine  # noqa: E402
+from gpu_ivm import GraphEngine, RelationEngine, compact  # noqa: E402
 from gpu_ivm.backend import get_backend  # noqa: E402
 from gpu_ivm.queries import results as rs  # noqa: E402
 from gpu_ivm.queries.maintain import FreeQueries  # noqa: E402
@@ -57,6 +57,11 @@ from gpu_ivm.static import (  # noqa: E402
     simple_graph,
 )
 from gpu_ivm.store import ZStore  # noqa: E402
+
+# the cpu engines here are the stores' twins of the device engines (same N, partitions and
+# stores): they keep their graphs in the stores, not in the compact form (gpu_ivm/compact.py,
+# a cpu engine's way for small graphs; its own tests are tests/test_compact.py)
+compact.COMPACT_MAX = 0
 
 SIZES = [0, 1, 31, 32, 33, 1023, 1025]
 BACKEND = get_backend("cuda")

@@ -27,7 +27,7 @@ import strict_cupy as sc  # noqa: E402
 from gpu_ivm.kernels import view_kernels as cpu_view  # noqa: E402
 from gpu_ivm.kernels.cuda_kernels import kernel_set  # noqa: E402
 
-from gpu_ivm import GraphEngine, RelationEngine  # noqa: E402
+from gpu_ivm import GraphEngine, RelationEngine, compact  # noqa: E402
 from gpu_ivm.backend import Backend  # noqa: E402
 from gpu_ivm.store import ZStore  # noqa: E402
 from gpu_ivm.views import product_entries  # noqa: E402
@@ -36,6 +36,10 @@ sc.install()
 sys.setswitchinterval(1e-4)  # the simulator's threads poll at syncthreads: switch often
 XP = sc.module()
 DEVICE = Backend("cuda", XP, kernel_set(XP), "simulator")
+# the cpu engines here are the stores' twins of the device engines (same N, partitions and
+# stores): they keep their graphs in the stores, not in the compact form (gpu_ivm/compact.py,
+# a cpu engine's way for small graphs; its own tests are tests/test_compact.py)
+compact.COMPACT_MAX = 0
 
 
 def host(a) -> np.ndarray:

@@ -15,6 +15,9 @@ from test_row_marks import _symmetric_delta
 
 from gpu_ivm import GraphEngine, RelationEngine
 
+# the stores' machinery on small graphs: no compact form (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_compact")
+
 LO = (1 << 32) - 1
 
 

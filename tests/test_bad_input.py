@@ -89,6 +89,7 @@ def test_conflicts_name_the_row_and_change_nothing(graph, batch, row):
     assert same(before, snapshot(graph))
 
 
+@pytest.mark.usefixtures("no_compact")  # the stores' machinery
 @pytest.mark.parametrize("eps", ["1", "1/2"])
 def test_conflict_found_ahead_changes_nothing(monkeypatch, eps):
     """A batch between known vertices is checked as it is applied (by the store's location

@@ -125,6 +125,7 @@ def test_auto_picks_all_light_on_uniform_rmat():
     assert not g.rels[0].heavy.any()
 
 
+@pytest.mark.usefixtures("no_compact")  # the stores' machinery
 def test_auto_revises_epsilon_at_major_rebalancing():
     """Load the R-MAT part only (all light), then insert the celebrities' edges in batches:
     the major rebalancings the growth causes choose ε again and make the celebrities heavy."""

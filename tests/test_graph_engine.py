@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from oracle import GraphOracle
 from streams import graph_batches
 
-from gpu_ivm import GraphEngine
+from gpu_ivm import GraphEngine, compact
 from gpu_ivm.errors import ConflictError
 
 
@@ -29,11 +29,16 @@ def run_stream(eng: GraphEngine, oracle: GraphOracle, rng, **kw) -> None:
 @pytest.mark.parametrize("eps", EPSILONS)
 @given(seed=st.integers(0, 2**32 - 1), nv=st.integers(4, 40), max_batch=st.integers(1, 40),
        hub_p=st.floats(0, 0.9), base=st.integers(0, 60), shrink=st.booleans(),
-       tiny=st.booleans())
-def test_random_streams(directed, eps, seed, nv, max_batch, hub_p, base, shrink, tiny):
+       tiny=st.booleans(), compact_form=st.booleans())
+def test_random_streams(directed, eps, seed, nv, max_batch, hub_p, base, shrink, tiny,
+                        compact_form):
+    """Random streams against the oracle, with the stores' small thresholds or not, and
+    with the compact form of small graphs (gpu_ivm/compact.py) or the stores only."""
     with pytest.MonkeyPatch.context() as mp:
         if tiny:
             tiny_storage(mp)
+        if not compact_form:
+            mp.setattr(compact, "COMPACT_MAX", 0)
         _random_stream(directed, eps, seed, nv, max_batch, hub_p, base, shrink)
 
 
@@ -53,6 +58,7 @@ def _random_stream(directed, eps, seed, nv, max_batch, hub_p, base, shrink):
                shrink_from=6 if shrink else None)
 
 
+@pytest.mark.usefixtures("no_compact")  # the stores' machinery
 @pytest.mark.parametrize("eps", ["1/2", "1/3"])
 def test_skewed_growth_forces_rebalancing(eps):
     """Hub-heavy growth, then deletion: minor moves both ways and majors both ways happen."""
@@ -212,6 +218,7 @@ def test_policy_rates_batches_on_the_snapshot_apart():
     assert pol._rate(False) == 2.0 ** -30
 
 
+@pytest.mark.usefixtures("no_compact")  # the stores' machinery
 def test_adaptive_policy_picks_recompute_for_huge_batches():
     rng = np.random.default_rng(5)
     oracle = GraphOracle(False)
@@ -337,6 +344,7 @@ def test_views_over_memory_budget(monkeypatch):
     assert eng.recount() == oracle.count()
 
 
+@pytest.mark.usefixtures("no_compact")  # the stores' machinery
 def test_empty_start_engine_calibrates_recompute_rate():
     """An engine that never ran load() measures the recompute rate itself once |D| is large
     enough (the adaptive policy could otherwise never pick the recompute path), and the
@@ -363,6 +371,7 @@ def test_empty_start_engine_calibrates_recompute_rate():
     assert g.count() == count_triangles_arrays(np.array(src), np.array(dst))
 
 
+@pytest.mark.usefixtures("no_compact")  # the stores' machinery
 def test_small_light_batches_do_not_pay_the_calibration_recount():
     """The recount that measures the recompute rate runs for a batch whose choice reads it:
     small batches on a graph without a heavy part take deltas without the estimates, so an

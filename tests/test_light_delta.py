@@ -17,6 +17,9 @@ from test_row_marks import _symmetric_delta
 
 from gpu_ivm import GraphEngine
 
+# the stores' machinery on small graphs: no compact form (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_compact")
+
 LO = (1 << 32) - 1
 
 

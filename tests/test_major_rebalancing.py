@@ -11,6 +11,9 @@ from oracle import GraphOracle, RelationsOracle
 from gpu_ivm import GraphEngine, RelationEngine
 from gpu_ivm import engine as engine_mod
 
+# the stores' machinery on small graphs: no compact form (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("no_compact")
+
 
 def _grow_and_shrink(rng, n_ids=300, rounds=9, batch=60):
     """Batches that grow the edge set, then delete most of it, then grow it again (|D| crosses
