@@ -60,6 +60,25 @@ def _device_prep_min() -> int:
 DEVICE_PREP_MIN = _device_prep_min()
 
 
+class _StoresState:
+    """An attribute of a :class:`GraphEngine`'s stores that is out of date while the engine
+    holds the compact form (:mod:`gpu_ivm.compact`): reading it rebuilds the stores from the
+    form first (:meth:`GraphEngine._leave_compact`); it is kept as ``_<name>``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.private = "_" + name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        if obj._compact is not None:
+            obj._leave_compact()
+        return getattr(obj, self.private)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj, self.private, value)
+
+
 class GraphEngine(FreeQueryResults, TriangleEngineBase):
     """Maintain the triangle count of a graph under batches of edge inserts and deletes.
 
@@ -150,29 +169,10 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         """True when the engine picks ε itself (``epsilon="auto"``) at every rebuild."""
         return self._rels[0].auto
 
-    @property
-    def rels(self) -> list:
-        """The relation's stores (one, E), brought up to date from the compact form first
-        when the engine holds one (:meth:`_leave_compact`)."""
-        if self._compact is not None:
-            self._leave_compact()
-        return self._rels
-
-    @rels.setter
-    def rels(self, value: list) -> None:
-        self._rels = value
-
-    @property
-    def N(self) -> int:
-        """The base of the thresholds (IVM^ε's N, kept within [|D|, 4|D|]), brought up to date
-        with the stores when the engine holds the compact form."""
-        if self._compact is not None:
-            self._leave_compact()
-        return self._N
-
-    @N.setter
-    def N(self, value: int) -> None:
-        self._N = value
+    #: the relation's stores (one, E) and the thresholds' base N (IVM^ε's N, kept within
+    #: [|D|, 4|D|]): read, they are brought up to date from the compact form first
+    rels = _StoresState()
+    N = _StoresState()
 
     @property
     def compact_form(self) -> bool:
@@ -469,16 +469,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         rows, n_loops, new, n0, t0, batch_id = batch
         if not self._valid_unless_stored(net, kk):
             return None
-        keep = net != 0
-        if not keep.all():
-            gkey, net = gkey[keep], net[keep]
-        # as _apply_groups: only the new ids that surviving updates use, renumbered densely
-        used = batch_prep.used_new_ids(gkey, n0) if new.shape[0] else gkey[:0]
-        if used.shape[0] and used[-1] >= n0 + used.shape[0]:
-            gkey = batch_prep.renumber(gkey, used, n0, self.directed)
-            o = np.argsort(gkey)  # unique keys
-            gkey, net = gkey[o], net[o]
-        fresh = new[used - n0] if used.shape[0] else new[:0]
+        gkey, net, fresh = self._kept_groups(gkey, net, new, n0)
         dkeys, dvals = batch_prep.symmetric_delta(gkey, net)
         entered = self._compact is None
         if entered:
@@ -540,6 +531,20 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         unknown[kk] = False
         return not (unknown & (net < 0)).any()
 
+    def _kept_groups(self, gkey: np.ndarray, net: np.ndarray, new: np.ndarray, n0: int):
+        """(keys, net changes, new keys to commit) of a batch's groups with a net change: the
+        new ids (provisional, from ``n0``; ``new`` their keys) that surviving updates use,
+        renumbered densely, and only their keys committed."""
+        keep = net != 0
+        if not keep.all():
+            gkey, net = gkey[keep], net[keep]
+        used = batch_prep.used_new_ids(gkey, n0) if new.shape[0] else gkey[:0]
+        if used.shape[0] and used[-1] >= n0 + used.shape[0]:
+            gkey = batch_prep.renumber(gkey, used, n0, self.directed)
+            o = np.argsort(gkey)  # unique keys
+            gkey, net = gkey[o], net[o]
+        return gkey, net, new[used - n0] if used.shape[0] else new[:0]
+
     def _apply_groups(self, gkey: np.ndarray, net: np.ndarray, ignored: int, batch: tuple,
                       ahead: bool) -> BatchReport:
         """Apply the batch's edge groups (sorted ``gkey`` with net changes ``net``), checked
@@ -547,17 +552,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         (:attr:`_unverified`): :class:`~gpu_ivm.errors.SetViolation` when that check fails,
         with nothing changed."""
         rows, n_loops, new, n0, t0, batch_id = batch
-        keep = net != 0
-        if not keep.all():
-            gkey, net = gkey[keep], net[keep]
-        # commit only the new keys that surviving updates use, renumbered densely
-        used = batch_prep.used_new_ids(gkey, n0) if new.shape[0] else gkey[:0]
-        if used.shape[0] and used[-1] >= n0 + used.shape[0]:
-            gkey = batch_prep.renumber(gkey, used, n0, self.directed)
-            o = np.argsort(gkey)  # unique keys
-            gkey, net = gkey[o], net[o]
+        gkey, net, fresh = self._kept_groups(gkey, net, new, n0)
         hkeys, hvals = self._directed_delta(gkey, net)
-        fresh = new[used - n0] if used.shape[0] else new[:0]
         # set semantics: a delete's edge is present (1), an insert's absent (0)
         old = (hvals < 0).astype(np.int64)
         # the validated batch goes to the backend's memory once (with the pairs x < y of an
