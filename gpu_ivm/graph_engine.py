@@ -447,7 +447,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         (:mod:`gpu_ivm.compact`): an undirected engine on the cpu backend that maintains
         nothing but the count, outside the profile mode, not forced to recount, with the
         batch within :data:`~gpu_ivm.compact.COMPACT_MAX` tuples; the graph already in the
-        compact form, or small enough (half the bound), fresh and with no heavy part."""
+        compact form, or small enough (half the bound), fresh and with no heavy part (then
+        the transposed heavy part and the view E_h·E_l are empty too)."""
         cap = compact.COMPACT_MAX
         if (not cap or 2 * n_edges > cap or not self.symmetric or self.fq is not None
                 or self.backend.name != "cpu" or _engine.PROFILE_WORK
@@ -456,8 +457,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         if self._compact is not None:
             return True
         E = self._rels[0]
-        return (not self.stale and 2 * len(E) <= cap and E.h.size == 0 and E.ht.size == 0
-                and all(len(v) == 0 for v in self.views))
+        return not self.stale and 2 * len(E) <= cap and E.h.size == 0
 
     def _apply_compact(self, gkey: np.ndarray, net: np.ndarray, kk: np.ndarray,
                        batch: tuple) -> BatchReport | None:

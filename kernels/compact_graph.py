@@ -43,10 +43,10 @@ WALK_RATIO = 32
 
 
 @nb.njit(cache=True, inline="always")
-def _has(keys, lo, hi, key) -> int:
-    """1 if ``key`` is in the sorted ``keys[lo:hi]``, else 0."""
+def _find(keys, lo, hi, key) -> int:
+    """The position of ``key`` in the sorted ``keys[lo:hi]``, or -1."""
     p = lower_bound(keys, lo, hi, key)
-    return 1 if p < hi and keys[p] == key else 0
+    return p if p < hi and keys[p] == key else -1
 
 
 @nb.njit(cache=True)
@@ -182,10 +182,9 @@ def compact_step(keys, dk, dv, slot, marks, walk_ratio=WALK_RATIO):
                     if c == a:
                         continue
                     k = ahi | c
-                    e_ac = _has(keys, ea, eb, k)
-                    pd = lower_bound(dk, da, db, k)
-                    d_ac = dv[pd] if pd < db and dk[pd] == k else 0
-                    inner += dv[u] * (3 * e_ac + d_ac)
+                    e_ac = 3 if _find(keys, ea, eb, k) >= 0 else 0
+                    pd = _find(dk, da, db, k)
+                    inner += dv[u] * (e_ac + (dv[pd] if pd >= 0 else 0))
             wedges += dv[t] * inner
         for t in range(s0, s1):
             marks[dk[t] & LO_MASK] = 0

@@ -86,18 +86,19 @@ def test_compact_step_refuses_a_conflict_and_changes_nothing():
     keys = _sym(np.array([0, 1]), np.array([1, 2]))
     slot, marks = np.full(5, -1, np.int64), np.zeros(5, np.int8)
     before = keys.copy()
-    # an insert of the present edge 0 - 1 and a delete of the absent 2 - 3, with a valid one
+    # an insert of the present edge 0 - 1 and a delete of the absent 2 - 3, with a valid
+    # insert of 0 - 2: keys of both orientations, each with its edge's sign
+    sign = {(0, 1): 1, (2, 3): -1, (0, 2): 1}
     dk = _sym(np.array([0, 2, 0]), np.array([1, 3, 2]))
-    dv = np.where((dk == (0 << 32 | 2)) | (dk == (2 << 32 | 0)), 1,
-                  np.where(((dk >> 32) + (dk & LO)) == 1, 1, -1))
+    dv = np.array([sign[(min(k >> 32, k & LO), max(k >> 32, k & LO))] for k in dk.tolist()])
     delta, bad, got = compact_step(keys, dk, dv, slot, marks)
     assert bad == 4 and delta == 0 and got is keys
     assert np.array_equal(keys, before) and (slot == -1).all() and (marks == 0).all()
 
 
 def _twins(**kw):
-    """Two engines with the same options: one that takes the compact form, one that never
-    does (``compact.COMPACT_MAX`` set around each call)."""
+    """Two engines with the same options: the first to take the compact form, the second
+    never (``_apply_both`` sets ``compact.COMPACT_MAX`` around each one's batch)."""
     return GraphEngine(**kw), GraphEngine(**kw)
 
 
