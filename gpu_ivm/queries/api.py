@@ -24,7 +24,9 @@ import pyarrow as pa
 from ..encoding import pack
 from ..errors import InputError
 from . import device_results as dr
+from . import graph_vertex
 from . import results as rs
+from .graph_vertex import GraphVertexCounts
 from .maintain import FreeQueries
 from .storage import consolidate
 
@@ -68,11 +70,22 @@ class FreeQueryResults:
         self.maintain = parse_maintain(maintain)
         self.track_changes = bool(track_changes)
         fams = [m for m in self.maintain if m != "count"]
-        self.fq = (FreeQueries(fams, epsilons, self.backend.kernels, track_changes)
-                   if fams else None)
-        if self.fq is not None:
+        if self._own_vertex_counts(fams):
+            self.fq = GraphVertexCounts(lambda: self.rels[0], self.backend.kernels)
+        else:
+            self.fq = (FreeQueries(fams, epsilons, self.backend.kernels, track_changes)
+                       if fams else None)
+        if isinstance(self.fq, FreeQueries):
             self.fq.graph_undirected = self._graph and not self.directed
         self._changes_cache = None
+
+    def _own_vertex_counts(self, fams: list[str]) -> bool:
+        """Whether the engine keeps Δ1 off its own stores (:mod:`.graph_vertex`): an undirected
+        graph on a backend whose state is in host memory, ``vertex_counts`` the only family,
+        no change tracking (whose triangle deltas the general state lists)."""
+        return (fams == ["vertex_counts"] and self._graph and not self.directed
+                and not self.track_changes and self.backend.kernels.xp is np
+                and graph_vertex.enabled())
 
     @property
     def _graph(self) -> bool:

@@ -111,6 +111,8 @@ def edge_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def vertex_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray]:
     """Δ1 as (a, mult), sorted by a, multiplicities nonzero."""
+    if getattr(fq, "graph_vertex", False):
+        return fq.vertex_counts()
     xp = fq.xp
     total = xp.zeros(fq.cap, np.int64)
     for spec in sp.family("vertex_counts"):
@@ -159,6 +161,8 @@ def _own_ok(spec: sp.ViewSpec, fa: np.ndarray, fb: np.ndarray, xp=np) -> np.ndar
 def vertex_lookup(fq: FreeQueries, a: np.ndarray) -> np.ndarray:
     """Δ1(a_i) by Figure 15 lines 5–6: dense view lookups (m1) plus Σ over the (b, c) pairs of
     R^{LH}(a, ·) × T^{HL}(·, a) (both short: a is light there) for the (LH)∗(HL) tree (m2)."""
+    if getattr(fq, "graph_vertex", False):
+        return fq.vertex_lookup(a)
     xp = fq.xp
     a = _ids(fq, a)
     out = xp.zeros(a.shape[0], np.int64)

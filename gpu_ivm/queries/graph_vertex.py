@@ -1,0 +1,115 @@
+"""Per-vertex triangle counts of an undirected graph engine, read off its own stores.
+
+The general free-query state (:class:`~gpu_ivm.queries.maintain.FreeQueries`) keeps three
+copies of the edge relation, their indexes and the views of paper 001, and applies a batch in
+three phases, one per copy; on an undirected graph that maintains ``vertex_counts`` only,
+none of it is needed: the count engine already stores the graph, partitioned by degree, and
+the change of every vertex's count follows from the batch and the graph after it
+(:mod:`gpu_ivm.kernels.graph_vertex`: one intersection per pair of the batch at the
+min-degree bound, and the pairs of batch edges that meet at a vertex). This class holds the
+counts as one dense array and is what such an engine keeps in place of ``FreeQueries``
+(:meth:`~gpu_ivm.queries.api.FreeQueryResults._init_queries`); the results module reads it
+through the same functions. ``GPU_IVM_GRAPH_VERTEX=0`` turns it off (the general state then).
+
+Values are Δ1 of the graph form (ordered triangles: twice the triangles through a vertex),
+as ``FreeQueries`` keeps them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import numba as nb
+import numpy as np
+
+from ..kernels import graph_vertex as gk
+from ..kernels.delta_kernels import mark_scratch
+from ..static import list_triangles_ids
+
+
+def enabled() -> bool:
+    """``GPU_IVM_GRAPH_VERTEX=0`` keeps the general free-query state for every engine."""
+    return os.environ.get("GPU_IVM_GRAPH_VERTEX", "1") != "0"
+
+
+class GraphVertexCounts:
+    """Δ1 of an undirected graph engine as a dense array over its ids.
+
+    ``parts()`` returns the engine's edge relation (a :class:`~gpu_ivm.partition.PartRel`)
+    as it is after a batch; :meth:`apply` reads it then.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpu_ivm import GraphEngine
+    >>> g = GraphEngine(epsilon=1, maintain="vertex_counts")
+    >>> _ = g.load(([0, 1, 2], [1, 2, 0]))
+    >>> type(g.fq).__name__
+    'GraphVertexCounts'
+    >>> _ = g.apply({"src": [0], "dst": [3], "sign": [1]})
+    >>> _ = g.apply({"src": [1], "dst": [3], "sign": [1]})
+    >>> [int(g.vertex_count(v)) for v in (0, 1, 2, 3)]
+    [2, 2, 1, 1]
+    """
+
+    families = ("vertex_counts",)
+    graph_vertex = True  # what the results and invariants modules dispatch on
+    xp = np
+
+    def __init__(self, parts: Callable, kernels=None):
+        self.parts = parts
+        self.kernels = kernels
+        self.cap = 0
+        self.dense = np.zeros(0, np.int64)
+        self.stats = {"moves": 0}
+
+    @property
+    def count(self) -> int:
+        """Σ Δ1: the engine's Q (six per triangle)."""
+        return int(self.dense.sum())
+
+    def grow_ids(self, cap: int) -> None:
+        if cap <= self.cap:
+            return
+        self.cap = max(cap, 2 * self.cap)
+        grown = np.zeros(self.cap, np.int64)
+        grown[: self.dense.shape[0]] = self.dense
+        self.dense = grown
+
+    def build(self, rels, cap: int) -> None:
+        """Δ1 from scratch from the (a ids, b ids, multiplicities) of the symmetric edge
+        relation (the three given are the same): a static triangle listing, counted per
+        vertex."""
+        a, b, m = (np.asarray(x, np.int64) for x in rels[0])
+        if m.shape[0] and (int(m.min()) != 1 or int(m.max()) != 1):
+            raise ValueError("per-vertex counts of a graph need multiplicities of 1")
+        self.cap = 0
+        self.dense = np.zeros(0, np.int64)
+        self.grow_ids(max(cap, 1))
+        half = a < b
+        tri = list_triangles_ids(a[half], b[half], self.cap)
+        self.dense += 2 * np.bincount(np.concatenate(tri), minlength=self.cap)[: self.cap]
+
+    def apply(self, phases, cap: int) -> None:
+        """Add the change of a batch: ``phases`` as the graph engine hands them to the
+        free-query state ((k, sorted packed keys with both orientations, net changes) for
+        k = 0, 1, 2, the same arrays), read against the edge relation after the batch."""
+        self.grow_ids(max(cap, 1))
+        if not phases:
+            return
+        _, keys, deltas = phases[0]
+        E = self.parts()
+        marks = mark_scratch(nb.get_num_threads(), E.id_capacity)
+        gk.vertex_delta(keys, deltas, E.h.nt(), E.l.nt(), E.heavy, marks, self.dense)
+
+    def vertex_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, Δ1) of the vertices whose Δ1 is not 0, by id."""
+        nz = np.flatnonzero(self.dense)
+        return nz.astype(np.int64), self.dense[nz]
+
+    def vertex_lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Δ1 of each id (0 beyond the ids seen)."""
+        ids = np.asarray(ids, np.int64)
+        inside = (ids >= 0) & (ids < self.cap)
+        return np.where(inside, self.dense[np.where(inside, ids, 0)], 0)

@@ -1,0 +1,280 @@
+"""Per-vertex triangle counts of an undirected graph, kept up to date from the count engine's
+own stores: the delta of a batch, read after the batch was stored.
+
+With E the symmetric adjacency after the batch (B) and Δ the batch's symmetric net delta
+(D), the state before it was B − D, and the per-vertex counts of ordered triangles are the
+diagonal of the cube (``Δ1(a) = Σ_{b,c} E(a,b)·E(b,c)·E(c,a)``, twice the number of
+triangles through a). Expanding ``B³ − (B − D)³`` and using the symmetry of B and D:
+
+    δ diag = 2·diag(B²D) + diag(BDB) − 2·diag(BD²) − diag(DBD) + diag(D³)
+
+which this module evaluates term by term, per pair {x, y} of the batch and per pair of batch
+edges that meet at a vertex:
+
+- *pair terms* (the first two): for each pair with net change d, with w = Σ_c B(x,c)·B(y,c)
+  over the common neighbours after the batch, x and y each gain 2·d·w and every common
+  neighbour c gains 2·d·B(x,c)·B(y,c). One intersection per pair at the min-degree bound:
+  the longer row is marked, the shorter walked (:mod:`.row_marks`).
+- *wedge terms* (the last three): for each middle m and pair {a, b} of its batch neighbours
+  (p = D(m,a)·D(m,b)), a, b and m each lose 2·p·B(a,b), and m gains 2·p·D(a,b); walked from
+  the smaller end a, whose row of B is marked once for all its wedges.
+
+A row lives in the heavy store when its first key is heavy, else in the light one (the
+partition of :class:`~gpu_ivm.partition.PartRel`), so the kernel works at every ε.
+
+>>> import numpy as np
+>>> from gpu_ivm.store import ZStore
+>>> from gpu_ivm.encoding import pack
+>>> tri = pack(np.array([0, 0, 1, 1, 2, 2]), np.array([1, 2, 0, 2, 0, 1]))
+>>> st = ZStore.from_sorted(tri, np.ones(6, np.int64), 3)
+>>> dense = np.zeros(3, np.int64)
+>>> marks = np.zeros((1, 4), np.int8)
+>>> vertex_delta(tri, np.ones(6, np.int64), st.nt(), st.nt(), np.zeros(3, np.bool_), marks, dense)
+>>> dense.tolist()  # the triangle inserted into an empty graph: 2 ordered triangles each
+[2, 2, 2]
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .delta_kernels import _thread_marks
+from .jit import helper
+from .lsm import LO_MASK, first_key_end, get, lower_bound, real_end, run_mask, run_range
+from .row_bits import bit_at, has_bits
+from .row_index import row_live
+from .row_marks import clear_row, mark_row, mark_row_scaled
+
+PAR_MIN = 512  # pairs from which the intersections run on all threads
+PAR_CHUNK = 16  # pairs per prange chunk (per-pair costs are skewed by hub rows)
+EMIT_MAX = 1 << 22  # common-neighbour slots per pass (bounds the emission buffers' memory)
+WEDGE_MARK_RATIO = 32  # mark a's rows when its row of B is at most this many times its walk
+
+
+@nb.njit(cache=True, inline="always")
+def _row_store(hst, lst, heavy, x):
+    """The store that holds row x: the heavy part when x is heavy, else the light one."""
+    if x < heavy.shape[0] and heavy[x]:
+        return hst
+    return lst
+
+
+@helper
+def _common_emit(st_long, x, st_short, y, marks, out_c, out_t, base):
+    """Σ_c st_long(x,c)·st_short(y,c), writing each nonzero term's (c, term) at
+    out_c/out_t[base:]; returns (sum, terms written). The short row is walked and each entry
+    tested in the long row's bitmap when it has one (:mod:`.row_bits`), else in its marks
+    (written once, cleared after); a row that cannot be marked (a multiplicity beyond the
+    marks' range) is looked up entry by entry instead. At most live(short) terms."""
+    bits = has_bits(st_long, x)
+    ok = False
+    if not bits:
+        ok, _ = mark_row(st_long, x, marks)
+    bmap = st_long[12]
+    slot = st_long[11][x] if bits else 0
+    keys = st_short[0]
+    vals = st_short[1]
+    cap = marks.shape[0] - 1
+    w = 0
+    k = base
+    m = run_mask(st_short, y)
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(st_short, j, y)
+            hi = real_end(keys, lo, hi, y)
+            for p in range(lo, hi):
+                v = vals[p]
+                if v == 0:
+                    continue
+                c = keys[p] & LO_MASK
+                if bits:
+                    u = bit_at(bmap, slot, c)
+                elif ok:
+                    u = marks[min(c, cap)]
+                else:
+                    u = get(st_long, (x << 32) | c)
+                if u != 0:
+                    t = v * u
+                    w += t
+                    out_c[k] = c
+                    out_t[k] = t
+                    k += 1
+        m >>= 1
+        j += 1
+    if ok:
+        clear_row(st_long, x, marks)
+    return w, k - base
+
+
+@nb.njit(cache=True, inline="always")
+def _pair_emit(i, xs, ys, hst, lst, heavy, marks, ptr, out_c, out_t, w, nterms):
+    """Pair i's intersection after the batch, its terms at out[ptr[i]:] (the longer row
+    marked or bit-tested, the shorter walked)."""
+    x = xs[i]
+    y = ys[i]
+    sx = _row_store(hst, lst, heavy, x)
+    sy = _row_store(hst, lst, heavy, y)
+    if row_live(sx, x) >= row_live(sy, y):
+        w[i], nterms[i] = _common_emit(sx, x, sy, y, marks, out_c, out_t, ptr[i])
+    else:
+        w[i], nterms[i] = _common_emit(sy, y, sx, x, marks, out_c, out_t, ptr[i])
+
+
+@nb.njit(cache=True)
+def _pairs_one(xs, ys, hst, lst, heavy, marks, ptr, out_c, out_t, w, nterms):
+    for i in range(xs.shape[0]):
+        _pair_emit(i, xs, ys, hst, lst, heavy, marks[0], ptr, out_c, out_t, w, nterms)
+
+
+@nb.njit(cache=True, parallel=True)
+def _pairs_par(xs, ys, hst, lst, heavy, marks, ptr, out_c, out_t, w, nterms):
+    for i in nb.prange(xs.shape[0]):
+        _pair_emit(i, xs, ys, hst, lst, heavy, _thread_marks(marks), ptr, out_c, out_t, w,
+                   nterms)
+
+
+@nb.njit(cache=True)
+def _pair_bounds(dkeys, dvals, hst, lst, heavy):
+    """The batch's pairs x < y with a net change (x, y, d) and, per pair, the live entries of
+    its shorter row after the batch (the most terms its intersection can write)."""
+    n = dkeys.shape[0]
+    xs = np.empty(n, np.int64)
+    ys = np.empty(n, np.int64)
+    ds = np.empty(n, np.int64)
+    bound = np.empty(n, np.int64)
+    k = 0
+    for i in range(n):
+        x = dkeys[i] >> 32
+        y = dkeys[i] & LO_MASK
+        if x >= y or dvals[i] == 0:
+            continue
+        xs[k] = x
+        ys[k] = y
+        ds[k] = dvals[i]
+        bound[k] = min(row_live(_row_store(hst, lst, heavy, x), x),
+                       row_live(_row_store(hst, lst, heavy, y), y))
+        k += 1
+    return xs[:k], ys[:k], ds[:k], bound[:k]
+
+
+@nb.njit(cache=True)
+def _pairs_scatter(xs, ys, ds, ptr, out_c, out_t, w, nterms, dense):
+    """The pair terms into dense: 2·d·w to both ends, 2·d·term to each common neighbour."""
+    for i in range(xs.shape[0]):
+        d2 = 2 * ds[i]
+        dense[xs[i]] += d2 * w[i]
+        dense[ys[i]] += d2 * w[i]
+        b = ptr[i]
+        for k in range(b, b + nterms[i]):
+            dense[out_c[k]] += d2 * out_t[k]
+
+
+@nb.njit(cache=True)
+def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio):
+    """The wedge terms −2·diag(BD²) − diag(DBD) + diag(D³) into dense: for each pair of batch
+    edges (b, a), (b, c) with a < c that meet at b (p = 2·D(b,a)·D(b,c)), a, c and b lose
+    p·B(a,c) and b gains p·D(a,c).
+
+    Walked from the smaller end a, as the count's wedge kernel does: for each first key a of
+    the batch, each tuple (a, b) walks the part of the batch's row b above a; B(a, c) and
+    D(a, c) are read from a's marks (3·B(a,c) + D(a,c) in ``marks``, a zeroed int8 row, left
+    zeroed: a's row of B and its batch row written once for the group) unless a's row is
+    more than ``mark_ratio`` times the walk, or a batch value is not in {-1, 0, 1}; then each
+    c is looked up in B and in the batch (binary searches)."""
+    n = dkeys.shape[0]
+    cap = marks.shape[0] - 1
+    unit = True  # every D in {-1, 0, 1}: 3·B + D decodes
+    for i in range(n):
+        if dvals[i] > 1 or dvals[i] < -1:
+            unit = False
+    i = 0
+    while i < n:
+        a = dkeys[i] >> 32
+        e = first_key_end(dkeys, i, n)
+        probes = 0
+        for p in range(i, e):
+            b = dkeys[p] & LO_MASK
+            probes += _row_above(dkeys, b, a)[1]
+        if probes:
+            sa = _row_store(hst, lst, heavy, a)
+            ok = False
+            if unit and row_live(sa, a) <= mark_ratio * probes and a < cap:
+                ok, _ = mark_row_scaled(sa, a, marks, 3)
+            if ok:
+                for p in range(i, e):
+                    marks[min(dkeys[p] & LO_MASK, cap)] += dvals[p]
+                marks[cap] = 0
+            for p in range(i, e):
+                b = dkeys[p] & LO_MASK
+                dba = dvals[p]  # D(b, a) = D(a, b)
+                if dba == 0:
+                    continue
+                lo, hi = _row_above(dkeys, b, a)
+                for q in range(lo, lo + hi):
+                    c = dkeys[q] & LO_MASK
+                    pr = 2 * dba * dvals[q]
+                    if pr == 0:
+                        continue
+                    if ok:
+                        mk = marks[min(c, cap)]
+                        bac = (mk + 1) // 3
+                        dac = mk - 3 * bac
+                    else:
+                        bac = get(sa, (a << 32) | c)
+                        k = lower_bound(dkeys, i, e, (a << 32) | c)
+                        dac = dvals[k] if k < e and dkeys[k] == ((a << 32) | c) else 0
+                    if bac != 0:
+                        dense[a] -= pr * bac
+                        dense[c] -= pr * bac
+                        dense[b] -= pr * bac
+                    dense[b] += pr * dac
+            if ok:
+                clear_row(sa, a, marks)
+                for p in range(i, e):
+                    marks[min(dkeys[p] & LO_MASK, cap)] = 0
+        i = e
+
+
+@nb.njit(cache=True, inline="always")
+def _row_above(dkeys, b, a):
+    """(start, length) of the batch's tuples (b, c) with c > a."""
+    n = dkeys.shape[0]
+    lo = lower_bound(dkeys, 0, n, (b << 32) | (a + 1))
+    hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
+    return lo, hi - lo
+
+
+def vertex_delta(dkeys, dvals, hst, lst, heavy, marks, dense):
+    """dense[v] += the change of Δ1(v) caused by the batch ``(dkeys, dvals)`` (sorted unique
+    packed keys with both orientations of each pair, their net changes), read against the
+    graph after the batch (heavy store ``hst``, light store ``lst``, per-id ``heavy`` flags).
+    ``marks``: a zeroed int8 scratch, one row per thread (or more) of one slot per id plus
+    one, left zeroed.
+
+    The pairs' intersections run on all threads from ``PAR_MIN`` pairs on, each writing its
+    common neighbours into its own slots (at most its shorter row's length, ``EMIT_MAX`` slots
+    a pass); one thread then adds them, and the wedge terms, into ``dense``."""
+    xs, ys, ds, bound = _pair_bounds(dkeys, dvals, hst, lst, heavy)
+    n = xs.shape[0]
+    s = 0
+    while s < n:
+        ends = np.cumsum(bound[s:])
+        e = s + max(1, int(np.searchsorted(ends, EMIT_MAX, side="right")))
+        ptr = np.zeros(e - s, np.int64)
+        ptr[1:] = ends[: e - s - 1]
+        size = int(ends[e - s - 1])
+        out_c = np.empty(size, np.int64)
+        out_t = np.empty(size, np.int64)
+        w = np.empty(e - s, np.int64)
+        nterms = np.empty(e - s, np.int64)
+        args = (xs[s:e], ys[s:e], hst, lst, heavy, marks, ptr, out_c, out_t, w, nterms)
+        if e - s < PAR_MIN or marks.shape[0] < 2:
+            _pairs_one(*args)
+        else:
+            with nb.parallel_chunksize(PAR_CHUNK):
+                _pairs_par(*args)
+        _pairs_scatter(xs[s:e], ys[s:e], ds[s:e], ptr, out_c, out_t, w, nterms, dense)
+        s = e
+    wedge_delta(dkeys, dvals, hst, lst, heavy, marks[0], dense, WEDGE_MARK_RATIO)
