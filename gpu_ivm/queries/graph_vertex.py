@@ -62,7 +62,7 @@ class GraphVertexCounts:
         self.kernels = kernels
         self.cap = 0
         self.dense = np.zeros(0, np.int64)
-        self.stats = {"moves": 0}
+        self.stats = {"moves": 0, "major": 0}  # the free-query state's own: none here
 
     @property
     def count(self) -> int:
