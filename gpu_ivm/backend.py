@@ -89,6 +89,7 @@ def _cpu_kernels() -> SimpleNamespace:
         adjacency,
         batch_prep,
         delta_kernels,
+        graph_vertex,
         hashmap,
         light_delta,
         query_kernels,
@@ -99,7 +100,7 @@ def _cpu_kernels() -> SimpleNamespace:
 
     return SimpleNamespace(xp=np, store=store_kernels, delta=delta_kernels, view=view_kernels,
                            static=static_kernels, query=query_kernels, hash=hashmap,
-                           adjacency=adjacency, light=light_delta,
+                           adjacency=adjacency, light=light_delta, vertex=graph_vertex,
                            prep=SimpleNamespace(rows=batch_prep.prep_rows,
                                                 groups=batch_prep.prep_groups,
                                                 scatter=batch_prep.prep_scatter))

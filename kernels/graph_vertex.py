@@ -28,8 +28,7 @@ partition of :class:`~gpu_ivm.partition.PartRel`), so the kernel works at every 
 >>> tri = pack(np.array([0, 0, 1, 1, 2, 2]), np.array([1, 2, 0, 2, 0, 1]))
 >>> st = ZStore.from_sorted(tri, np.ones(6, np.int64), 3)
 >>> dense = np.zeros(3, np.int64)
->>> marks = np.zeros((1, 4), np.int8)
->>> vertex_delta(tri, np.ones(6, np.int64), st.nt(), st.nt(), np.zeros(3, np.bool_), marks, dense)
+>>> vertex_delta(tri, np.ones(6, np.int64), st.nt(), st.nt(), np.zeros(3, np.bool_), dense)
 >>> dense.tolist()  # the triangle inserted into an empty graph: 2 ordered triangles each
 [2, 2, 2]
 """
@@ -39,7 +38,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .delta_kernels import _thread_marks
+from .delta_kernels import _thread_marks, mark_scratch
 from .jit import helper
 from .lsm import LO_MASK, first_key_end, get, lower_bound, real_end, run_mask, run_range
 from .row_bits import bit_at, has_bits
@@ -53,11 +52,41 @@ WEDGE_MARK_RATIO = 32  # mark a's rows when its row of B is at most this many ti
 
 
 @nb.njit(cache=True, inline="always")
-def _row_store(hst, lst, heavy, x):
+def row_store(hst, lst, heavy, x):
     """The store that holds row x: the heavy part when x is heavy, else the light one."""
     if x < heavy.shape[0] and heavy[x]:
         return hst
     return lst
+
+
+@nb.njit(cache=True, inline="always")
+def member(st_long, x, c, bits, marked, marks):
+    """st_long(x, c): a bit test when row x has a bitmap (``bits``), a mark when it is marked
+    (``marked``), else a search of the store's runs."""
+    if bits:
+        return bit_at(st_long[12], st_long[11][x], c)
+    if marked:
+        return np.int64(marks[min(c, marks.shape[0] - 1)])
+    return get(st_long, (x << 32) | c)
+
+
+@nb.njit(cache=True, inline="always")
+def oriented(x, y, hst, lst, heavy):
+    """(long store, long row, short store, short row) of the pair {x, y} after the batch."""
+    sx = row_store(hst, lst, heavy, x)
+    sy = row_store(hst, lst, heavy, y)
+    if row_live(sx, x) >= row_live(sy, y):
+        return sx, x, sy, y
+    return sy, y, sx, x
+
+
+@nb.njit(cache=True, inline="always")
+def batch_value(dkeys, dvals, lo, hi, key):
+    """D at packed ``key`` by a binary search in dkeys[lo:hi] (0 if absent)."""
+    k = lower_bound(dkeys, lo, hi, key)
+    if k < hi and dkeys[k] == key:
+        return dvals[k]
+    return 0
 
 
 @helper
@@ -69,13 +98,10 @@ def _common_emit(st_long, x, st_short, y, marks, out_c, out_t, base):
     marks' range) is looked up entry by entry instead. At most live(short) terms."""
     bits = has_bits(st_long, x)
     ok = False
-    if not bits:
+    if not bits and marks.shape[0] > 1:
         ok, _ = mark_row(st_long, x, marks)
-    bmap = st_long[12]
-    slot = st_long[11][x] if bits else 0
     keys = st_short[0]
     vals = st_short[1]
-    cap = marks.shape[0] - 1
     w = 0
     k = base
     m = run_mask(st_short, y)
@@ -89,12 +115,7 @@ def _common_emit(st_long, x, st_short, y, marks, out_c, out_t, base):
                 if v == 0:
                     continue
                 c = keys[p] & LO_MASK
-                if bits:
-                    u = bit_at(bmap, slot, c)
-                elif ok:
-                    u = marks[min(c, cap)]
-                else:
-                    u = get(st_long, (x << 32) | c)
+                u = member(st_long, x, c, bits, ok, marks)
                 if u != 0:
                     t = v * u
                     w += t
@@ -112,14 +133,8 @@ def _common_emit(st_long, x, st_short, y, marks, out_c, out_t, base):
 def _pair_emit(i, xs, ys, hst, lst, heavy, marks, ptr, out_c, out_t, w, nterms):
     """Pair i's intersection after the batch, its terms at out[ptr[i]:] (the longer row
     marked or bit-tested, the shorter walked)."""
-    x = xs[i]
-    y = ys[i]
-    sx = _row_store(hst, lst, heavy, x)
-    sy = _row_store(hst, lst, heavy, y)
-    if row_live(sx, x) >= row_live(sy, y):
-        w[i], nterms[i] = _common_emit(sx, x, sy, y, marks, out_c, out_t, ptr[i])
-    else:
-        w[i], nterms[i] = _common_emit(sy, y, sx, x, marks, out_c, out_t, ptr[i])
+    sl, xl, ss, xs_ = oriented(xs[i], ys[i], hst, lst, heavy)
+    w[i], nterms[i] = _common_emit(sl, xl, ss, xs_, marks, out_c, out_t, ptr[i])
 
 
 @nb.njit(cache=True)
@@ -153,8 +168,8 @@ def _pair_bounds(dkeys, dvals, hst, lst, heavy):
         xs[k] = x
         ys[k] = y
         ds[k] = dvals[i]
-        bound[k] = min(row_live(_row_store(hst, lst, heavy, x), x),
-                       row_live(_row_store(hst, lst, heavy, y), y))
+        bound[k] = min(row_live(row_store(hst, lst, heavy, x), x),
+                       row_live(row_store(hst, lst, heavy, y), y))
         k += 1
     return xs[:k], ys[:k], ds[:k], bound[:k]
 
@@ -196,9 +211,9 @@ def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio):
         probes = 0
         for p in range(i, e):
             b = dkeys[p] & LO_MASK
-            probes += _row_above(dkeys, b, a)[1]
+            probes += row_above(dkeys, b, a)[1]
         if probes:
-            sa = _row_store(hst, lst, heavy, a)
+            sa = row_store(hst, lst, heavy, a)
             ok = False
             if unit and row_live(sa, a) <= mark_ratio * probes and a < cap:
                 ok, _ = mark_row_scaled(sa, a, marks, 3)
@@ -211,7 +226,7 @@ def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio):
                 dba = dvals[p]  # D(b, a) = D(a, b)
                 if dba == 0:
                     continue
-                lo, hi = _row_above(dkeys, b, a)
+                lo, hi = row_above(dkeys, b, a)
                 for q in range(lo, lo + hi):
                     c = dkeys[q] & LO_MASK
                     pr = 2 * dba * dvals[q]
@@ -223,8 +238,7 @@ def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio):
                         dac = mk - 3 * bac
                     else:
                         bac = get(sa, (a << 32) | c)
-                        k = lower_bound(dkeys, i, e, (a << 32) | c)
-                        dac = dvals[k] if k < e and dkeys[k] == ((a << 32) | c) else 0
+                        dac = batch_value(dkeys, dvals, i, e, (a << 32) | c)
                     if bac != 0:
                         dense[a] -= pr * bac
                         dense[c] -= pr * bac
@@ -238,7 +252,7 @@ def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio):
 
 
 @nb.njit(cache=True, inline="always")
-def _row_above(dkeys, b, a):
+def row_above(dkeys, b, a):
     """(start, length) of the batch's tuples (b, c) with c > a."""
     n = dkeys.shape[0]
     lo = lower_bound(dkeys, 0, n, (b << 32) | (a + 1))
@@ -246,16 +260,17 @@ def _row_above(dkeys, b, a):
     return lo, hi - lo
 
 
-def vertex_delta(dkeys, dvals, hst, lst, heavy, marks, dense):
+def vertex_delta(dkeys, dvals, hst, lst, heavy, dense):
     """dense[v] += the change of Δ1(v) caused by the batch ``(dkeys, dvals)`` (sorted unique
     packed keys with both orientations of each pair, their net changes), read against the
-    graph after the batch (heavy store ``hst``, light store ``lst``, per-id ``heavy`` flags).
-    ``marks``: a zeroed int8 scratch, one row per thread (or more) of one slot per id plus
-    one, left zeroed.
+    graph after the batch (heavy store ``hst``, light store ``lst``, per-id ``heavy`` flags,
+    one per id of the stores). The marks are the count kernels' per-thread scratch
+    (:func:`~gpu_ivm.kernels.delta_kernels.mark_scratch`), left zeroed.
 
     The pairs' intersections run on all threads from ``PAR_MIN`` pairs on, each writing its
     common neighbours into its own slots (at most its shorter row's length, ``EMIT_MAX`` slots
     a pass); one thread then adds them, and the wedge terms, into ``dense``."""
+    marks = mark_scratch(nb.get_num_threads(), heavy.shape[0])
     xs, ys, ds, bound = _pair_bounds(dkeys, dvals, hst, lst, heavy)
     n = xs.shape[0]
     s = 0

@@ -1724,6 +1724,61 @@ def test_graph_engine_maintains_queries(query_launch) -> None:
             assert t.equals(engines[1].last_changes()[name]), name
 
 
+@pytest.mark.parametrize("eps", ["1/2", "1"])
+def test_graph_engine_vertex_counts_off_the_stores(eps: str) -> None:
+    """GraphEngine(backend="cuda", maintain="vertex_counts") keeps Δ1 off its own stores
+    (gpu_ivm/queries/graph_vertex.py, the two launches of kernels/cuda_graph_vertex.py): after
+    every batch the result table and the lookups equal the cpu engine's and a brute-force
+    count (a star with hub 0, a triangle inserted and deleted whole, random batches, then
+    deletes)."""
+    from gpu_ivm.queries.graph_vertex import GraphVertexCounts
+
+    rng = np.random.default_rng(12)
+    oracle = GraphOracle(False)
+    engines = [GraphEngine(epsilon=eps, backend=b, adaptive=False, maintain="vertex_counts")
+               for b in ("cpu", "cuda")]
+    assert all(isinstance(e.fq, GraphVertexCounts) for e in engines)
+    src = np.r_[np.zeros(24, np.int64), rng.integers(1, 10, 8)]
+    dst = np.r_[np.arange(1, 25), rng.integers(1, 10, 8)]
+    for u, v in zip(src.tolist(), dst.tolist()):
+        if u != v:
+            oracle.apply(u, v, 1)
+    for e in engines:
+        e.load((src, dst))
+    vs = np.arange(30)
+    heavy = 0
+    # a triangle inserted whole (every edge in the batch), later deleted whole
+    whole = {"src": np.array([25, 26, 25, 0]), "dst": np.array([26, 27, 27, 25]),
+             "sign": np.ones(4, np.int64)}
+    gone = {k: v[:3] for k, v in whole.items()} | {"sign": -np.ones(3, np.int64)}
+
+    def batches():  # the oracle follows each batch as it is made (the generator's when drawn)
+        made = graph_batches(oracle, rng, n_batches=6, nv=12, max_batch=25, hub_p=0.4,
+                             shrink_from=4)
+        for i in range(6):
+            if i in (0, 3):
+                extra = whole if i == 0 else gone
+                for u, v, sg in zip(*(extra[k].tolist() for k in ("src", "dst", "sign"))):
+                    oracle.apply(u, v, sg)
+                yield extra
+            yield next(made)
+
+    for batch in batches():
+        r = [e.apply(batch) for e in engines]
+        assert r[0].triangles == r[1].triangles == oracle.count()
+        assert engines[0].result_table("vertex_counts").equals(
+            engines[1].result_table("vertex_counts"))
+        want = np.zeros(vs.shape[0], np.int64)
+        for a, b in oracle.edges:
+            for c in range(vs.shape[0]):
+                if a < b < c and oracle.present(a, c) and oracle.present(b, c):
+                    want[[a, b, c]] += 1
+        assert array_equal(engines[1].vertex_count(vs), want)
+        assert array_equal(engines[0].vertex_count(vs), want)
+        heavy += int(engines[1].rels[0].h.size)
+    assert (heavy > 0) == (eps == "1/2")
+
+
 def test_graph_engine_cuda_static_count_path(monkeypatch):
     """GraphEngine on the cuda backend counts at load and on the recompute path with the GPU
     static kernel; the counts equal the CPU engine's."""

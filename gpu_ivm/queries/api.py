@@ -81,10 +81,10 @@ class FreeQueryResults:
 
     def _own_vertex_counts(self, fams: list[str]) -> bool:
         """Whether the engine keeps Δ1 off its own stores (:mod:`.graph_vertex`): an undirected
-        graph on a backend whose state is in host memory, ``vertex_counts`` the only family,
-        no change tracking (whose triangle deltas the general state lists)."""
+        graph, ``vertex_counts`` the only family, no change tracking (whose triangle deltas
+        the general state lists), a kernel set with the ``vertex`` part."""
         return (fams == ["vertex_counts"] and self._graph and not self.directed
-                and not self.track_changes and self.backend.kernels.xp is np
+                and not self.track_changes and hasattr(self.backend.kernels, "vertex")
                 and graph_vertex.enabled())
 
     @property

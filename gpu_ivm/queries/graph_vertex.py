@@ -20,11 +20,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-import numba as nb
 import numpy as np
 
-from ..kernels import graph_vertex as gk
-from ..kernels.delta_kernels import mark_scratch
+from ..backend import CPU
+from ..selection import to_host
 from ..static import list_triangles_ids
 
 
@@ -37,7 +36,10 @@ class GraphVertexCounts:
     """Δ1 of an undirected graph engine as a dense array over its ids.
 
     ``parts()`` returns the engine's edge relation (a :class:`~gpu_ivm.partition.PartRel`)
-    as it is after a batch; :meth:`apply` reads it then.
+    as it is after a batch; :meth:`apply` reads it then, with the ``vertex`` part of
+    ``kernels`` (the backend's kernel set; the CPU's by default). On a device the counts
+    live in device memory and a batch is two launches
+    (:mod:`gpu_ivm.kernels.cuda_graph_vertex`).
 
     Examples
     --------
@@ -55,13 +57,13 @@ class GraphVertexCounts:
 
     families = ("vertex_counts",)
     graph_vertex = True  # what the results and invariants modules dispatch on
-    xp = np
 
     def __init__(self, parts: Callable, kernels=None):
         self.parts = parts
-        self.kernels = kernels
+        self.kernels = kernels if kernels is not None else CPU.kernels
+        self.xp = self.kernels.xp
         self.cap = 0
-        self.dense = np.zeros(0, np.int64)
+        self.dense = self.xp.zeros(0, np.int64)
         self.stats = {"moves": 0, "major": 0}  # the free-query state's own: none here
 
     @property
@@ -73,7 +75,7 @@ class GraphVertexCounts:
         if cap <= self.cap:
             return
         self.cap = max(cap, 2 * self.cap)
-        grown = np.zeros(self.cap, np.int64)
+        grown = self.xp.zeros(self.cap, np.int64)
         grown[: self.dense.shape[0]] = self.dense
         self.dense = grown
 
@@ -81,15 +83,16 @@ class GraphVertexCounts:
         """Δ1 from scratch from the (a ids, b ids, multiplicities) of the symmetric edge
         relation (the three given are the same): a static triangle listing, counted per
         vertex."""
-        a, b, m = (np.asarray(x, np.int64) for x in rels[0])
+        a, b, m = (np.asarray(to_host(self.xp, x), np.int64) for x in rels[0])
         if m.shape[0] and (int(m.min()) != 1 or int(m.max()) != 1):
             raise ValueError("per-vertex counts of a graph need multiplicities of 1")
         self.cap = 0
-        self.dense = np.zeros(0, np.int64)
+        self.dense = self.xp.zeros(0, np.int64)
         self.grow_ids(max(cap, 1))
         half = a < b
         tri = list_triangles_ids(a[half], b[half], self.cap)
-        self.dense += 2 * np.bincount(np.concatenate(tri), minlength=self.cap)[: self.cap]
+        counts = 2 * np.bincount(np.concatenate(tri), minlength=self.cap)[: self.cap]
+        self.dense = self.xp.asarray(counts.astype(np.int64))  # a device: one upload
 
     def apply(self, phases, cap: int) -> None:
         """Add the change of a batch: ``phases`` as the graph engine hands them to the
@@ -100,16 +103,16 @@ class GraphVertexCounts:
             return
         _, keys, deltas = phases[0]
         E = self.parts()
-        marks = mark_scratch(nb.get_num_threads(), E.id_capacity)
-        gk.vertex_delta(keys, deltas, E.h.nt(), E.l.nt(), E.heavy, marks, self.dense)
+        self.kernels.vertex.vertex_delta(keys, deltas, E.h.nt(), E.l.nt(), E.heavy, self.dense)
 
     def vertex_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, Δ1) of the vertices whose Δ1 is not 0, by id."""
-        nz = np.flatnonzero(self.dense)
+        nz = self.xp.flatnonzero(self.dense)
         return nz.astype(np.int64), self.dense[nz]
 
     def vertex_lookup(self, ids: np.ndarray) -> np.ndarray:
         """Δ1 of each id (0 beyond the ids seen)."""
-        ids = np.asarray(ids, np.int64)
+        xp = self.xp
+        ids = xp.asarray(ids, dtype=np.int64)
         inside = (ids >= 0) & (ids < self.cap)
-        return np.where(inside, self.dense[np.where(inside, ids, 0)], 0)
+        return xp.where(inside, self.dense[xp.where(inside, ids, 0)], 0)
