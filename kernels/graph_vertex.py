@@ -89,14 +89,50 @@ def batch_value(dkeys, dvals, lo, hi, key):
     return 0
 
 
+# the lowest set bit's index: (w & -w) · DEBRUIJN >> 58 is distinct for each single bit
+_DEBRUIJN = 0x03F79D71B4CB0A89
+_LOW_BIT = np.zeros(64, np.int64)
+for _i in range(64):
+    _LOW_BIT[((1 << _i) * _DEBRUIJN & ((1 << 64) - 1)) >> 58] = _i
+_DB = np.uint64(_DEBRUIJN)
+_ONE = np.uint64(1)
+_SHIFT = np.uint64(58)
+
+
+@helper
+def _bits_and_emit(st1, x1, st2, x2, out_c, out_t, base):
+    """(Σ_c st1(x1,c)·st2(x2,c), terms written) for two rows that both have bitmaps (every
+    multiplicity 1): the bitmaps ANDed word by word, each common id written with term 1. Over
+    the narrower of the two stores' bitmaps: a row's ids all lie inside its own."""
+    b1 = st1[12]
+    b2 = st2[12]
+    s1 = st1[11][x1]
+    s2 = st2[11][x2]
+    k = base
+    for wi in range(min(b1.shape[1], b2.shape[1])):
+        m = b1[s1, wi] & b2[s2, wi]
+        while m != 0:
+            low = m & (~m + _ONE)
+            out_c[k] = 64 * wi + _LOW_BIT[np.int64((low * _DB) >> _SHIFT)]
+            out_t[k] = 1
+            k += 1
+            m ^= low
+    return k - base, k - base
+
+
 @helper
 def _common_emit(st_long, x, st_short, y, marks, out_c, out_t, base):
     """Σ_c st_long(x,c)·st_short(y,c), writing each nonzero term's (c, term) at
     out_c/out_t[base:]; returns (sum, terms written). The short row is walked and each entry
     tested in the long row's bitmap when it has one (:mod:`.row_bits`), else in its marks
     (written once, cleared after); a row that cannot be marked (a multiplicity beyond the
-    marks' range) is looked up entry by entry instead. At most live(short) terms."""
+    marks' range) is looked up entry by entry instead; two rows that both have bitmaps with
+    fewer words than the short row has entries are ANDed instead (:func:`_bits_and_emit`).
+    At most live(short) terms."""
     bits = has_bits(st_long, x)
+    if bits and has_bits(st_short, y) and min(st_long[12].shape[1], st_short[12].shape[1]) < \
+            row_live(st_short, y):  # fewer words than the short row's entries
+        return _bits_and_emit(st_long, x, st_short, y, out_c, out_t, base)
     ok = False
     if not bits and marks.shape[0] > 1:
         ok, _ = mark_row(st_long, x, marks)

@@ -47,7 +47,7 @@ def _sym(n: int, pairs: list, vals: list) -> sps.csr_matrix:
     return sps.csr_matrix((vals + vals, (r, c)), shape=(n, n), dtype=np.int64)
 
 
-@pytest.mark.parametrize("shape", ["random", "star", "clique"])
+@pytest.mark.parametrize("shape", ["random", "star", "clique", "two hubs"])
 @pytest.mark.parametrize("split", ["one thread", "threads", "passes", "wedges marked",
                                    "wedges looked up"])
 def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
@@ -65,8 +65,11 @@ def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
     if split == "wedges looked up":
         monkeypatch.setattr(gk, "WEDGE_MARK_RATIO", 0)
     rng = np.random.default_rng(7)
-    n = 40
-    if shape == "star":
+    n = 300 if shape == "two hubs" else 40
+    if shape == "two hubs":  # rows of 200 with bitmaps: a pair of them is ANDed word by word
+        after = ({(0, v) for v in range(2, 200)} | {(1, v) for v in range(100, n)} | {(0, 1)}
+                 | {(u, u + 3) for u in range(2, n - 3, 7)})
+    elif shape == "star":
         after = {(0, v) for v in range(1, n)} | {(v, v + 1) for v in range(1, n - 1, 2)}
     elif shape == "clique":
         after = {(u, v) for u in range(12) for v in range(u + 1, 12)} | {(12, 13)}
@@ -74,6 +77,8 @@ def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
         after = {(u, v) for u in range(n) for v in range(u + 1, n) if rng.random() < 0.2}
     after_l = sorted(after)
     ins = [after_l[i] for i in rng.choice(len(after_l), 15, replace=False)]
+    if shape == "two hubs" and (0, 1) not in ins:
+        ins[0] = (0, 1)
     dels = set()
     while len(dels) < 15:
         u, v = sorted(int(x) for x in rng.choice(n, 2, replace=False))
@@ -88,8 +93,9 @@ def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
     a = np.array([e[0] for e in after_l] + [e[1] for e in after_l], np.int64)
     b = np.array([e[1] for e in after_l] + [e[0] for e in after_l], np.int64)
     keys = np.sort(pack(a, b))
-    st = ZStore.from_sorted(keys, np.ones(keys.shape[0], np.int64), n)
-    empty = ZStore.from_sorted(np.zeros(0, np.int64), np.zeros(0, np.int64), n)
+    bits = shape == "two hubs"
+    st = ZStore.from_sorted(keys, np.ones(keys.shape[0], np.int64), n, bits=bits)
+    empty = ZStore.from_sorted(np.zeros(0, np.int64), np.zeros(0, np.int64), n, bits=bits)
     # the batch: both orientations, sorted by packed key
     bx = np.array([e[0] for e in ins + dels] + [e[1] for e in ins + dels], np.int64)
     by = np.array([e[1] for e in ins + dels] + [e[0] for e in ins + dels], np.int64)
@@ -104,12 +110,15 @@ def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
             heavy[::3] = True
             hk = keys[heavy[keys >> 32]]
             lk = keys[~heavy[keys >> 32]]
-            hst = ZStore.from_sorted(hk, np.ones(hk.shape[0], np.int64), n)
-            lst = ZStore.from_sorted(lk, np.ones(lk.shape[0], np.int64), n)
+            hst = ZStore.from_sorted(hk, np.ones(hk.shape[0], np.int64), n, bits=bits)
+            lst = ZStore.from_sorted(lk, np.ones(lk.shape[0], np.int64), n, bits=bits)
         dense[:] = 0
         gk.vertex_delta(bk[order], np.concatenate([bv, bv])[order], hst.nt(), lst.nt(), heavy,
                         dense)
         np.testing.assert_array_equal(dense, want)
+        if bits:  # the hubs' rows have bitmaps (in whichever part holds them)
+            assert all(s.boff.shape[0] and s.boff[h] >= 0 for h in (0, 1)
+                       for s in (hst if heavy[h] else lst,))
         assert not mark_scratch(1, n).any()  # the shared scratch is left zeroed
 
 
