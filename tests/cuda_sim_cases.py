@@ -1691,6 +1691,18 @@ def _dense(rel: dict, n: int) -> np.ndarray:
     return m
 
 
+def _load_star(rng, oracle: GraphOracle, engines: list) -> None:
+    """Load ``engines`` (and ``oracle``) with a star of 24 edges at vertex 0 plus 8 random
+    edges among vertices 1 to 9."""
+    src = np.r_[np.zeros(24, np.int64), rng.integers(1, 10, 8)]
+    dst = np.r_[np.arange(1, 25), rng.integers(1, 10, 8)]
+    for u, v in zip(src.tolist(), dst.tolist()):
+        if u != v:
+            oracle.apply(u, v, 1)
+    for e in engines:
+        e.load((src, dst))
+
+
 def test_graph_engine_maintains_queries(query_launch) -> None:
     """GraphEngine(backend="cuda", maintain=...) end to end: load (preprocessing, hub 0
     heavy), then batches; the same result tables, lookups and change feed as on the cpu
@@ -1700,13 +1712,7 @@ def test_graph_engine_maintains_queries(query_launch) -> None:
     maintain = ["vertex_counts", "edge_counts", "triangles"]
     engines = [GraphEngine(epsilon="1/2", backend=b, adaptive=False, maintain=maintain,
                            track_changes=True) for b in ("cpu", "cuda")]
-    src = np.r_[np.zeros(24, np.int64), rng.integers(1, 10, 8)]  # a star: hub 0 is heavy
-    dst = np.r_[np.arange(1, 25), rng.integers(1, 10, 8)]
-    for u, v in zip(src.tolist(), dst.tolist()):
-        if u != v:
-            oracle.apply(u, v, 1)
-    for e in engines:
-        e.load((src, dst))
+    _load_star(rng, oracle, engines)  # hub 0 is heavy
     assert engines[1].count() == engines[0].count() == oracle.count() > 0
     assert engines[1].result_table("triangles").equals(engines[0].result_table("triangles"))
     assert engines[1].fq.rels[0].heavy[0].tolist() == [0]
@@ -1738,13 +1744,7 @@ def test_graph_engine_vertex_counts_off_the_stores(eps: str) -> None:
     engines = [GraphEngine(epsilon=eps, backend=b, adaptive=False, maintain="vertex_counts")
                for b in ("cpu", "cuda")]
     assert all(isinstance(e.fq, GraphVertexCounts) for e in engines)
-    src = np.r_[np.zeros(24, np.int64), rng.integers(1, 10, 8)]
-    dst = np.r_[np.arange(1, 25), rng.integers(1, 10, 8)]
-    for u, v in zip(src.tolist(), dst.tolist()):
-        if u != v:
-            oracle.apply(u, v, 1)
-    for e in engines:
-        e.load((src, dst))
+    _load_star(rng, oracle, engines)
     vs = np.arange(30)
     heavy = 0
     # a triangle inserted whole (every edge in the batch), later deleted whole

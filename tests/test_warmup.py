@@ -75,27 +75,25 @@ streams = [("uniform", mixed_stream(12, batch_size=40, n_batches=2, seed=1)),
            ("churn", celebrity_churn(10, edge_factor=2, n_celebrities=12,
                                      celebrity_degree=1000, batch_size=60, n_batches=2))]
 new = {}
+
+def grown(g, st):  # the kernels that gained a signature while g applied the stream's batches
+    g.load((st.base_src, st.base_dst))
+    before = signatures()
+    for b in st.batches():
+        g.apply(b)
+    after = signatures()
+    return sorted(k for k in after if after[k] != before[k])
+
 for eps in ("auto", "1/2", "1"):
     for shape, st in streams:
         g = GraphEngine(epsilon=eps)
-        g.load((st.base_src, st.base_dst))
-        before = signatures()
-        for b in st.batches():
-            g.apply(b)
-        after = signatures()
-        grew = sorted(k for k in after if after[k] != before[k])
+        grew = grown(g, st)
         if grew:
             new[f"{shape} eps={eps} -> {g.epsilon}"] = grew
 # per-vertex counts kept off the stores (gpu_ivm/queries/graph_vertex.py): their warm-up
 for eps in ("auto", "1/2"):
     for shape, st in (streams[0], streams[2]):
-        g = GraphEngine(epsilon=eps, maintain="vertex_counts")
-        g.load((st.base_src, st.base_dst))
-        before = signatures()
-        for b in st.batches():
-            g.apply(b)
-        after = signatures()
-        grew = sorted(k for k in after if after[k] != before[k])
+        grew = grown(GraphEngine(epsilon=eps, maintain="vertex_counts"), st)
         if grew:
             new[f"vertex_counts {shape} eps={eps}"] = grew
 r = RelationEngine()
