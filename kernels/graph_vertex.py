@@ -14,7 +14,9 @@ edges that meet at a vertex:
 - *pair terms* (the first two): for each pair with net change d, with w = Σ_c B(x,c)·B(y,c)
   over the common neighbours after the batch, x and y each gain 2·d·w and every common
   neighbour c gains 2·d·B(x,c)·B(y,c). One intersection per pair at the min-degree bound:
-  the longer row is marked, the shorter walked (:mod:`.row_marks`).
+  the shorter row walked and each entry tested in the longer row's bitmap
+  (:mod:`.row_bits`), its marks (:mod:`.row_marks`) or its runs; two rows that both have
+  bitmaps are ANDed word by word when that reads less.
 - *wedge terms* (the last three): for each middle m and pair {a, b} of its batch neighbours
   (p = D(m,a)·D(m,b)), a, b and m each lose 2·p·B(a,b), and m gains 2·p·D(a,b); walked from
   the smaller end a, whose row of B is marked once for all its wedges.
