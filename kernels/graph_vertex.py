@@ -103,20 +103,23 @@ _SHIFT = np.uint64(58)
 
 @helper
 def _bits_and_emit(st1, x1, st2, x2, out_c, out_t, base):
-    """(Σ_c st1(x1,c)·st2(x2,c), terms written) for two rows that both have bitmaps (every
-    multiplicity 1): the bitmaps ANDed word by word, each common id written with term 1. Over
+    """(Σ_c st1(x1,c)·st2(x2,c), terms) for two rows that both have bitmaps (every
+    multiplicity 1): the bitmaps ANDed word by word, each common id written with term 1
+    (nothing written when the outputs are empty). Over
     the narrower of the two stores' bitmaps: a row's ids all lie inside its own."""
     b1 = st1[12]
     b2 = st2[12]
     s1 = st1[11][x1]
     s2 = st2[11][x2]
+    emit = out_c.shape[0] > 0
     k = base
     for wi in range(min(b1.shape[1], b2.shape[1])):
         m = b1[s1, wi] & b2[s2, wi]
         while m != 0:
             low = m & (~m + _ONE)
-            out_c[k] = 64 * wi + _LOW_BIT[np.int64((low * _DB) >> _SHIFT)]
-            out_t[k] = 1
+            if emit:
+                out_c[k] = 64 * wi + _LOW_BIT[np.int64((low * _DB) >> _SHIFT)]
+                out_t[k] = 1
             k += 1
             m ^= low
     return k - base, k - base
@@ -125,12 +128,12 @@ def _bits_and_emit(st1, x1, st2, x2, out_c, out_t, base):
 @helper
 def _common_emit(st_long, x, st_short, y, marks, out_c, out_t, base):
     """Σ_c st_long(x,c)·st_short(y,c), writing each nonzero term's (c, term) at
-    out_c/out_t[base:]; returns (sum, terms written). The short row is walked and each entry
-    tested in the long row's bitmap when it has one (:mod:`.row_bits`), else in its marks
-    (written once, cleared after); a row that cannot be marked (a multiplicity beyond the
-    marks' range) is looked up entry by entry instead; two rows that both have bitmaps with
-    fewer words than the short row has entries are ANDed instead (:func:`_bits_and_emit`).
-    At most live(short) terms."""
+    out_c/out_t[base:] (nothing when they are empty); returns (sum, terms). The short row is
+    walked and each entry tested in the long row's bitmap when it has one (:mod:`.row_bits`),
+    else in its marks (written once, cleared after); a row that cannot be marked (a
+    multiplicity beyond the marks' range) is looked up entry by entry instead; two rows that
+    both have bitmaps with fewer words than the short row has entries are ANDed instead
+    (:func:`_bits_and_emit`). At most live(short) terms."""
     bits = has_bits(st_long, x)
     if bits and has_bits(st_short, y) and min(st_long[12].shape[1], st_short[12].shape[1]) < \
             row_live(st_short, y):  # fewer words than the short row's entries
@@ -140,6 +143,7 @@ def _common_emit(st_long, x, st_short, y, marks, out_c, out_t, base):
         ok, _ = mark_row(st_long, x, marks)
     keys = st_short[0]
     vals = st_short[1]
+    emit = out_c.shape[0] > 0  # empty outputs: the sum only
     w = 0
     k = base
     m = run_mask(st_short, y)
@@ -157,8 +161,9 @@ def _common_emit(st_long, x, st_short, y, marks, out_c, out_t, base):
                 if u != 0:
                     t = v * u
                     w += t
-                    out_c[k] = c
-                    out_t[k] = t
+                    if emit:
+                        out_c[k] = c
+                        out_t[k] = t
                     k += 1
         m >>= 1
         j += 1
@@ -296,6 +301,32 @@ def row_above(dkeys, b, a):
     lo = lower_bound(dkeys, 0, n, (b << 32) | (a + 1))
     hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
     return lo, hi - lo
+
+
+def pair_weights(xs, ys, hst, lst, heavy):
+    """w[i] = Σ_c E(xs[i], c)·E(ys[i], c), the common neighbours of each pair (the
+    intersections of :func:`vertex_delta`, nothing written but the sums; on all threads from
+    ``PAR_MIN`` pairs on).
+
+    >>> import numpy as np
+    >>> from gpu_ivm.store import ZStore
+    >>> from gpu_ivm.encoding import pack
+    >>> tri = pack(np.array([0, 0, 1, 1, 2, 2]), np.array([1, 2, 0, 2, 0, 1]))
+    >>> st = ZStore.from_sorted(tri, np.ones(6, np.int64), 3).nt()
+    >>> pair_weights(np.array([0, 0]), np.array([1, 2]), st, st, np.zeros(3, np.bool_)).tolist()
+    [1, 1]
+    """
+    n = xs.shape[0]
+    w = np.empty(n, np.int64)
+    none = np.empty(0, np.int64)
+    args = (xs, ys, hst, lst, heavy, mark_scratch(nb.get_num_threads(), heavy.shape[0]),
+            np.zeros(n, np.int64), none, none, w, np.empty(n, np.int64))
+    if n < PAR_MIN or nb.get_num_threads() < 2:
+        _pairs_one(*args)
+    else:
+        with nb.parallel_chunksize(PAR_CHUNK):
+            _pairs_par(*args)
+    return w
 
 
 def vertex_delta(dkeys, dvals, hst, lst, heavy, dense):

@@ -209,3 +209,18 @@ def test_other_forms_keep_the_general_state(kw) -> None:
 def test_the_environment_variable_turns_it_off(monkeypatch) -> None:
     monkeypatch.setenv("GPU_IVM_GRAPH_VERTEX", "0")
     assert isinstance(GraphEngine(maintain="vertex_counts").fq, FreeQueries)
+
+
+@pytest.mark.parametrize("shape", ["random", "two hubs"])
+def test_load_counts_every_vertex(shape: str) -> None:
+    """The load's counts (one intersection per edge against a host store with bitmaps; two hub
+    rows ANDed) equal a brute-force count."""
+    rng = np.random.default_rng(5)
+    if shape == "two hubs":  # rows of 200 and more: bitmaps on both
+        edges = ({(0, v) for v in range(2, 260)} | {(1, v) for v in range(100, 300)}
+                 | {(0, 1)} | {(u, u + 1) for u in range(2, 299, 3)})
+    else:
+        edges = {(int(u), int(v)) for u, v in rng.integers(0, 60, (400, 2)) if u < v}
+    g = GraphEngine(maintain="vertex_counts")
+    g.load((np.array([e[0] for e in edges]), np.array([e[1] for e in edges])))
+    assert _engine_counts(g) == _brute_vertex_counts(edges)

@@ -23,8 +23,11 @@ from collections.abc import Callable
 import numpy as np
 
 from ..backend import CPU
+from ..encoding import pack
+from ..errors import IntegerOverflowError
+from ..kernels import graph_vertex as gk
 from ..selection import to_host
-from ..static import list_triangles_ids
+from ..store import ZStore
 
 
 def enabled() -> bool:
@@ -81,17 +84,24 @@ class GraphVertexCounts:
 
     def build(self, rels, cap: int) -> None:
         """Δ1 from scratch from the (a ids, b ids, multiplicities) of the symmetric edge
-        relation (the three given are the same): a static triangle listing, counted per
-        vertex."""
+        relation (the three given are the same): Δ1(v) = Σ over v's edges {v, u} of their
+        common neighbours, one intersection per edge (:func:`~gpu_ivm.kernels.graph_vertex.
+        pair_weights`) against a host store of the edges (with the bitmaps of its long
+        rows), whatever the backend."""
         a, b, m = (np.asarray(to_host(self.xp, x), np.int64) for x in rels[0])
         if m.shape[0] and (int(m.min()) != 1 or int(m.max()) != 1):
             raise ValueError("per-vertex counts of a graph need multiplicities of 1")
         self.cap = 0
         self.dense = self.xp.zeros(0, np.int64)
         self.grow_ids(max(cap, 1))
+        keys = np.sort(pack(a, b))
+        st = ZStore.from_sorted(keys, np.ones(keys.shape[0], np.int64), self.cap, bits=True)
         half = a < b
-        tri = list_triangles_ids(a[half], b[half], self.cap)
-        counts = 2 * np.bincount(np.concatenate(tri), minlength=self.cap)[: self.cap]
+        xs, ys = a[half], b[half]
+        w = gk.pair_weights(xs, ys, st.nt(), st.nt(), np.zeros(self.cap, np.bool_))
+        counts = np.bincount(xs, w, self.cap) + np.bincount(ys, w, self.cap)
+        if counts.shape[0] and counts.max() >= 2.0 ** 53:  # float64 sums exact below 2^53
+            raise IntegerOverflowError("per-vertex triangle counts beyond 2^53")
         self.dense = self.xp.asarray(counts.astype(np.int64))  # a device: one upload
 
     def apply(self, phases, cap: int) -> None:
