@@ -321,12 +321,18 @@ def pair_weights(xs, ys, hst, lst, heavy):
     none = np.empty(0, np.int64)
     args = (xs, ys, hst, lst, heavy, mark_scratch(nb.get_num_threads(), heavy.shape[0]),
             np.zeros(n, np.int64), none, none, w, np.empty(n, np.int64))
-    if n < PAR_MIN or nb.get_num_threads() < 2:
+    _run_pairs(args, n)
+    return w
+
+
+def _run_pairs(args: tuple, n: int) -> None:
+    """The pair kernel on ``args`` for ``n`` pairs: on the calling thread below ``PAR_MIN``
+    pairs (or with one row of marks), else on all threads ``PAR_CHUNK`` pairs at a time."""
+    if n < PAR_MIN or args[5].shape[0] < 2:
         _pairs_one(*args)
     else:
         with nb.parallel_chunksize(PAR_CHUNK):
             _pairs_par(*args)
-    return w
 
 
 def vertex_delta(dkeys, dvals, hst, lst, heavy, dense):
@@ -354,11 +360,7 @@ def vertex_delta(dkeys, dvals, hst, lst, heavy, dense):
         w = np.empty(e - s, np.int64)
         nterms = np.empty(e - s, np.int64)
         args = (xs[s:e], ys[s:e], hst, lst, heavy, marks, ptr, out_c, out_t, w, nterms)
-        if e - s < PAR_MIN or marks.shape[0] < 2:
-            _pairs_one(*args)
-        else:
-            with nb.parallel_chunksize(PAR_CHUNK):
-                _pairs_par(*args)
+        _run_pairs(args, e - s)
         _pairs_scatter(xs[s:e], ys[s:e], ds[s:e], ptr, out_c, out_t, w, nterms, dense)
         s = e
     wedge_delta(dkeys, dvals, hst, lst, heavy, marks[0], dense, WEDGE_MARK_RATIO)
