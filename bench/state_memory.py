@@ -26,6 +26,8 @@ from gpu_ivm.workloads import mixed_stream, rmat_edges
 CONFIGS = {
     "count": None,
     "vertex_counts": ["vertex_counts"],
+    "edge_counts": ["edge_counts"],
+    "vertex and edge counts": ["vertex_counts", "edge_counts"],
     "all three": ["vertex_counts", "edge_counts", "triangles"],
 }
 

@@ -88,8 +88,9 @@ def _cpu_kernels() -> SimpleNamespace:
     from .kernels import (
         adjacency,
         batch_prep,
+        count_table,
         delta_kernels,
-        graph_vertex,
+        graph_local,
         hashmap,
         light_delta,
         query_kernels,
@@ -100,7 +101,11 @@ def _cpu_kernels() -> SimpleNamespace:
 
     return SimpleNamespace(xp=np, store=store_kernels, delta=delta_kernels, view=view_kernels,
                            static=static_kernels, query=query_kernels, hash=hashmap,
-                           adjacency=adjacency, light=light_delta, vertex=graph_vertex,
+                           adjacency=adjacency, light=light_delta,
+                           local=SimpleNamespace(local_delta=graph_local.local_delta,
+                                                 vertex_delta=graph_local.vertex_delta,
+                                                 add_counts=count_table.add_counts,
+                                                 get_counts=count_table.get_counts),
                            prep=SimpleNamespace(rows=batch_prep.prep_rows,
                                                 groups=batch_prep.prep_groups,
                                                 scatter=batch_prep.prep_scatter))

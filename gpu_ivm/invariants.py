@@ -145,6 +145,26 @@ def _check_vertex_results(fq, tri: tuple[np.ndarray, ...], host,
         fail("per-vertex lookups differ from a recount from the stored tuples")
 
 
+def _check_edge_results(fq, tri: tuple[np.ndarray, ...], rels: list[Rel], host,
+                        fail: Callable[[str], None]) -> None:
+    """Per-edge Δ2 as the engine reads it (bulk, and a lookup of every stored R tuple)
+    against ``tri``."""
+    from .queries import results as rs
+
+    a, b, _, m = tri
+    want = group_sum([a, b], m)
+    ea, eb, vals = map(host, rs.edge_counts(fq))
+    if not same([ea, eb], vals, *want):
+        fail("per-edge counts differ from a recount from the stored tuples")
+    rk = rels[0][0]
+    ra, rb = unpack(rk)
+    exp = np.zeros(rk.shape[0], np.int64)
+    wk = (want[0][0] << 32) | want[0][1]
+    exp[np.searchsorted(rk, wk)] = want[1]
+    if not np.array_equal(host(rs.edge_lookup(fq, ra, rb)), exp):
+        fail("per-edge lookups differ from a recount from the stored tuples")
+
+
 def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None],
                        tri: tuple[np.ndarray, ...] | None = None) -> None:
     """The free-query state of ``eng`` (``eng.fq``) against its definitions, from the engine's
@@ -160,10 +180,13 @@ def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None],
     host = eng.backend.to_host
     if tri is None:
         tri = triangles_reference(*rels)
-    if getattr(fq, "graph_vertex", False):  # Δ1 off the engine's stores: the results only
-        _check_vertex_results(fq, tri, host, fail)
+    if getattr(fq, "graph_local", False):  # Δ1, Δ2 off the engine's stores: the results only
+        if "vertex_counts" in fq.families:
+            _check_vertex_results(fq, tri, host, fail)
+        if "edge_counts" in fq.families:
+            _check_edge_results(fq, tri, rels, host, fail)
         if fq.count != eng.Q:
-            fail(f"per-vertex counts sum to {fq.count}, engine Q {eng.Q}")
+            fail(f"per-vertex or per-edge counts sum to {fq.count}, engine Q {eng.Q}")
         return
     for problem in fq.check_invariants():
         fail(f"free-query state: {problem}")
@@ -213,21 +236,10 @@ def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None],
         got_cols, got_vals = fq.views[spec.signature].items()
         if not same([host(c) for c in got_cols], host(got_vals), *want):
             fail(f"free-query view {spec.name} differs from its definition")
-    a, b, c, m = tri
     if "vertex_counts" in fq.families:
         _check_vertex_results(fq, tri, host, fail)
     if "edge_counts" in fq.families:
-        want = group_sum([a, b], m)
-        ea, eb, vals = map(host, rs.edge_counts(fq))
-        if not same([ea, eb], vals, *want):
-            fail("per-edge counts differ from a recount from the stored tuples")
-        rk = rels[0][0]
-        ra, rb = unpack(rk)
-        exp = np.zeros(rk.shape[0], np.int64)
-        wk = (want[0][0] << 32) | want[0][1]
-        exp[np.searchsorted(rk, wk)] = want[1]
-        if not np.array_equal(host(rs.edge_lookup(fq, ra, rb)), exp):
-            fail("per-edge lookups differ from a recount from the stored tuples")
+        _check_edge_results(fq, tri, rels, host, fail)
     if "triangles" in fq.families:
         parts = [tuple(map(host, p)) for p in rs.triangle_parts(fq)]
         got = [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64)

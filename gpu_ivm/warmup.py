@@ -111,11 +111,11 @@ def _cache_misses() -> int:
 
 def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None:
     from . import compact, engine
-    from .kernels import adjacency, delta_kernels, graph_vertex
+    from .kernels import adjacency, delta_kernels, graph_local
 
     saved = (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE,
-             compact.COMPACT_MAX, graph_vertex.PAR_MIN)
-    delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, graph_vertex.PAR_MIN = value, value, value
+             compact.COMPACT_MAX, graph_local.PAR_MIN)
+    delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, graph_local.PAR_MIN = value, value, value
     compact.COMPACT_MAX = 0  # the workload's graphs are small: in the stores all the same
     # the parallel pass runs the workload's large batches through the stores' grouped
     # kernels, the sequential one (default threshold) through the copy of the graph
@@ -126,7 +126,7 @@ def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None
         _workload(backend, list(maintain) or None, track_changes)
     finally:
         (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE,
-         compact.COMPACT_MAX, graph_vertex.PAR_MIN) = saved
+         compact.COMPACT_MAX, graph_local.PAR_MIN) = saved
 
 
 def _compact_workload(backend, maintain) -> None:

@@ -11,7 +11,7 @@ part       module                                    CPU counterpart
 ``view``   :mod:`gpu_ivm.kernels.cuda_delta`         :mod:`gpu_ivm.kernels.view_kernels`
 ``query``  :mod:`gpu_ivm.kernels.cuda_query`         :mod:`gpu_ivm.kernels.query_kernels`
 ``hash``   :mod:`gpu_ivm.kernels.cuda_hash`          :mod:`gpu_ivm.kernels.hashmap`
-``vertex`` :mod:`gpu_ivm.kernels.cuda_graph_vertex`  :mod:`gpu_ivm.kernels.graph_vertex`
+``local``  :mod:`gpu_ivm.kernels.cuda_graph_local`   :mod:`gpu_ivm.kernels.graph_local`
 ``prep``   :mod:`gpu_ivm.kernels.cuda_batch_prep`    ``prep_*`` of
                                                      :mod:`gpu_ivm.kernels.batch_prep`
 ``phase``  :mod:`gpu_ivm.kernels.cuda_phase`         :mod:`gpu_ivm.kernels.phase_kernels`
@@ -41,7 +41,7 @@ import numpy as np
 from . import (
     cuda_batch_prep,
     cuda_delta,
-    cuda_graph_vertex,
+    cuda_graph_local,
     cuda_hash,
     cuda_launch,
     cuda_phase,
@@ -123,7 +123,8 @@ def kernel_set(xp=None) -> SimpleNamespace:
                     counter_scope=cuda_launch.counter_scope,
                     **{name: getattr(cuda_phase, name) for name in PHASE_SLOTS}),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
-        vertex=_part(cuda_graph_vertex, ("vertex_delta",)),
+        local=_part(cuda_graph_local, ("local_delta", "vertex_delta", "add_counts",
+                                       "get_counts")),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget,
                    rows_to_promote=cuda_phase.rows_to_promote,
                    promote_then=cuda_phase.PromoteThen),

@@ -109,11 +109,11 @@ def test_device_batches_match_the_cpu(directed, eps) -> None:
 
 
 @pytest.mark.parametrize("fams", [["vertex_counts", "edge_counts", "triangles"],
-                                  ["vertex_counts"]])  # the latter off the stores
+                                  ["vertex_counts", "edge_counts"]])  # the latter off the stores
 def test_valid_streams_stay_on_the_device_and_keep_results(fams) -> None:
     """Set-semantics batches (oracle-made, hubs, new vertices): no batch needs the host, and
     the maintained families equal the CPU's (all three in the general free-query state, or
-    the per-vertex counts alone, kept off the count engine's stores)."""
+    the per-vertex and per-edge counts, kept off the count engine's stores)."""
     rng = np.random.default_rng(3)
     oracle = GraphOracle()
     dev = GraphEngine(backend="cuda", maintain=fams, epsilon="1/2")

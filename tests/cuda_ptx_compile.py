@@ -33,7 +33,7 @@ def cases(repo: str) -> dict:
     sys.path.insert(0, repo)
     from kernels import cuda_batch_prep as bp
     from kernels import cuda_delta as d
-    from kernels import cuda_graph_vertex as gv
+    from kernels import cuda_graph_local as gv
     from kernels import cuda_hash as h
     from kernels import cuda_insert_adj as ia
     from kernels import cuda_launch as launch
@@ -110,8 +110,10 @@ def cases(repo: str) -> dict:
         d._seg_heads_kernel: ((i,) * 4, n),
         d._seg_put_kernel: ((i,) * 5, n),
         d._wedges_kernel: ((i, i, i), st, st, (b,), True, n),
-        gv._pairs_kernel: ((i, i, i, k), st, st, (b,), n),
-        gv._wedges_kernel: ((i, i, i), st, st, (b,), n),
+        gv._pairs_kernel: ((i, i, i, k, i), st, st, (b,), n),
+        gv._wedges_kernel: ((i, i, i, i), st, st, (b,), n),
+        gv._add_counts_kernel: ((i, i, i), n),
+        gv._get_counts_kernel: ((i, i, i), n),
         d._wedges_total_kernel: ((i,) * 6, st, st, (b,), True, (i, i), n, n, n),
         d._emit_view_kernel: (st, (i,) * 5, (i, m), True, n),
         d._nonzero_flags_kernel: ((i, i), n),

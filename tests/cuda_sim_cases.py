@@ -1730,20 +1730,23 @@ def test_graph_engine_maintains_queries(query_launch) -> None:
             assert t.equals(engines[1].last_changes()[name]), name
 
 
-@pytest.mark.parametrize("eps", ["1/2", "1"])
-def test_graph_engine_vertex_counts_off_the_stores(eps: str) -> None:
-    """GraphEngine(backend="cuda", maintain="vertex_counts") keeps Δ1 off its own stores
-    (gpu_ivm/queries/graph_vertex.py, the two launches of kernels/cuda_graph_vertex.py): after
-    every batch the result table and the lookups equal the cpu engine's and a brute-force
-    count (a star with hub 0, a triangle inserted and deleted whole, random batches, then
-    deletes)."""
-    from gpu_ivm.queries.graph_vertex import GraphVertexCounts
+@pytest.mark.parametrize(("eps", "fams"), [("1/2", ["vertex_counts", "edge_counts"]),
+                                           ("1", ["vertex_counts", "edge_counts"]),
+                                           ("1", ["edge_counts"])])
+def test_graph_engine_local_counts_off_the_stores(eps: str, fams: list) -> None:
+    """GraphEngine(backend="cuda", maintain=fams) keeps Δ1 and Δ2 off its own stores
+    (gpu_ivm/queries/graph_local.py, the two launches of kernels/cuda_graph_local.py, the
+    table of per-edge counts filled by compare-and-swap): after every batch the result tables
+    and the lookups equal the cpu engine's and a brute-force count (a star with hub 0, a
+    triangle inserted and deleted whole, random batches, then deletes); the device table is
+    rebuilt on the way."""
+    from gpu_ivm.queries.graph_local import GraphLocalCounts
 
     rng = np.random.default_rng(12)
     oracle = GraphOracle(False)
-    engines = [GraphEngine(epsilon=eps, backend=b, adaptive=False, maintain="vertex_counts")
+    engines = [GraphEngine(epsilon=eps, backend=b, adaptive=False, maintain=fams)
                for b in ("cpu", "cuda")]
-    assert all(isinstance(e.fq, GraphVertexCounts) for e in engines)
+    assert all(isinstance(e.fq, GraphLocalCounts) for e in engines)
     _load_star(rng, oracle, engines)
     vs = np.arange(30)
     heavy = 0
@@ -1766,17 +1769,25 @@ def test_graph_engine_vertex_counts_off_the_stores(eps: str) -> None:
     for batch in batches():
         r = [e.apply(batch) for e in engines]
         assert r[0].triangles == r[1].triangles == oracle.count()
-        assert engines[0].result_table("vertex_counts").equals(
-            engines[1].result_table("vertex_counts"))
+        for name in fams:
+            assert engines[0].result_table(name).equals(engines[1].result_table(name))
         want = np.zeros(vs.shape[0], np.int64)
+        on_edge = np.zeros((vs.shape[0], vs.shape[0]), np.int64)
         for a, b in oracle.edges:
             for c in range(vs.shape[0]):
                 if a < b < c and oracle.present(a, c) and oracle.present(b, c):
                     want[[a, b, c]] += 1
-        assert array_equal(engines[1].vertex_count(vs), want)
-        assert array_equal(engines[0].vertex_count(vs), want)
+                    on_edge[[a, a, b, b, c, c], [b, c, a, c, a, b]] += 1
+        for e in engines:
+            if "vertex_counts" in fams:
+                assert array_equal(e.vertex_count(vs), want)
+            if "edge_counts" in fams:
+                us, ws = np.repeat(vs, vs.shape[0]), np.tile(vs, vs.shape[0])
+                assert array_equal(e.edge_count(us, ws), on_edge.ravel())
         heavy += int(engines[1].rels[0].h.size)
     assert (heavy > 0) == (eps == "1/2")
+    if "edge_counts" in fams:
+        assert engines[1].fq.stats["table_rebuilds"] > 0
 
 
 def test_graph_engine_cuda_static_count_path(monkeypatch):

@@ -90,12 +90,13 @@ for eps in ("auto", "1/2", "1"):
         grew = grown(g, st)
         if grew:
             new[f"{shape} eps={eps} -> {g.epsilon}"] = grew
-# per-vertex counts kept off the stores (gpu_ivm/queries/graph_vertex.py): their warm-up
+# per-vertex and per-edge counts kept off the stores (gpu_ivm/queries/graph_local.py): their
+# warm-up
 for eps in ("auto", "1/2"):
     for shape, st in (streams[0], streams[2]):
-        grew = grown(GraphEngine(epsilon=eps, maintain="vertex_counts"), st)
+        grew = grown(GraphEngine(epsilon=eps, maintain=["vertex_counts", "edge_counts"]), st)
         if grew:
-            new[f"vertex_counts {shape} eps={eps}"] = grew
+            new[f"vertex_counts and edge_counts {shape} eps={eps}"] = grew
 r = RelationEngine()
 rng = np.random.default_rng(1)
 rel = np.array(["R", "S", "T"])[rng.integers(0, 3, 3000)]

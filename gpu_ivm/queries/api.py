@@ -24,9 +24,9 @@ import pyarrow as pa
 from ..encoding import pack
 from ..errors import InputError
 from . import device_results as dr
-from . import graph_vertex
+from . import graph_local
 from . import results as rs
-from .graph_vertex import GraphVertexCounts
+from .graph_local import GraphLocalCounts
 from .maintain import FreeQueries
 from .storage import consolidate
 
@@ -70,8 +70,8 @@ class FreeQueryResults:
         self.maintain = parse_maintain(maintain)
         self.track_changes = bool(track_changes)
         fams = [m for m in self.maintain if m != "count"]
-        if self._own_vertex_counts(fams):
-            self.fq = GraphVertexCounts(lambda: self.rels[0], self.backend.kernels)
+        if self._own_local_counts(fams):
+            self.fq = GraphLocalCounts(lambda: self.rels[0], fams, self.backend.kernels)
         else:
             self.fq = (FreeQueries(fams, epsilons, self.backend.kernels, track_changes)
                        if fams else None)
@@ -79,13 +79,14 @@ class FreeQueryResults:
             self.fq.graph_undirected = self._graph and not self.directed
         self._changes_cache = None
 
-    def _own_vertex_counts(self, fams: list[str]) -> bool:
-        """Whether the engine keeps Δ1 off its own stores (:mod:`.graph_vertex`): an undirected
-        graph, ``vertex_counts`` the only family, no change tracking (whose triangle deltas
-        the general state lists), a kernel set with the ``vertex`` part."""
-        return (fams == ["vertex_counts"] and self._graph and not self.directed
-                and not self.track_changes and hasattr(self.backend.kernels, "vertex")
-                and graph_vertex.enabled())
+    def _own_local_counts(self, fams: list[str]) -> bool:
+        """Whether the engine keeps Δ1 and Δ2 off its own stores (:mod:`.graph_local`): an
+        undirected graph, ``vertex_counts`` and/or ``edge_counts`` the only families, no
+        change tracking (whose triangle deltas the general state lists), a kernel set with the
+        ``local`` part."""
+        return (bool(fams) and set(fams) <= set(graph_local.FAMILIES) and self._graph
+                and not self.directed and not self.track_changes
+                and hasattr(self.backend.kernels, "local") and graph_local.enabled())
 
     @property
     def _graph(self) -> bool:

@@ -93,6 +93,8 @@ def triangle_parts(fq: FreeQueries, chunk: int = 1 << 20) -> Iterator[tuple[np.n
 
 def edge_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Δ2 as (a, b, mult), sorted by (a, b), multiplicities nonzero."""
+    if getattr(fq, "graph_local", False):
+        return fq.edge_counts()
     keys, vals = [], []
     for spec in sp.family("edge_counts"):
         if not spec.root or spec.name in {t.root for t in sp.trees("edge_counts")}:
@@ -111,7 +113,7 @@ def edge_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def vertex_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray]:
     """Δ1 as (a, mult), sorted by a, multiplicities nonzero."""
-    if getattr(fq, "graph_vertex", False):
+    if getattr(fq, "graph_local", False):
         return fq.vertex_counts()
     xp = fq.xp
     total = xp.zeros(fq.cap, np.int64)
@@ -129,6 +131,8 @@ def vertex_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray]:
 def edge_lookup(fq: FreeQueries, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Δ2(a_i, b_i) by Figure 13 lines 5–7: O(1) lookups in the materialized views (m1) and
     sums over at most min(1.5N^ε, 2N^{1-ε}) values c for the two view trees (m2, m3)."""
+    if getattr(fq, "graph_local", False):
+        return fq.edge_lookup(a, b)
     a = _ids(fq, a)
     b = _ids(fq, b)
     out = fq.xp.zeros(a.shape[0], np.int64)
@@ -161,7 +165,7 @@ def _own_ok(spec: sp.ViewSpec, fa: np.ndarray, fb: np.ndarray, xp=np) -> np.ndar
 def vertex_lookup(fq: FreeQueries, a: np.ndarray) -> np.ndarray:
     """Δ1(a_i) by Figure 15 lines 5–6: dense view lookups (m1) plus Σ over the (b, c) pairs of
     R^{LH}(a, ·) × T^{HL}(·, a) (both short: a is light there) for the (LH)∗(HL) tree (m2)."""
-    if getattr(fq, "graph_vertex", False):
+    if getattr(fq, "graph_local", False):
         return fq.vertex_lookup(a)
     xp = fq.xp
     a = _ids(fq, a)

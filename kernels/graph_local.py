@@ -1,5 +1,5 @@
-"""Per-vertex triangle counts of an undirected graph, kept up to date from the count engine's
-own stores: the delta of a batch, read after the batch was stored.
+"""Per-vertex and per-edge triangle counts of an undirected graph, kept up to date from the
+count engine's own stores: the delta of a batch, read after the batch was stored.
 
 With E the symmetric adjacency after the batch (B) and Δ the batch's symmetric net delta
 (D), the state before it was B − D, and the per-vertex counts of ordered triangles are the
@@ -21,6 +21,19 @@ edges that meet at a vertex:
   (p = D(m,a)·D(m,b)), a, b and m each lose 2·p·B(a,b), and m gains 2·p·D(a,b); walked from
   the smaller end a, whose row of B is marked once for all its wedges.
 
+The per-edge counts (``Δ2(x, y) = E(x,y)·Σ_c E(y,c)·E(c,x)``, the triangles on an edge) are
+``B ∘ B²`` (∘ the entrywise product); expanding ``B ∘ B² − (B − D) ∘ (B − D)²`` the same way,
+the same pairs and wedges give every term, each kept for x < y in a table of counts
+(:mod:`.count_table`):
+
+- for each pair {x, y} of the batch with net change d: {x, y} gains d·w, and for each common
+  neighbour c after the batch, {c, x} and {c, y} each gain d·B(x,c)·B(y,c);
+- for each wedge (middle m, batch ends a, b, p = D(m,a)·D(m,b)): {m, a}, {m, b} and {a, b}
+  each lose p·B(a,b), and {a, b} gains p·D(a,b).
+
+Either output may be empty (``dense`` of length 0, a table of capacity 0): its terms are then
+not computed.
+
 A row lives in the heavy store when its first key is heavy, else in the light one (the
 partition of :class:`~gpu_ivm.partition.PartRel`), so the kernel works at every ε.
 
@@ -40,6 +53,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from .count_table import add_at
 from .delta_kernels import _thread_marks, mark_scratch
 from .jit import helper
 from .lsm import LO_MASK, first_key_end, get, lower_bound, real_end, run_mask, run_range
@@ -89,6 +103,14 @@ def batch_value(dkeys, dvals, lo, hi, key):
     if k < hi and dkeys[k] == key:
         return dvals[k]
     return 0
+
+
+@nb.njit(cache=True, inline="always")
+def edge_key(a, b):
+    """The packed key of the undirected pair {a, b}: the smaller id first."""
+    if a < b:
+        return (a << 32) | b
+    return (b << 32) | a
 
 
 # the lowest set bit's index: (w & -w) · DEBRUIJN >> 58 is distinct for each single bit
@@ -218,22 +240,38 @@ def _pair_bounds(dkeys, dvals, hst, lst, heavy):
 
 
 @nb.njit(cache=True)
-def _pairs_scatter(xs, ys, ds, ptr, out_c, out_t, w, nterms, dense):
-    """The pair terms into dense: 2·d·w to both ends, 2·d·term to each common neighbour."""
+def _pairs_scatter(xs, ys, ds, ptr, out_c, out_t, w, nterms, dense, tab):
+    """The pair terms: into dense 2·d·w to both ends and 2·d·term to each common neighbour c;
+    into the table d·w to {x, y} and d·term to {c, x} and {c, y} (each output skipped when
+    empty)."""
+    verts = dense.shape[0] > 0
+    edges = tab.shape[0] > 0
     for i in range(xs.shape[0]):
-        d2 = 2 * ds[i]
-        dense[xs[i]] += d2 * w[i]
-        dense[ys[i]] += d2 * w[i]
+        x = xs[i]
+        y = ys[i]
+        d = ds[i]
+        if verts:
+            dense[x] += 2 * d * w[i]
+            dense[y] += 2 * d * w[i]
+        if edges:
+            add_at(tab, (x << 32) | y, d * w[i])
         b = ptr[i]
         for k in range(b, b + nterms[i]):
-            dense[out_c[k]] += d2 * out_t[k]
+            c = out_c[k]
+            t = d * out_t[k]
+            if verts:
+                dense[c] += 2 * t
+            if edges:
+                add_at(tab, edge_key(c, x), t)
+                add_at(tab, edge_key(c, y), t)
 
 
 @nb.njit(cache=True)
-def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio):
+def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio, tab):
     """The wedge terms −2·diag(BD²) − diag(DBD) + diag(D³) into dense: for each pair of batch
     edges (b, a), (b, c) with a < c that meet at b (p = 2·D(b,a)·D(b,c)), a, c and b lose
-    p·B(a,c) and b gains p·D(a,c).
+    p·B(a,c) and b gains p·D(a,c); and into the table with p/2 in place of p, {b, a}, {b, c}
+    and {a, c} for a, c and b, {a, c} for the gain (each output skipped when empty).
 
     Walked from the smaller end a, as the count's wedge kernel does: for each first key a of
     the batch, each tuple (a, b) walks the part of the batch's row b above a; B(a, c) and
@@ -243,6 +281,8 @@ def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio):
     c is looked up in B and in the batch (binary searches)."""
     n = dkeys.shape[0]
     cap = marks.shape[0] - 1
+    verts = dense.shape[0] > 0
+    edges = tab.shape[0] > 0
     unit = True  # every D in {-1, 0, 1}: 3·B + D decodes
     for i in range(n):
         if dvals[i] > 1 or dvals[i] < -1:
@@ -282,11 +322,18 @@ def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio):
                     else:
                         bac = get(sa, (a << 32) | c)
                         dac = batch_value(dkeys, dvals, i, e, (a << 32) | c)
-                    if bac != 0:
-                        dense[a] -= pr * bac
-                        dense[c] -= pr * bac
-                        dense[b] -= pr * bac
-                    dense[b] += pr * dac
+                    if verts:
+                        if bac != 0:
+                            dense[a] -= pr * bac
+                            dense[c] -= pr * bac
+                            dense[b] -= pr * bac
+                        dense[b] += pr * dac
+                    if edges:
+                        h = pr // 2
+                        if bac != 0:
+                            add_at(tab, edge_key(a, b), -h * bac)
+                            add_at(tab, edge_key(c, b), -h * bac)
+                        add_at(tab, (a << 32) | c, h * (dac - bac))
             if ok:
                 clear_row(sa, a, marks)
                 for p in range(i, e):
@@ -336,10 +383,18 @@ def _run_pairs(args: tuple, n: int) -> None:
 
 
 def vertex_delta(dkeys, dvals, hst, lst, heavy, dense):
-    """dense[v] += the change of Δ1(v) caused by the batch ``(dkeys, dvals)`` (sorted unique
-    packed keys with both orientations of each pair, their net changes), read against the
-    graph after the batch (heavy store ``hst``, light store ``lst``, per-id ``heavy`` flags,
-    one per id of the stores). The marks are the count kernels' per-thread scratch
+    """:func:`local_delta` for the per-vertex counts alone."""
+    local_delta(dkeys, dvals, hst, lst, heavy, dense, np.empty(0, np.int64))
+
+
+def local_delta(dkeys, dvals, hst, lst, heavy, dense, tab):
+    """dense[v] += the change of Δ1(v), and the table's count of each pair {x, y} (x < y) +=
+    the change of Δ2(x, y), caused by the batch ``(dkeys, dvals)`` (sorted unique packed keys
+    with both orientations of each pair, their net changes), read against the graph after
+    the batch (heavy store ``hst``, light store ``lst``, per-id ``heavy`` flags, one per id of
+    the stores). An empty ``dense`` or table is left out. The table needs a free slot for
+    every pair that is an edge before or after the batch (:mod:`.count_table`). The marks are
+    the count kernels' per-thread scratch
     (:func:`~gpu_ivm.kernels.delta_kernels.mark_scratch`), left zeroed.
 
     The pairs' intersections run on all threads from ``PAR_MIN`` pairs on, each writing its
@@ -361,6 +416,6 @@ def vertex_delta(dkeys, dvals, hst, lst, heavy, dense):
         nterms = np.empty(e - s, np.int64)
         args = (xs[s:e], ys[s:e], hst, lst, heavy, marks, ptr, out_c, out_t, w, nterms)
         _run_pairs(args, e - s)
-        _pairs_scatter(xs[s:e], ys[s:e], ds[s:e], ptr, out_c, out_t, w, nterms, dense)
+        _pairs_scatter(xs[s:e], ys[s:e], ds[s:e], ptr, out_c, out_t, w, nterms, dense, tab)
         s = e
-    wedge_delta(dkeys, dvals, hst, lst, heavy, marks[0], dense, WEDGE_MARK_RATIO)
+    wedge_delta(dkeys, dvals, hst, lst, heavy, marks[0], dense, WEDGE_MARK_RATIO, tab)

@@ -1,7 +1,8 @@
-"""Per-vertex counts of an undirected graph kept off the count engine's stores
-(gpu_ivm/queries/graph_vertex.py, kernels/graph_vertex.py) against independent oracles: the
-cube of the adjacency matrix (scipy), a brute-force count per vertex, and the general
-free-query state (FreeQueries) of a twin engine."""
+"""Per-vertex and per-edge counts of an undirected graph kept off the count engine's stores
+(gpu_ivm/queries/graph_local.py, kernels/graph_local.py, kernels/count_table.py) against
+independent oracles: the cube of the adjacency matrix and B ∘ B² (scipy), a brute-force count
+per vertex and per edge, a dict for the table of counts, and the general free-query state
+(FreeQueries) of a twin engine."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scipy.sparse as sps
-from gpu_ivm.kernels import graph_vertex as gk
+from gpu_ivm.kernels import count_table as ct
+from gpu_ivm.kernels import graph_local as gk
 from gpu_ivm.kernels.delta_kernels import mark_scratch
 from oracle import GraphOracle
 from streams import graph_batches
 
 from gpu_ivm import ConflictError, GraphEngine
 from gpu_ivm.encoding import pack
-from gpu_ivm.queries.graph_vertex import GraphVertexCounts
+from gpu_ivm.queries.graph_local import GraphLocalCounts
 from gpu_ivm.queries.maintain import FreeQueries
 from gpu_ivm.store import ZStore
 
@@ -36,9 +38,44 @@ def _brute_vertex_counts(edges: set) -> dict:
     return {u: c // 2 for u, c in out.items() if c}
 
 
+def _brute_edge_counts(edges: set) -> dict:
+    """Triangles on each edge {u, v} (u < v) of a simple undirected graph, by brute force."""
+    nbr = defaultdict(set)
+    for u, v in edges:
+        nbr[u].add(v)
+        nbr[v].add(u)
+    out = {}
+    for u, v in edges:
+        c = len(nbr[u] & nbr[v])
+        if c:
+            out[(min(u, v), max(u, v))] = c
+    return out
+
+
 def _engine_counts(g: GraphEngine) -> dict:
     t = g.result_table("vertex_counts").to_pydict()
     return dict(zip(t["vertex"], t["triangles"]))
+
+
+def _engine_edges(g: GraphEngine) -> dict:
+    t = g.result_table("edge_counts").to_pydict()
+    return {(a, b): c for a, b, c in zip(t["src"], t["dst"], t["triangles"])}
+
+
+def _table(tab: np.ndarray) -> dict:
+    """{(x, y): count} of a table's nonzero counts, read slot by slot."""
+    out = {}
+    for s in range(tab.shape[0] // 2):
+        k, v = int(tab[2 * s]), int(tab[2 * s + 1])
+        if k != ct.FREE and v:
+            out[(k >> 32, k & 0xFFFFFFFF)] = v
+    return out
+
+
+def _upper(m) -> dict:
+    """{(x, y): value} of a sparse matrix's nonzero entries with x < y."""
+    m = sps.coo_matrix(m)
+    return {(int(r), int(c)): int(v) for r, c, v in zip(m.row, m.col, m.data) if r < c and v}
 
 
 def _sym(n: int, pairs: list, vals: list) -> sps.csr_matrix:
@@ -52,10 +89,12 @@ def _sym(n: int, pairs: list, vals: list) -> sps.csr_matrix:
                                    "wedges looked up"])
 def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
                                                          monkeypatch) -> None:
-    """vertex_delta against the graph after a batch equals diag(B³) − diag((B − D)³) (scipy),
+    """local_delta against the graph after a batch adds diag(B³) − diag((B − D)³) to the
+    per-vertex counts and B ∘ B² − (B − D) ∘ (B − D)² to the table of per-edge counts (scipy),
     with the batch's edges inserted and deleted, meeting at vertices and closing triangles;
     the pairs on one thread, on all threads, and in passes of a few emission slots; the
-    wedges with every end's rows marked, or every wedge looked up."""
+    wedges with every end's rows marked, or every wedge looked up. vertex_delta alone gives
+    the same per-vertex counts."""
     if split != "one thread":
         monkeypatch.setattr(gk, "PAR_MIN", 1)
     if split == "passes":
@@ -89,6 +128,8 @@ def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
     D = _sym(n, ins + dels, [1] * len(ins) + [-1] * len(dels))
     before = B - D
     want = (B @ B @ B).diagonal() - (before @ before @ before).diagonal()
+    want_edges = _upper(B.multiply(B @ B) - before.multiply(before @ before))
+    assert want_edges  # the batch changes some edge's count
 
     a = np.array([e[0] for e in after_l] + [e[1] for e in after_l], np.int64)
     b = np.array([e[1] for e in after_l] + [e[0] for e in after_l], np.int64)
@@ -113,6 +154,12 @@ def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
             hst = ZStore.from_sorted(hk, np.ones(hk.shape[0], np.int64), n, bits=bits)
             lst = ZStore.from_sorted(lk, np.ones(lk.shape[0], np.int64), n, bits=bits)
         dense[:] = 0
+        tab = ct.new_table(np, ct.slots_for(len(after) + len(dels)))
+        gk.local_delta(bk[order], np.concatenate([bv, bv])[order], hst.nt(), lst.nt(), heavy,
+                       dense, tab)
+        np.testing.assert_array_equal(dense, want)
+        assert _table(tab) == want_edges
+        dense[:] = 0
         gk.vertex_delta(bk[order], np.concatenate([bv, bv])[order], hst.nt(), lst.nt(), heavy,
                         dense)
         np.testing.assert_array_equal(dense, want)
@@ -122,20 +169,24 @@ def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
         assert not mark_scratch(1, n).any()  # the shared scratch is left zeroed
 
 
+FAMILIES = [["vertex_counts"], ["edge_counts"], ["vertex_counts", "edge_counts"]]
+
+
 @pytest.mark.parametrize("epsilon", [1, Fraction(1, 2), "auto"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_random_streams_against_oracles_and_the_general_state(epsilon, seed, monkeypatch,
-                                                              no_compact) -> None:
+@pytest.mark.parametrize("fams", FAMILIES, ids="+".join)
+def test_random_streams_against_oracles_and_the_general_state(epsilon, seed, fams,
+                                                              monkeypatch, no_compact) -> None:
     """Random batches with hubs (minor and major rebalancing at ε = ½), then a shrinking
     phase: after every batch the counts equal a brute-force count and the general free-query
-    state's, and the invariants hold."""
+    state's, and the invariants hold; the table of per-edge counts is rebuilt on the way."""
     rng = np.random.default_rng(seed)
     oracle = GraphOracle()
-    fast = GraphEngine(epsilon=epsilon, maintain="vertex_counts", adaptive=False)
-    monkeypatch.setenv("GPU_IVM_GRAPH_VERTEX", "0")
-    general = GraphEngine(epsilon=epsilon, maintain="vertex_counts", adaptive=False)
-    monkeypatch.delenv("GPU_IVM_GRAPH_VERTEX")
-    assert isinstance(fast.fq, GraphVertexCounts) and isinstance(general.fq, FreeQueries)
+    fast = GraphEngine(epsilon=epsilon, maintain=fams, adaptive=False)
+    monkeypatch.setenv("GPU_IVM_GRAPH_LOCAL", "0")
+    general = GraphEngine(epsilon=epsilon, maintain=fams, adaptive=False)
+    monkeypatch.delenv("GPU_IVM_GRAPH_LOCAL")
+    assert isinstance(fast.fq, GraphLocalCounts) and isinstance(general.fq, FreeQueries)
     base = [(int(u), int(v)) for u, v in rng.integers(0, 30, (60, 2)) if u != v]
     for u, v in base:
         oracle.apply(u, v, 1)
@@ -149,56 +200,78 @@ def test_random_streams_against_oracles_and_the_general_state(epsilon, seed, mon
         fast.apply(batch)
         general.apply(batch)
         heavy_seen = heavy_seen or fast.rels[0].h.size > 0
-        want = _brute_vertex_counts(oracle.edges)
-        assert _engine_counts(fast) == want == _engine_counts(general), i
         ids = np.arange(85)
-        np.testing.assert_array_equal(fast.vertex_count(ids), general.vertex_count(ids))
+        if "vertex_counts" in fams:
+            want = _brute_vertex_counts(oracle.edges)
+            assert _engine_counts(fast) == want == _engine_counts(general), i
+            np.testing.assert_array_equal(fast.vertex_count(ids), general.vertex_count(ids))
+        if "edge_counts" in fams:
+            want = _brute_edge_counts(oracle.edges)
+            assert _engine_edges(fast) == want == _engine_edges(general), i
+            us, vs = ids, rng.permutation(ids)  # mostly pairs that are no edge
+            np.testing.assert_array_equal(fast.edge_count(us, vs), general.edge_count(us, vs))
+            eu = np.array([e[1] for e in oracle.edges] + [0])  # every edge, reversed, and (0, 0)
+            ev = np.array([e[0] for e in oracle.edges] + [0])
+            np.testing.assert_array_equal(fast.edge_count(eu, ev), general.edge_count(eu, ev))
         if i % 10 == 9:
             assert fast.check_invariants() == []
     assert fast.count() == oracle.count()
     assert heavy_seen == (epsilon == Fraction(1, 2))  # rows in the heavy store were read
+    if "edge_counts" in fams:
+        assert fast.fq.stats["table_rebuilds"] > 0
 
 
 def test_large_batches_on_the_recount_path(no_compact) -> None:
     """Batches large against the graph (the adaptive policy may recount the count): the
-    per-vertex counts follow the batch either way."""
+    per-vertex and per-edge counts follow the batch either way."""
     rng = np.random.default_rng(3)
     oracle = GraphOracle()
-    g = GraphEngine(maintain="vertex_counts")
+    g = GraphEngine(maintain=["vertex_counts", "edge_counts"])
     g.load((np.array([0]), np.array([1])))
     oracle.apply(0, 1, 1)
     for batch in graph_batches(oracle, rng, n_batches=6, nv=60, max_batch=400, hub_p=0.3):
         g.apply(batch)
         assert _engine_counts(g) == _brute_vertex_counts(oracle.edges)
+        assert _engine_edges(g) == _brute_edge_counts(oracle.edges)
     assert g.check_invariants() == []
 
 
-def test_conflicts_change_nothing_and_skipped_rows_are_skipped() -> None:
-    g = GraphEngine(epsilon=1, maintain="vertex_counts")
+@pytest.mark.parametrize("fams", FAMILIES, ids="+".join)
+def test_conflicts_change_nothing_and_skipped_rows_are_skipped(fams) -> None:
+    g = GraphEngine(epsilon=1, maintain=fams)
     g.load(([0, 1, 2], [1, 2, 0]))
-    before = _engine_counts(g)
+    before = g.result_table(fams[-1])
     with pytest.raises(ConflictError):
         g.apply({"src": [0, 3], "dst": [1, 0], "sign": [1, 1]})  # (0, 1) is present
-    assert _engine_counts(g) == before
-    h = GraphEngine(epsilon=1, maintain="vertex_counts", on_conflict="ignore")
+    assert g.result_table(fams[-1]).equals(before)
+    h = GraphEngine(epsilon=1, maintain=fams, on_conflict="ignore")
     h.load(([0, 1, 2], [1, 2, 0]))
     h.apply({"src": [0, 3, 3], "dst": [1, 0, 1], "sign": [1, 1, 1]})  # the first row skipped
-    assert _engine_counts(h) == {0: 2, 1: 2, 2: 1, 3: 1}
+    edges = {(0, 1), (1, 2), (0, 2), (0, 3), (1, 3)}
+    if "vertex_counts" in fams:
+        assert _engine_counts(h) == _brute_vertex_counts(edges) == {0: 2, 1: 2, 2: 1, 3: 1}
+    if "edge_counts" in fams:
+        assert _engine_edges(h) == _brute_edge_counts(edges)
 
 
-def test_snapshot_round_trip(tmp_path) -> None:
-    g = GraphEngine(maintain="vertex_counts")
+@pytest.mark.parametrize("fams", FAMILIES, ids="+".join)
+def test_snapshot_round_trip(fams, tmp_path) -> None:
+    g = GraphEngine(maintain=fams)
     g.load(([0, 1, 2, 2, 3], [1, 2, 0, 3, 0]))
     g.apply({"src": [1], "dst": [3], "sign": [1]})
     g.snapshot(tmp_path / "snap")
     r = GraphEngine.restore(tmp_path / "snap")
-    assert isinstance(r.fq, GraphVertexCounts)
-    assert _engine_counts(r) == _engine_counts(g) == _brute_vertex_counts(
-        {(0, 1), (1, 2), (0, 2), (2, 3), (0, 3), (1, 3)})
+    assert isinstance(r.fq, GraphLocalCounts) and r.fq.families == g.fq.families
+    edges = {(0, 1), (1, 2), (0, 2), (2, 3), (0, 3), (1, 3)}
+    if "vertex_counts" in fams:
+        assert _engine_counts(r) == _engine_counts(g) == _brute_vertex_counts(edges)
+    if "edge_counts" in fams:
+        assert _engine_edges(r) == _engine_edges(g) == _brute_edge_counts(edges)
 
 
 @pytest.mark.parametrize("kw", [dict(directed=True), dict(maintain=["vertex_counts",
-                                                                    "edge_counts"]),
+                                                                    "triangles"]),
+                                dict(maintain=["edge_counts", "triangles"]),
                                 dict(track_changes=True)])
 def test_other_forms_keep_the_general_state(kw) -> None:
     opts = {"maintain": "vertex_counts", **kw}
@@ -206,13 +279,14 @@ def test_other_forms_keep_the_general_state(kw) -> None:
     assert isinstance(g.fq, FreeQueries)
 
 
-def test_the_environment_variable_turns_it_off(monkeypatch) -> None:
-    monkeypatch.setenv("GPU_IVM_GRAPH_VERTEX", "0")
-    assert isinstance(GraphEngine(maintain="vertex_counts").fq, FreeQueries)
+@pytest.mark.parametrize("name", ["GPU_IVM_GRAPH_LOCAL", "GPU_IVM_GRAPH_VERTEX"])
+def test_the_environment_variable_turns_it_off(name: str, monkeypatch) -> None:
+    monkeypatch.setenv(name, "0")
+    assert isinstance(GraphEngine(maintain=["vertex_counts", "edge_counts"]).fq, FreeQueries)
 
 
 @pytest.mark.parametrize("shape", ["random", "two hubs"])
-def test_load_counts_every_vertex(shape: str) -> None:
+def test_load_counts_every_vertex_and_edge(shape: str) -> None:
     """The load's counts (one intersection per edge against a host store with bitmaps; two hub
     rows ANDed) equal a brute-force count."""
     rng = np.random.default_rng(5)
@@ -221,6 +295,32 @@ def test_load_counts_every_vertex(shape: str) -> None:
                  | {(0, 1)} | {(u, u + 1) for u in range(2, 299, 3)})
     else:
         edges = {(int(u), int(v)) for u, v in rng.integers(0, 60, (400, 2)) if u < v}
-    g = GraphEngine(maintain="vertex_counts")
+    g = GraphEngine(maintain=["vertex_counts", "edge_counts"])
     g.load((np.array([e[0] for e in edges]), np.array([e[1] for e in edges])))
     assert _engine_counts(g) == _brute_vertex_counts(edges)
+    assert _engine_edges(g) == _brute_edge_counts(edges)
+
+
+def test_count_table_against_a_dict() -> None:
+    """Adds with repeated keys, counts that return to 0 and negative ones, lookups of present
+    and absent keys, the live entries, and a table filled to one free slot (probes wrap)."""
+    rng = np.random.default_rng(9)
+    tab = ct.new_table(np, 64)
+    want: dict = defaultdict(int)
+    universe = pack(rng.integers(0, 1000, 63), rng.integers(0, 1000, 63))
+    universe = np.unique(universe)
+    for _ in range(20):
+        keys = rng.choice(universe, 40)
+        vals = rng.integers(-3, 4, 40)
+        ct.add_counts(tab, keys, vals)
+        for k, v in zip(keys.tolist(), vals.tolist()):
+            want[k] += v
+        probe = np.concatenate([universe, universe + 1])
+        out = np.empty(probe.shape[0], np.int64)
+        ct.get_counts(tab, probe, out)
+        assert out.tolist() == [want.get(k, 0) for k in probe.tolist()]
+    keys, vals = ct.live_entries(np, tab)
+    assert dict(zip(keys.tolist(), vals.tolist())) == {k: v for k, v in want.items() if v}
+    assert keys.tolist() == sorted(keys.tolist())
+    assert _table(tab) == {(k >> 32, k & 0xFFFFFFFF): v for k, v in want.items() if v}
+    assert (tab[0::2] != ct.FREE).sum() <= universe.shape[0] < 64

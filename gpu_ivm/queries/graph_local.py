@@ -1,0 +1,208 @@
+"""Per-vertex and per-edge triangle counts of an undirected graph engine, read off its own
+stores.
+
+The general free-query state (:class:`~gpu_ivm.queries.maintain.FreeQueries`) keeps three
+copies of the edge relation, their indexes and the views of paper 001, and applies a batch in
+three phases, one per copy; on an undirected graph that maintains ``vertex_counts`` and/or
+``edge_counts`` only, none of it is needed: the count engine already stores the graph,
+partitioned by degree, and the change of every vertex's and every edge's count follows from
+the batch and the graph after it (:mod:`gpu_ivm.kernels.graph_local`: one intersection per
+pair of the batch at the min-degree bound, and the pairs of batch edges that meet at a
+vertex). This class holds Δ1 as one dense array over the ids and Δ2 as a table of counts
+keyed by the pair {x, y}, x < y (:mod:`gpu_ivm.kernels.count_table`), and is what such an
+engine keeps in place of ``FreeQueries``
+(:meth:`~gpu_ivm.queries.api.FreeQueryResults._init_queries`); the results module reads it
+through the same functions. ``GPU_IVM_GRAPH_LOCAL=0`` turns it off (the general state then;
+``GPU_IVM_GRAPH_VERTEX=0``, its earlier name, too).
+
+Values are those ``FreeQueries`` keeps for the graph form: Δ1 counts ordered triangles (twice
+the triangles through a vertex), Δ2 the triangles on an edge, in both orientations.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..backend import CPU
+from ..encoding import pack
+from ..errors import IntegerOverflowError
+from ..kernels import count_table as ct
+from ..kernels import graph_local as gk
+from ..selection import to_host
+from ..store import ZStore
+
+FAMILIES = ("vertex_counts", "edge_counts")  # what this state can keep
+
+
+def enabled() -> bool:
+    """``GPU_IVM_GRAPH_LOCAL=0`` (or ``GPU_IVM_GRAPH_VERTEX=0``) keeps the general free-query
+    state for every engine."""
+    return all(os.environ.get(v, "1") != "0"
+               for v in ("GPU_IVM_GRAPH_LOCAL", "GPU_IVM_GRAPH_VERTEX"))
+
+
+class GraphLocalCounts:
+    """Δ1 and/or Δ2 of an undirected graph engine: a dense array over its ids, a table of
+    counts over its edges.
+
+    ``parts()`` returns the engine's edge relation (a :class:`~gpu_ivm.partition.PartRel`)
+    as it is after a batch; :meth:`apply` reads it then, with the ``local`` part of
+    ``kernels`` (the backend's kernel set; the CPU's by default). ``families``: a non-empty
+    subset of :data:`FAMILIES`. On a device the counts live in device memory and a batch is
+    two launches (:mod:`gpu_ivm.kernels.cuda_graph_local`), both families together.
+
+    The table holds a slot for every pair that was an edge with triangles since its last
+    rebuild (a count that drops to 0 keeps its slot): ``bound`` is an upper bound on those
+    pairs known on the host (the edges at the rebuild plus the pairs of every batch since),
+    and the table is rebuilt from its nonzero counts, at most half full, before a batch
+    could fill it past three quarters (no read of the device in between).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpu_ivm import GraphEngine
+    >>> g = GraphEngine(epsilon=1, maintain=["vertex_counts", "edge_counts"])
+    >>> _ = g.load(([0, 1, 2], [1, 2, 0]))
+    >>> type(g.fq).__name__
+    'GraphLocalCounts'
+    >>> _ = g.apply({"src": [0], "dst": [3], "sign": [1]})
+    >>> _ = g.apply({"src": [1], "dst": [3], "sign": [1]})
+    >>> [int(g.vertex_count(v)) for v in (0, 1, 2, 3)]
+    [2, 2, 1, 1]
+    >>> g.result_table("edge_counts").to_pydict()
+    {'src': [0, 0, 0, 1, 1], 'dst': [1, 2, 3, 2, 3], 'triangles': [2, 1, 1, 1, 1]}
+    """
+
+    graph_local = True  # what the results and invariants modules dispatch on
+
+    def __init__(self, parts: Callable, families: Sequence[str] = ("vertex_counts",),
+                 kernels=None):
+        bad = [f for f in families if f not in FAMILIES]
+        if bad or not families:
+            raise ValueError(f"per-vertex and per-edge counts only, got {list(families)}")
+        self.families = tuple(f for f in FAMILIES if f in families)
+        self.parts = parts
+        self.kernels = kernels if kernels is not None else CPU.kernels
+        self.xp = self.kernels.xp
+        self.cap = 0
+        self.dense = self.xp.zeros(0, np.int64)
+        self.tab = self.xp.zeros(0, np.int64)  # the table of per-edge counts (count_table)
+        self.bound = 0
+        self.stats = {"moves": 0, "major": 0, "table_rebuilds": 0}  # no views to move here
+
+    @property
+    def verts(self) -> bool:
+        return "vertex_counts" in self.families
+
+    @property
+    def edges(self) -> bool:
+        return "edge_counts" in self.families
+
+    @property
+    def count(self) -> int:
+        """Σ Δ1 (or Σ Δ2 over both orientations): the engine's Q (six per triangle)."""
+        if self.verts:
+            return int(self.dense.sum())
+        return 2 * int(self.tab[1::2].sum())
+
+    def grow_ids(self, cap: int) -> None:
+        if cap <= self.cap:
+            return
+        self.cap = max(cap, 2 * self.cap)
+        if self.verts:
+            grown = self.xp.zeros(self.cap, np.int64)
+            grown[: self.dense.shape[0]] = self.dense
+            self.dense = grown
+
+    def build(self, rels, cap: int) -> None:
+        """Δ1 and Δ2 from scratch from the (a ids, b ids, multiplicities) of the symmetric edge
+        relation (the three given are the same): Δ2(x, y) is the common neighbours of x and y,
+        one intersection per edge (:func:`~gpu_ivm.kernels.graph_local.pair_weights`) against
+        a host store of the edges (with the bitmaps of its long rows), whatever the backend,
+        and Δ1(v) the sum over v's edges."""
+        a, b, m = (np.asarray(to_host(self.xp, x), np.int64) for x in rels[0])
+        if m.shape[0] and (int(m.min()) != 1 or int(m.max()) != 1):
+            raise ValueError("per-vertex and per-edge counts of a graph need multiplicities "
+                             "of 1")
+        self.cap = 0
+        self.dense = self.xp.zeros(0, np.int64)
+        self.grow_ids(max(cap, 1))
+        keys = np.sort(pack(a, b))
+        st = ZStore.from_sorted(keys, np.ones(keys.shape[0], np.int64), self.cap, bits=True)
+        half = a < b
+        xs, ys = a[half], b[half]
+        w = gk.pair_weights(xs, ys, st.nt(), st.nt(), np.zeros(self.cap, np.bool_))
+        if self.verts:
+            counts = np.bincount(xs, w, self.cap) + np.bincount(ys, w, self.cap)
+            if counts.shape[0] and counts.max() >= 2.0 ** 53:  # float64 sums exact below 2^53
+                raise IntegerOverflowError("per-vertex triangle counts beyond 2^53")
+            self.dense = self.xp.asarray(counts.astype(np.int64))  # a device: one upload
+        if self.edges:
+            some = w != 0
+            tab = ct.new_table(np, ct.slots_for(xs.shape[0]))
+            ct.add_counts(tab, pack(xs[some], ys[some]), w[some])
+            self.tab = self.xp.asarray(tab)  # a device: one upload
+            self.bound = xs.shape[0]
+
+    def _room(self, pairs: int) -> None:
+        """Make sure the table can take ``pairs`` new keys within three quarters of its
+        slots: else rebuild it from its nonzero counts, at most half full (the keys' bound is
+        then the edges after the batch, which include every key with a count, plus the
+        batch's pairs)."""
+        self.bound += pairs
+        if 4 * self.bound <= 3 * (self.tab.shape[0] // 2):
+            return
+        keys, vals = ct.live_entries(self.xp, self.tab)
+        self.bound = len(self.parts()) // 2 + pairs
+        self.tab = ct.new_table(self.xp, ct.slots_for(self.bound))
+        self.kernels.local.add_counts(self.tab, keys, vals)
+        self.stats["table_rebuilds"] += 1
+
+    def apply(self, phases, cap: int) -> None:
+        """Add the change of a batch: ``phases`` as the graph engine hands them to the
+        free-query state ((k, sorted packed keys with both orientations, net changes) for
+        k = 0, 1, 2, the same arrays), read against the edge relation after the batch."""
+        self.grow_ids(max(cap, 1))
+        if not phases:
+            return
+        _, keys, deltas = phases[0]
+        if self.edges:
+            self._room(keys.shape[0] // 2 + 1)
+        E = self.parts()
+        self.kernels.local.local_delta(keys, deltas, E.h.nt(), E.l.nt(), E.heavy, self.dense,
+                                       self.tab)
+
+    def vertex_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, Δ1) of the vertices whose Δ1 is not 0, by id."""
+        nz = self.xp.flatnonzero(self.dense)
+        return nz.astype(np.int64), self.dense[nz]
+
+    def vertex_lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Δ1 of each id (0 beyond the ids seen)."""
+        xp = self.xp
+        ids = xp.asarray(ids, dtype=np.int64)
+        inside = (ids >= 0) & (ids < self.cap)
+        return xp.where(inside, self.dense[xp.where(inside, ids, 0)], 0)
+
+    def edge_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(a, b, Δ2) of the edges whose Δ2 is not 0, both orientations, by (a, b)."""
+        xp = self.xp
+        keys, vals = ct.live_entries(xp, self.tab)
+        both = xp.concatenate([keys, ((keys & 0xFFFFFFFF) << 32) | (keys >> 32)])
+        order = xp.argsort(both)
+        both = both[order]
+        return both >> 32, both & 0xFFFFFFFF, xp.concatenate([vals, vals])[order]
+
+    def edge_lookup(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Δ2(a_i, b_i) (0 for pairs that are no edge or have no triangle)."""
+        xp = self.xp
+        a = xp.asarray(a, dtype=np.int64)
+        b = xp.asarray(b, dtype=np.int64)
+        out = xp.zeros(a.shape[0], np.int64)
+        if a.shape[0] and self.tab.shape[0]:
+            keys = xp.ascontiguousarray(pack(xp.minimum(a, b), xp.maximum(a, b)))
+            self.kernels.local.get_counts(self.tab, keys, out)
+        return out
