@@ -2,13 +2,15 @@
 ``local`` part of the cuda kernel set (:mod:`gpu_ivm.kernels.graph_local` is the CPU one;
 same functions, same results).
 
-Two launches per batch, nothing read back: one thread per tuple of the batch for the pair
-terms (the tuples (x, y) with x < y: the shorter row after the batch walked, each entry
-searched in the longer one, ``graph_local.member`` without marks or bitmaps, which a
-device's stores do not keep), and one thread per tuple (a, b) for the wedge terms whose
-smaller end is a (the part of the batch's row b above a, each c looked up in B and in the
-batch, the CPU kernel's lookup branch). Every vertex term goes into ``dense`` by
-``atomic.add`` where the CPU adds in place; every edge term into the table of counts
+Two launches per batch, nothing read back: one for the pair terms (the tuples (x, y) with
+x < y: the shorter row after the batch walked, each entry searched in the longer one,
+``graph_local.member`` without marks or bitmaps, which a device's stores do not keep), a pair
+on one thread or, when its shorter row has ``cuda_delta.COOP_MIN`` entries or more, on a
+whole block whose threads stride the row (the count kernel's binning); and one thread per
+tuple (a, b) for the wedge terms whose smaller end is a (the part of the batch's row b above
+a, each c looked up in B and in the batch, the CPU kernel's lookup branch). Every vertex
+term goes into ``dense`` by ``atomic.add`` where the CPU adds in place; every edge term into
+the table of counts
 (:mod:`gpu_ivm.kernels.count_table`) by a compare-and-swap that claims the key's slot and an
 ``atomic.add`` on its count. The row choice, the orientation, the membership test, the
 searches and the table's hash are the CPU modules' functions.
@@ -16,12 +18,23 @@ searches and the table's hash are the CPU modules' functions.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 from numba import cuda
 
+from . import cuda_delta
 from .count_table import FREE, count_of
-from .cuda_launch import check_1d, empty, grid, launch
-from .graph_local import batch_value, edge_key, member, oriented, row_above, row_store
+from .cuda_delta import NO_BLOCKS
+from .cuda_launch import CONFIG, check_1d, empty, grid, launch
+from .graph_local import (
+    batch_value,
+    edge_key,
+    member,
+    oriented,
+    pair_cost,
+    row_above,
+    row_store,
+)
 from .hashmap import home_slot
 from .lsm import LO_MASK, get, real_end, run_mask, run_range
 
@@ -42,54 +55,97 @@ def _table_add(tab, k, v):
         cuda.atomic.add(tab, 2 * s + 1, v)
 
 
+@cuda.jit(device=True)
+def _pair_lane(x, y, d, hst, lst, heavy, dense, tab, marks, lane, lanes):
+    """Lane ``lane`` of ``lanes``' share of pair {x, y}'s terms (net change d): the entries
+    lane, lane + lanes, ... of the shorter row after the batch (every run), each searched in
+    the longer row; a common neighbour c gets 2·d·term in ``dense`` and d·term on the pairs
+    {c, x} and {c, y} in the table (each output skipped when empty). Returns the lane's share
+    of w, the pair's common neighbours (its own terms are added once w is whole)."""
+    sl, xl, ss, xs = oriented(x, y, hst, lst, heavy)
+    keys = ss[0]
+    vals = ss[1]
+    w = 0
+    m = run_mask(ss, xs)
+    j = 0
+    while m != 0:
+        if m & 1:
+            lo, hi = run_range(ss, j, xs)
+            hi = real_end(keys, lo, hi, xs)
+            p = lo + lane
+            while p < hi:
+                v = vals[p]
+                if v != 0:
+                    c = keys[p] & LO_MASK
+                    u = member(sl, xl, c, False, False, marks)
+                    if u != 0:
+                        w += v * u
+                        if dense.shape[0] > 0:
+                            cuda.atomic.add(dense, c, 2 * d * v * u)
+                        if tab.shape[0] > 0:
+                            _table_add(tab, edge_key(c, x), d * v * u)
+                            _table_add(tab, edge_key(c, y), d * v * u)
+                p += lanes
+        m >>= 1
+        j += 1
+    return w
+
+
+@cuda.jit(device=True)
+def _pair_ends(x, y, d, w, dense, tab):
+    """Pair {x, y}'s own terms once its w is whole: 2·d·w to x and y, d·w to {x, y}."""
+    if w != 0:
+        if dense.shape[0] > 0:
+            cuda.atomic.add(dense, x, 2 * d * w)
+            cuda.atomic.add(dense, y, 2 * d * w)
+        if tab.shape[0] > 0:
+            _table_add(tab, (x << 32) | y, d * w)
+
+
 @cuda.jit(cache=True)
-def _pairs_kernel(io, hst, lst, hv, n):
+def _pairs_kernel(io, hst, lst, hv, n, coop_min):
     """The pair terms of tuple i = (x, y), x < y: 2·D·term to each common neighbour c after
     the batch, 2·D·w to x and to y; D·term to the pairs {c, x} and {c, y}, D·w to {x, y}.
-    Launch config: 1-D grid-stride over the batch's tuples."""
+    Binned by cost in one launch, as the count's path weights are
+    (``cuda_delta._path_weights_kernel``): a pair whose shorter row has fewer than
+    ``coop_min`` entries is walked by one thread, a longer one by a whole block, its threads
+    the lanes of the row, their shares of w added in shared memory. Launch config: 1-D;
+    threads grid-stride over the short pairs, then blocks grid-stride over the long ones
+    (every thread of a block takes the same decisions, so the barriers are reached by all).
+    ``coop_min`` = ``cuda_delta.NO_BLOCKS``: one thread per pair."""
     dkeys, dvals, dense, marks, tab = io
     heavy = hv[0]
-    verts = dense.shape[0] > 0
-    edges = tab.shape[0] > 0
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     while i < n:
         x = dkeys[i] >> 32
         y = dkeys[i] & LO_MASK
         d = dvals[i]
-        d2 = 2 * d
-        if x < y and d2 != 0:
-            sl, xl, ss, xs = oriented(x, y, hst, lst, heavy)
-            keys = ss[0]
-            vals = ss[1]
-            w = 0
-            m = run_mask(ss, xs)
-            j = 0
-            while m != 0:
-                if m & 1:
-                    lo, hi = run_range(ss, j, xs)
-                    hi = real_end(keys, lo, hi, xs)
-                    for p in range(lo, hi):
-                        v = vals[p]
-                        if v != 0:
-                            c = keys[p] & LO_MASK
-                            u = member(sl, xl, c, False, False, marks)
-                            if u != 0:
-                                w += v * u
-                                if verts:
-                                    cuda.atomic.add(dense, c, d2 * v * u)
-                                if edges:
-                                    _table_add(tab, edge_key(c, x), d * v * u)
-                                    _table_add(tab, edge_key(c, y), d * v * u)
-                m >>= 1
-                j += 1
-            if w != 0:
-                if verts:
-                    cuda.atomic.add(dense, x, d2 * w)
-                    cuda.atomic.add(dense, y, d2 * w)
-                if edges:
-                    _table_add(tab, (x << 32) | y, d * w)
+        if x < y and d != 0 and pair_cost(x, y, hst, lst, heavy) < coop_min:
+            w = _pair_lane(x, y, d, hst, lst, heavy, dense, tab, marks, 0, 1)
+            _pair_ends(x, y, d, w, dense, tab)
         i += stride
+    if coop_min == NO_BLOCKS:
+        return
+    acc = cuda.shared.array(1, nb.int64)
+    lane = cuda.threadIdx.x
+    b = cuda.blockIdx.x
+    while b < n:
+        x = dkeys[b] >> 32
+        y = dkeys[b] & LO_MASK
+        d = dvals[b]
+        if x < y and d != 0 and pair_cost(x, y, hst, lst, heavy) >= coop_min:
+            if lane == 0:
+                acc[0] = 0
+            cuda.syncthreads()
+            w = _pair_lane(x, y, d, hst, lst, heavy, dense, tab, marks, lane, cuda.blockDim.x)
+            if w != 0:
+                cuda.atomic.add(acc, 0, w)
+            cuda.syncthreads()
+            if lane == 0:
+                _pair_ends(x, y, d, acc[0], dense, tab)
+            cuda.syncthreads()
+        b += cuda.gridDim.x
 
 
 @cuda.jit(cache=True)
@@ -167,8 +223,9 @@ def local_delta(dkeys, dvals, hst, lst, heavy, dense, tab) -> None:
     n = dkeys.shape[0]
     if n == 0:
         return
-    launch(_pairs_kernel, *grid(n), (dkeys, dvals, dense, empty(0, np.int8), tab),
-           hst, lst, (heavy,), n)
+    launch(_pairs_kernel, min(n, CONFIG.max_blocks), CONFIG.tpb,
+           (dkeys, dvals, dense, empty(0, np.int8), tab), hst, lst, (heavy,), n,
+           np.int64(cuda_delta.COOP_MIN))
     launch(_wedges_kernel, *grid(n), (dkeys, dvals, dense, tab), hst, lst,
            (heavy,), n)
 

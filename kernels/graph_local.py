@@ -97,6 +97,14 @@ def oriented(x, y, hst, lst, heavy):
 
 
 @nb.njit(cache=True, inline="always")
+def pair_cost(x, y, hst, lst, heavy):
+    """The live entries of the shorter of rows x and y after the batch: the most entries the
+    pair's intersection walks, and the most terms it writes."""
+    return min(row_live(row_store(hst, lst, heavy, x), x),
+               row_live(row_store(hst, lst, heavy, y), y))
+
+
+@nb.njit(cache=True, inline="always")
 def batch_value(dkeys, dvals, lo, hi, key):
     """D at packed ``key`` by a binary search in dkeys[lo:hi] (0 if absent)."""
     k = lower_bound(dkeys, lo, hi, key)
@@ -233,8 +241,7 @@ def _pair_bounds(dkeys, dvals, hst, lst, heavy):
         xs[k] = x
         ys[k] = y
         ds[k] = dvals[i]
-        bound[k] = min(row_live(row_store(hst, lst, heavy, x), x),
-                       row_live(row_store(hst, lst, heavy, y), y))
+        bound[k] = pair_cost(x, y, hst, lst, heavy)
         k += 1
     return xs[:k], ys[:k], ds[:k], bound[:k]
 

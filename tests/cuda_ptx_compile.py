@@ -110,7 +110,7 @@ def cases(repo: str) -> dict:
         d._seg_heads_kernel: ((i,) * 4, n),
         d._seg_put_kernel: ((i,) * 5, n),
         d._wedges_kernel: ((i, i, i), st, st, (b,), True, n),
-        gv._pairs_kernel: ((i, i, i, k, i), st, st, (b,), n),
+        gv._pairs_kernel: ((i, i, i, k, i), st, st, (b,), n, n),
         gv._wedges_kernel: ((i, i, i, i), st, st, (b,), n),
         gv._add_counts_kernel: ((i, i, i), n),
         gv._get_counts_kernel: ((i, i, i), n),

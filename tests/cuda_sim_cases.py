@@ -913,6 +913,42 @@ def test_path_weights_binned_by_cost(coop_min: int, monkeypatch) -> None:
         assert w_cpu.any()
 
 
+@pytest.mark.usefixtures("small_launch")
+@pytest.mark.parametrize("coop_min", [1, 3, 10**9])
+def test_local_pairs_binned_by_cost(coop_min: int, monkeypatch) -> None:
+    """The per-vertex and per-edge counts' batch terms (kernels/cuda_graph_local.py) with
+    long pairs walked by a whole block (its threads the lanes of the shorter row, their
+    shares of w added in shared memory): equal to the CPU's local_delta at ε = ½ and 1, with
+    the cut low enough that every pair (1) or the hub pairs (3) take the block path, and high
+    enough that none does."""
+    from gpu_ivm.kernels import count_table as ct
+    from gpu_ivm.kernels import cuda_delta
+    from gpu_ivm.kernels import graph_local as gk
+
+    monkeypatch.setattr(cuda_delta, "COOP_MIN", coop_min)
+    for eps in ("1/2", "1"):
+        g, rng = _engine_state(11, eps, False)
+        E = g.rels[0]
+        cap = E.id_capacity
+        x = np.r_[rng.integers(0, 3, 20), rng.integers(0, cap, 20)]
+        y = rng.integers(0, cap, 40)
+        pk = np.unique((np.minimum(x, y) << 32) | np.maximum(x, y))
+        pk = pk[(pk >> 32) != (pk & 0xFFFFFFFF)]  # pairs u < v, one sign each, both ways
+        sign = rng.choice([-1, 1], pk.shape[0])
+        keys = np.r_[pk, ((pk & 0xFFFFFFFF) << 32) | (pk >> 32)]
+        order = np.argsort(keys)
+        keys, vals = keys[order], np.r_[sign, sign][order]
+        got, want = [], []
+        for kernels, out in ((gk, want), (K.local, got)):
+            dense = np.zeros(cap, np.int64)
+            tab = ct.new_table(np, ct.slots_for(len(E) + keys.shape[0]))
+            kernels.local_delta(keys, vals, E.h.nt(), E.l.nt(), E.heavy, dense, tab)
+            out.extend([dense, *ct.live_entries(np, tab)])
+        for a, b in zip(got, want):
+            assert array_equal(a, b), (eps, coop_min)
+        assert want[0].any() and want[1].shape[0]
+
+
 def test_block_cut_from_the_environment(monkeypatch) -> None:
     """GPU_IVM_COOP_MIN sets the count kernel's block cut for a sweep on hardware: a positive
     integer, 0 for none, anything else refused."""
