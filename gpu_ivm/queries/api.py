@@ -266,7 +266,7 @@ class FreeQueryResults:
         fq = self._need("edge_counts")
         chunk_size = self._check_chunk(chunk_size)
         form = dr.check_form(as_)
-        a, b, m = rs.edge_counts(fq)
+        a, b, m = rs.edge_counts(fq, upper=self._graph and not self.directed)
         if self._graph and not self.directed:
             keep = a < b
             a, b, m = a[keep], b[keep], m[keep]

@@ -187,10 +187,13 @@ class GraphLocalCounts:
         inside = (ids >= 0) & (ids < self.cap)
         return xp.where(inside, self.dense[xp.where(inside, ids, 0)], 0)
 
-    def edge_counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(a, b, Δ2) of the edges whose Δ2 is not 0, both orientations, by (a, b)."""
+    def edge_counts(self, upper: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(a, b, Δ2) of the edges whose Δ2 is not 0, both orientations (``upper``: a < b
+        only), by (a, b)."""
         xp = self.xp
         keys, vals = ct.live_entries(xp, self.tab)
+        if upper:
+            return keys >> 32, keys & 0xFFFFFFFF, vals
         both = xp.concatenate([keys, ((keys & 0xFFFFFFFF) << 32) | (keys >> 32)])
         order = xp.argsort(both)
         both = both[order]

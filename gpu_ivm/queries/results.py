@@ -91,10 +91,12 @@ def triangle_parts(fq: FreeQueries, chunk: int = 1 << 20) -> Iterator[tuple[np.n
                 yield a, b, c, m
 
 
-def edge_counts(fq: FreeQueries) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Δ2 as (a, b, mult), sorted by (a, b), multiplicities nonzero."""
+def edge_counts(fq: FreeQueries, upper: bool = False) -> tuple[np.ndarray, np.ndarray,
+                                                                np.ndarray]:
+    """Δ2 as (a, b, mult), sorted by (a, b), multiplicities nonzero; ``upper``: only the rows
+    with a < b are needed (an undirected graph's edges, once each; more rows may come)."""
     if getattr(fq, "graph_local", False):
-        return fq.edge_counts()
+        return fq.edge_counts(upper)
     keys, vals = [], []
     for spec in sp.family("edge_counts"):
         if not spec.root or spec.name in {t.root for t in sp.trees("edge_counts")}:
