@@ -55,8 +55,10 @@ import numpy as np
 
 from .count_table import add_at
 from .delta_kernels import _thread_marks, mark_scratch
+from .hashmap import home_slot
 from .jit import helper
 from .lsm import LO_MASK, first_key_end, get, lower_bound, real_end, run_mask, run_range
+from .prefetch import prefetch
 from .row_bits import bit_at, has_bits
 from .row_index import row_live
 from .row_marks import clear_row, mark_row, mark_row_scaled
@@ -65,6 +67,7 @@ PAR_MIN = 512  # pairs from which the intersections run on all threads
 PAR_CHUNK = 16  # pairs per prange chunk (per-pair costs are skewed by hub rows)
 EMIT_MAX = 1 << 22  # common-neighbour slots per pass (bounds the emission buffers' memory)
 WEDGE_MARK_RATIO = 32  # mark a's rows when its row of B is at most this many times its walk
+PREFETCH = 32  # the table slots of the term this many ahead are prefetched (kernels/prefetch.py)
 
 
 @nb.njit(cache=True, inline="always")
@@ -246,14 +249,31 @@ def _pair_bounds(dkeys, dvals, hst, lst, heavy):
     return xs[:k], ys[:k], ds[:k], bound[:k]
 
 
+@nb.njit(cache=True, inline="always")
+def _next_term(li, lk, n, nterms):
+    """The term after term lk of pair li (pairs without terms skipped); li == n at the end."""
+    lk += 1
+    while li < n and lk >= nterms[li]:
+        li += 1
+        lk = 0
+    return li, lk
+
+
 @nb.njit(cache=True)
 def _pairs_scatter(xs, ys, ds, ptr, out_c, out_t, w, nterms, dense, tab):
     """The pair terms: into dense 2·d·w to both ends and 2·d·term to each common neighbour c;
     into the table d·w to {x, y} and d·term to {c, x} and {c, y} (each output skipped when
-    empty)."""
+    empty). The table slots of the term ``PREFETCH`` terms ahead are prefetched (a cursor
+    walks the terms that far ahead of the adds)."""
     verts = dense.shape[0] > 0
     edges = tab.shape[0] > 0
-    for i in range(xs.shape[0]):
+    mask = (tab.shape[0] >> 1) - 1
+    n = xs.shape[0]
+    li, lk = _next_term(0, -1, n, nterms)
+    for _ in range(PREFETCH):
+        if li < n:
+            li, lk = _next_term(li, lk, n, nterms)
+    for i in range(n):
         x = xs[i]
         y = ys[i]
         d = ds[i]
@@ -269,6 +289,11 @@ def _pairs_scatter(xs, ys, ds, ptr, out_c, out_t, w, nterms, dense, tab):
             if verts:
                 dense[c] += 2 * t
             if edges:
+                if li < n:
+                    c2 = out_c[ptr[li] + lk]
+                    prefetch(tab, 2 * home_slot(edge_key(c2, xs[li]), mask))
+                    prefetch(tab, 2 * home_slot(edge_key(c2, ys[li]), mask))
+                    li, lk = _next_term(li, lk, n, nterms)
                 add_at(tab, edge_key(c, x), t)
                 add_at(tab, edge_key(c, y), t)
 
