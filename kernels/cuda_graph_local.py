@@ -34,6 +34,7 @@ from .graph_local import (
     pair_cost,
     row_above,
     row_store,
+    wedge_edge_terms,
 )
 from .hashmap import home_slot
 from .lsm import LO_MASK, get, real_end, run_mask, run_range
@@ -181,11 +182,10 @@ def _wedges_kernel(io, hst, lst, hv, n):
                         if dac != 0:
                             cuda.atomic.add(dense, b, pr * dac)
                     if edges:
-                        h = pr // 2
-                        if bac != 0:
-                            _table_add(tab, edge_key(a, b), -h * bac)
-                            _table_add(tab, edge_key(c, b), -h * bac)
-                        _table_add(tab, (a << 32) | c, h * (dac - bac))
+                        k1, v1, k2, v2, k3, v3 = wedge_edge_terms(a, b, c, pr, bac, dac)
+                        _table_add(tab, k1, v1)
+                        _table_add(tab, k2, v2)
+                        _table_add(tab, k3, v3)
         i += stride
 
 

@@ -124,6 +124,16 @@ def edge_key(a, b):
     return (b << 32) | a
 
 
+@nb.njit(cache=True, inline="always")
+def wedge_edge_terms(a, b, c, p, bac, dac):
+    """The per-edge terms of the wedge at b with batch ends a < c (p = 2·D(b,a)·D(b,c),
+    bac = B(a,c), dac = D(a,c)): (key, change) for {a, b}, {c, b} and {a, c}, shared by the
+    CPU kernel and its CUDA twin (a change of 0 adds nothing)."""
+    h = p // 2
+    return (edge_key(a, b), -h * bac, edge_key(c, b), -h * bac, (a << 32) | c,
+            h * (dac - bac))
+
+
 # the lowest set bit's index: (w & -w) · DEBRUIJN >> 58 is distinct for each single bit
 _DEBRUIJN = 0x03F79D71B4CB0A89
 _LOW_BIT = np.zeros(64, np.int64)
@@ -361,11 +371,10 @@ def wedge_delta(dkeys, dvals, hst, lst, heavy, marks, dense, mark_ratio, tab):
                             dense[b] -= pr * bac
                         dense[b] += pr * dac
                     if edges:
-                        h = pr // 2
-                        if bac != 0:
-                            add_at(tab, edge_key(a, b), -h * bac)
-                            add_at(tab, edge_key(c, b), -h * bac)
-                        add_at(tab, (a << 32) | c, h * (dac - bac))
+                        k1, v1, k2, v2, k3, v3 = wedge_edge_terms(a, b, c, pr, bac, dac)
+                        add_at(tab, k1, v1)
+                        add_at(tab, k2, v2)
+                        add_at(tab, k3, v3)
             if ok:
                 clear_row(sa, a, marks)
                 for p in range(i, e):
