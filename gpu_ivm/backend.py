@@ -90,6 +90,7 @@ def _cpu_kernels() -> SimpleNamespace:
         batch_prep,
         count_table,
         delta_kernels,
+        graph_listing,
         graph_local,
         hashmap,
         light_delta,
@@ -105,7 +106,8 @@ def _cpu_kernels() -> SimpleNamespace:
                            local=SimpleNamespace(local_delta=graph_local.local_delta,
                                                  vertex_delta=graph_local.vertex_delta,
                                                  add_counts=count_table.add_counts,
-                                                 get_counts=count_table.get_counts),
+                                                 get_counts=count_table.get_counts,
+                                                 common_above=graph_listing.common_above),
                            prep=SimpleNamespace(rows=batch_prep.prep_rows,
                                                 groups=batch_prep.prep_groups,
                                                 scatter=batch_prep.prep_scatter))

@@ -165,6 +165,31 @@ def _check_edge_results(fq, tri: tuple[np.ndarray, ...], rels: list[Rel], host,
         fail("per-edge lookups differ from a recount from the stored tuples")
 
 
+def _check_listed_triangles(fq, tri: tuple[np.ndarray, ...], host,
+                            fail: Callable[[str], None]) -> None:
+    """Δ3 listed off an undirected graph's stores (each triangle once, a < b < c) against
+    ``tri``, and the triangles through every vertex."""
+    from .queries import results as rs
+
+    up = (tri[0] < tri[1]) & (tri[1] < tri[2])
+    want = [x[up] for x in tri[:3]]
+    parts = [tuple(map(host, p)) for p in rs.triangle_parts(fq)]
+    got = [np.concatenate([p[i] for p in parts]) if parts else np.zeros(0, np.int64)
+           for i in range(4)]
+    order = np.lexsort((got[2], got[1], got[0]))
+    if not (all(np.array_equal(g[order], w) for g, w in zip(got, want))
+            and np.all(got[3] == 1)):
+        fail("the triangle listing differs from a recount from the stored tuples "
+             "(missing, extra or repeated)")
+    # through every vertex: each triangle once per corner, as (v, b, c) with b < c
+    v, b, c, _ = map(host, rs.triangles_with(fq, np.arange(fq.cap, dtype=np.int64)))
+    rows = np.sort(np.stack([v, b, c]), axis=0)
+    order = np.lexsort((rows[2], rows[1], rows[0]))
+    thrice = [np.repeat(w, 3) for w in want]
+    if not (np.all(b < c) and all(np.array_equal(r[order], w) for r, w in zip(rows, thrice))):
+        fail("the triangles through a vertex differ from a recount from the stored tuples")
+
+
 def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None],
                        tri: tuple[np.ndarray, ...] | None = None) -> None:
     """The free-query state of ``eng`` (``eng.fq``) against its definitions, from the engine's
@@ -185,6 +210,8 @@ def check_free_queries(eng, rels: list[Rel], fail: Callable[[str], None],
             _check_vertex_results(fq, tri, host, fail)
         if "edge_counts" in fq.families:
             _check_edge_results(fq, tri, rels, host, fail)
+        if "triangles" in fq.families:
+            _check_listed_triangles(fq, tri, host, fail)
         if fq.count != eng.Q:
             fail(f"per-vertex or per-edge counts sum to {fq.count}, engine Q {eng.Q}")
         return

@@ -111,11 +111,12 @@ def _cache_misses() -> int:
 
 def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None:
     from . import compact, engine
-    from .kernels import adjacency, delta_kernels, graph_local
+    from .kernels import adjacency, delta_kernels, graph_listing, graph_local
 
     saved = (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE,
-             compact.COMPACT_MAX, graph_local.PAR_MIN)
+             compact.COMPACT_MAX, graph_local.PAR_MIN, graph_listing.PAR_MIN)
     delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, graph_local.PAR_MIN = value, value, value
+    graph_listing.PAR_MIN = value
     compact.COMPACT_MAX = 0  # the workload's graphs are small: in the stores all the same
     # the parallel pass runs the workload's large batches through the stores' grouped
     # kernels, the sequential one (default threshold) through the copy of the graph
@@ -126,7 +127,7 @@ def _with_thresholds(value: int, backend, maintain, track_changes: bool) -> None
         _workload(backend, list(maintain) or None, track_changes)
     finally:
         (delta_kernels.PAR_MIN, engine.PAR_EMIT_MIN, adjacency.SNAPSHOT_IDS_PER_TUPLE,
-         compact.COMPACT_MAX, graph_local.PAR_MIN) = saved
+         compact.COMPACT_MAX, graph_local.PAR_MIN, graph_listing.PAR_MIN) = saved
 
 
 def _compact_workload(backend, maintain) -> None:
@@ -165,6 +166,10 @@ def _workload(backend, maintain, track_changes: bool) -> None:
             # renumbered densely (batch_prep.used_new_ids / renumber)
             g.apply({"src": np.array([n + 2, n]), "dst": np.array([n + 3, n + 1]),
                      "sign": np.array([-1, 1])})
+            if "triangles" in getattr(g.fq, "families", ()) and getattr(g.fq, "graph_local",
+                                                                         False):
+                list(g.fq.triangle_parts())  # listed off the stores when read: its kernels
+                g.fq.triangles_with(np.arange(3))
     # an engine that starts empty (no load): its first batch builds a run big enough for a
     # directory and rows long enough for bitmaps, which a loaded engine builds in load()
     a, b = np.triu_indices(128, 1)

@@ -12,6 +12,8 @@ part       module                                    CPU counterpart
 ``query``  :mod:`gpu_ivm.kernels.cuda_query`         :mod:`gpu_ivm.kernels.query_kernels`
 ``hash``   :mod:`gpu_ivm.kernels.cuda_hash`          :mod:`gpu_ivm.kernels.hashmap`
 ``local``  :mod:`gpu_ivm.kernels.cuda_graph_local`   :mod:`gpu_ivm.kernels.graph_local`
+           and :mod:`gpu_ivm.kernels.                and :mod:`gpu_ivm.kernels.
+           cuda_graph_listing` (``common_above``)    graph_listing`
 ``prep``   :mod:`gpu_ivm.kernels.cuda_batch_prep`    ``prep_*`` of
                                                      :mod:`gpu_ivm.kernels.batch_prep`
 ``phase``  :mod:`gpu_ivm.kernels.cuda_phase`         :mod:`gpu_ivm.kernels.phase_kernels`
@@ -41,6 +43,7 @@ import numpy as np
 from . import (
     cuda_batch_prep,
     cuda_delta,
+    cuda_graph_listing,
     cuda_graph_local,
     cuda_hash,
     cuda_launch,
@@ -124,7 +127,8 @@ def kernel_set(xp=None) -> SimpleNamespace:
                     **{name: getattr(cuda_phase, name) for name in PHASE_SLOTS}),
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
         local=_part(cuda_graph_local, ("local_delta", "vertex_delta", "add_counts",
-                                       "get_counts")),
+                                       "get_counts"),
+                    common_above=cuda_graph_listing.common_above),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget,
                    rows_to_promote=cuda_phase.rows_to_promote,
                    promote_then=cuda_phase.PromoteThen),

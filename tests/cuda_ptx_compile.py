@@ -33,6 +33,7 @@ def cases(repo: str) -> dict:
     sys.path.insert(0, repo)
     from kernels import cuda_batch_prep as bp
     from kernels import cuda_delta as d
+    from kernels import cuda_graph_listing as gl
     from kernels import cuda_graph_local as gv
     from kernels import cuda_hash as h
     from kernels import cuda_insert_adj as ia
@@ -114,6 +115,7 @@ def cases(repo: str) -> dict:
         gv._wedges_kernel: ((i, i, i, i), st, st, (b,), n),
         gv._add_counts_kernel: ((i, i, i), n),
         gv._get_counts_kernel: ((i, i, i), n),
+        gl._above_kernel: ((i,) * 7, st, st, (b,), n, n),
         d._wedges_total_kernel: ((i,) * 6, st, st, (b,), True, (i, i), n, n, n),
         d._emit_view_kernel: (st, (i,) * 5, (i, m), True, n),
         d._nonzero_flags_kernel: ((i, i), n),

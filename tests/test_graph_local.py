@@ -10,6 +10,7 @@ from collections import defaultdict
 from fractions import Fraction
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import scipy.sparse as sps
 from gpu_ivm.kernels import count_table as ct
@@ -60,6 +61,26 @@ def _engine_counts(g: GraphEngine) -> dict:
 def _engine_edges(g: GraphEngine) -> dict:
     t = g.result_table("edge_counts").to_pydict()
     return {(a, b): c for a, b, c in zip(t["src"], t["dst"], t["triangles"])}
+
+
+def _brute_triangles(edges: set) -> list:
+    """The triangles (a, b, c), a < b < c, of a simple undirected graph, sorted."""
+    nbr = defaultdict(set)
+    for u, v in edges:
+        nbr[u].add(v)
+        nbr[v].add(u)
+    return sorted((a, b, c) for a in nbr for b in nbr[a] if a < b
+                  for c in nbr[a] & nbr[b] if c > b)
+
+
+def _engine_triangles(g: GraphEngine, chunk_size: int = 1 << 20) -> list:
+    t = pa.Table.from_batches(list(g.triangles(chunk_size))).to_pydict()
+    return sorted(zip(t["a"], t["b"], t["c"]))
+
+
+def _through(g: GraphEngine, vs) -> list:
+    t = g.triangles_of(vs).to_pydict()
+    return sorted(zip(t["a"], t["b"], t["c"]))
 
 
 def _table(tab: np.ndarray) -> dict:
@@ -169,7 +190,8 @@ def test_kernel_delta_is_the_change_of_the_cube_diagonal(shape: str, split: str,
         assert not mark_scratch(1, n).any()  # the shared scratch is left zeroed
 
 
-FAMILIES = [["vertex_counts"], ["edge_counts"], ["vertex_counts", "edge_counts"]]
+FAMILIES = [["vertex_counts"], ["edge_counts"], ["vertex_counts", "edge_counts"], ["triangles"],
+            ["vertex_counts", "edge_counts", "triangles"]]
 
 
 @pytest.mark.parametrize("epsilon", [1, Fraction(1, 2), "auto"])
@@ -213,6 +235,11 @@ def test_random_streams_against_oracles_and_the_general_state(epsilon, seed, fam
             eu = np.array([e[1] for e in oracle.edges] + [0])  # every edge, reversed, and (0, 0)
             ev = np.array([e[0] for e in oracle.edges] + [0])
             np.testing.assert_array_equal(fast.edge_count(eu, ev), general.edge_count(eu, ev))
+        if "triangles" in fams:
+            want = _brute_triangles(oracle.edges)
+            assert _engine_triangles(fast, 7) == want == _engine_triangles(general), i
+            for vs in ([int(rng.integers(0, 80))], rng.integers(0, 85, 5), [84]):
+                assert _through(fast, vs) == _through(general, vs), (i, vs)
         if i % 10 == 9:
             assert fast.check_invariants() == []
     assert fast.count() == oracle.count()
@@ -252,6 +279,8 @@ def test_conflicts_change_nothing_and_skipped_rows_are_skipped(fams) -> None:
         assert _engine_counts(h) == _brute_vertex_counts(edges) == {0: 2, 1: 2, 2: 1, 3: 1}
     if "edge_counts" in fams:
         assert _engine_edges(h) == _brute_edge_counts(edges)
+    if "triangles" in fams:
+        assert _engine_triangles(h) == _brute_triangles(edges) == [(0, 1, 2), (0, 1, 3)]
 
 
 @pytest.mark.parametrize("fams", FAMILIES, ids="+".join)
@@ -267,12 +296,13 @@ def test_snapshot_round_trip(fams, tmp_path) -> None:
         assert _engine_counts(r) == _engine_counts(g) == _brute_vertex_counts(edges)
     if "edge_counts" in fams:
         assert _engine_edges(r) == _engine_edges(g) == _brute_edge_counts(edges)
+    if "triangles" in fams:
+        assert _engine_triangles(r) == _engine_triangles(g) == _brute_triangles(edges)
 
 
-@pytest.mark.parametrize("kw", [dict(directed=True), dict(maintain=["vertex_counts",
-                                                                    "triangles"]),
-                                dict(maintain=["edge_counts", "triangles"]),
-                                dict(track_changes=True)])
+@pytest.mark.parametrize("kw", [dict(directed=True), dict(track_changes=True),
+                                dict(maintain=["triangles"], directed=True),
+                                dict(maintain=["triangles"], track_changes=True)])
 def test_other_forms_keep_the_general_state(kw) -> None:
     opts = {"maintain": "vertex_counts", **kw}
     g = GraphEngine(**opts)
@@ -324,3 +354,85 @@ def test_count_table_against_a_dict() -> None:
     assert keys.tolist() == sorted(keys.tolist())
     assert _table(tab) == {(k >> 32, k & 0xFFFFFFFF): v for k, v in want.items() if v}
     assert (tab[0::2] != ct.FREE).sum() <= universe.shape[0] < 64
+
+
+@pytest.mark.parametrize("split", ["one thread", "threads", "passes", "no bitmaps"])
+@pytest.mark.parametrize("oriented", [True, False])
+def test_common_above_against_brute_force(split: str, oriented: bool, monkeypatch) -> None:
+    """The listing kernel's common neighbours above each pair's floor equal a brute-force
+    intersection: rows split between a heavy and a light store, two hub rows with bitmaps
+    (or none), pairs that are edges and pairs that are not, floors from -1 up; on one
+    thread, on all threads, in passes of a few output slots. ``oriented``: each pair's
+    longer row first (as the engine passes them) or not (the result is the same)."""
+    from gpu_ivm.kernels import graph_listing as gl
+
+    rng = np.random.default_rng(11)
+    n = 300
+    edges = ({(0, v) for v in range(2, 260)} | {(1, v) for v in range(100, 300)} | {(0, 1)}
+             | {(int(u), int(v)) for u, v in rng.integers(2, n, (900, 2)) if u < v})
+    nbr = defaultdict(set)
+    for u, v in edges:
+        nbr[u].add(v)
+        nbr[v].add(u)
+    heavy = np.zeros(n, np.bool_)
+    heavy[rng.choice(n, 40, replace=False)] = True
+    heavy[1] = True
+    both = sorted(pack(np.array([u]), np.array([v]))[0] for a, b in edges
+                  for u, v in ((a, b), (b, a)))
+    keys = np.array(both, np.int64)
+    in_h = heavy[keys >> 32]
+    bits = split != "no bitmaps"
+    hst = ZStore.from_sorted(keys[in_h], np.ones(int(in_h.sum()), np.int64), n, bits=bits)
+    lst = ZStore.from_sorted(keys[~in_h], np.ones(int((~in_h).sum()), np.int64), n, bits=bits)
+    assert not bits or (gk.has_bits(hst.nt(), 1) and gk.has_bits(lst.nt(), 0))
+    xs = np.concatenate([rng.integers(0, n, 700), [0, 1, 0, 5]])
+    ys = np.concatenate([rng.integers(0, n, 700), [1, 0, 7, 5]])
+    ok = xs != ys
+    xs, ys = xs[ok], ys[ok]
+    deg = np.array([len(nbr[v]) for v in range(n)])
+    if oriented:
+        swap = (deg[ys] > deg[xs]) | ((deg[ys] == deg[xs]) & (ys < xs))
+        xs, ys = np.where(swap, ys, xs), np.where(swap, xs, ys)
+    order = np.argsort(xs, kind="stable")
+    xs, ys = xs[order], ys[order]
+    floors = rng.integers(-1, n, xs.shape[0])
+    if split == "threads":
+        monkeypatch.setattr(gl, "PAR_MIN", 1)
+    if split == "passes":
+        monkeypatch.setattr(gl, "EMIT_MAX", 7)
+    got = defaultdict(list)
+    s, passes = 0, 0
+    while s < xs.shape[0]:
+        idx, c, s = gl.common_above(xs, ys, floors, hst.nt(), lst.nt(), heavy, s)
+        passes += 1
+        for i, ci in zip(idx.tolist(), c.tolist()):
+            got[i].append(ci)
+    assert (passes > 10) == (split == "passes")
+    for i in range(xs.shape[0]):
+        want = sorted(c for c in nbr[xs[i]] & nbr[ys[i]] if c > floors[i])
+        assert sorted(got.get(i, [])) == want, (i, xs[i], ys[i], floors[i])
+
+
+def test_listing_during_a_batch_raises_and_large_batches_follow() -> None:
+    """A batch applied while ``triangles()`` is read stops the reading; batches large against
+    the graph (the adaptive policy may recount) leave the listing equal to brute force."""
+    rng = np.random.default_rng(4)
+    oracle = GraphOracle()
+    g = GraphEngine(maintain="triangles")
+    k = 9  # K9: 84 triangles
+    edges = [(a, b) for a in range(k) for b in range(a + 1, k)]
+    for u, v in edges:
+        oracle.apply(u, v, 1)
+    g.load((np.array([e[0] for e in edges]), np.array([e[1] for e in edges])))
+    batches = list(g.triangles(chunk_size=10))
+    assert [b.num_rows for b in batches] == [10] * 8 + [4]
+    it = g.triangles(chunk_size=5)
+    next(it)
+    g.apply({"src": [0], "dst": [1], "sign": [-1]})
+    oracle.apply(0, 1, -1)
+    with pytest.raises(RuntimeError, match="during"):
+        list(it)
+    for batch in graph_batches(oracle, rng, n_batches=6, nv=60, max_batch=400, hub_p=0.3):
+        g.apply(batch)
+        assert _engine_triangles(g) == _brute_triangles(oracle.edges)
+    assert g.count() == oracle.count() and g.check_invariants() == []

@@ -32,7 +32,10 @@ def fingerprint(e) -> tuple:
     out += [(tuple(np.asarray(v.vmat).ravel().tolist()), tuple(np.asarray(v.vrow).tolist()))
             for v in e.views]
     fq = e.fq
-    if fq is not None:
+    if getattr(fq, "graph_local", False):  # counts off the stores, triangles listed when read
+        out += [fq.count, fq.cap, fq.version, fq.bound, tuple(sorted(fq.stats.items())),
+                tuple(np.asarray(fq.dense).tolist()), tuple(np.asarray(fq.tab).tolist())]
+    elif fq is not None:
         out += [fq.count, fq.N, fq.cap, tuple(fq.th), tuple(sorted(fq.stats.items()))]
         for r in fq.rels:
             out += [_store(r.fwd), _store(r.bwd)]
@@ -61,14 +64,19 @@ def _random_engine(seed: int, force: str | None):
 
 
 @pytest.mark.parametrize("force", [None, "delta", "recompute"])
-def test_check_invariants_changes_nothing(force):
+@pytest.mark.parametrize("local", ["1", "0"])
+def test_check_invariants_changes_nothing(force, local, monkeypatch):
+    """``local``: GPU_IVM_GRAPH_LOCAL for the graph engine (its results off its stores, or
+    the general state's views)."""
     e = _random_engine(3, force)
     assert e.stale == (force == "recompute")
     before = fingerprint(e)
     notes = e.check_invariants()
     assert fingerprint(e) == before
     assert (notes != []) == e.stale  # a stale state says what it did not check
+    monkeypatch.setenv("GPU_IVM_GRAPH_LOCAL", local)
     g = GraphEngine(maintain=ALL)
+    assert getattr(g.fq, "graph_local", False) == (local == "1")
     g.load({"src": [1, 2, 3, 3, 5], "dst": [2, 3, 1, 4, 4]})
     g.policy.force = force
     g.apply({"src": [1, 5], "dst": [4, 1], "sign": [1, 1]})
@@ -128,9 +136,10 @@ def test_corrupted_free_query_view_is_detected(name):
         e.check_invariants()
 
 
-def test_corrupted_triangle_listing_is_detected():
+def test_corrupted_triangle_listing_is_detected(monkeypatch):
     """A triangle listed twice (in two disjoint views) is caught by the listing check even
     though each view alone may look plausible."""
+    monkeypatch.setenv("GPU_IVM_GRAPH_LOCAL", "0")  # the general state's views
     g = GraphEngine(maintain=["triangles"])
     g.load({"src": [1, 2, 3], "dst": [2, 3, 1]})
     g.check_invariants()
@@ -143,4 +152,31 @@ def test_corrupted_triangle_listing_is_detected():
         cols = [np.array([p[v]], np.int64) for v in spec.key]
         view.add(cols, np.array([1], np.int64))
     with pytest.raises(InvariantError):
+        g.check_invariants()
+
+
+@pytest.mark.parametrize("fault", ["a triangle twice", "a triangle dropped",
+                                   "a corner's triangles dropped"])
+def test_wrong_listing_off_the_stores_is_detected(fault, monkeypatch):
+    """The triangles listed off an undirected graph's stores (gpu_ivm/queries/graph_local.py)
+    are checked against a recount: a listing that repeats or drops a triangle, or the
+    triangles through one vertex that miss one, fail the check."""
+    from gpu_ivm.queries.graph_local import GraphLocalCounts
+
+    g = GraphEngine(maintain=["triangles"])
+    g.load({"src": [1, 2, 3, 3, 1], "dst": [2, 3, 1, 4, 4]})
+    assert isinstance(g.fq, GraphLocalCounts)
+    g.check_invariants()
+    parts, through = GraphLocalCounts.triangle_parts, GraphLocalCounts.triangles_with
+    if fault == "a triangle twice":
+        monkeypatch.setattr(GraphLocalCounts, "triangle_parts",
+                            lambda self, chunk=1 << 20: [p for p in parts(self, chunk)] * 2)
+    elif fault == "a triangle dropped":
+        monkeypatch.setattr(GraphLocalCounts, "triangle_parts",
+                            lambda self, chunk=1 << 20: [tuple(x[1:] for x in p)
+                                                         for p in parts(self, chunk)])
+    else:
+        monkeypatch.setattr(GraphLocalCounts, "triangles_with",
+                            lambda self, ids: tuple(x[:-1] for x in through(self, ids)))
+    with pytest.raises(InvariantError, match="triangle"):
         g.check_invariants()

@@ -57,6 +57,20 @@ def parse_maintain(maintain) -> tuple[str, ...]:
     return ("count",) + tuple(r for r in RESULTS if r in names)
 
 
+def _first_of_each(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Positions of the first occurrence of each distinct row (a_i, b_i, c_i), in order (what
+    ``np.unique(..., axis=1, return_index=True)`` gives, sorted; by one stable lexsort).
+
+    >>> _first_of_each(np.array([1, 0, 1, 1]), np.array([2, 5, 2, 3]), np.array([3, 6, 3, 4]))
+    array([0, 1, 3])
+    """
+    order = np.lexsort((c, b, a))
+    sa, sb, sc = a[order], b[order], c[order]
+    new = np.ones(order.shape[0], bool)
+    new[1:] = (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1]) | (sc[1:] != sc[:-1])
+    return np.sort(order[new])
+
+
 class FreeQueryResults:
     """Result access for engines that maintain Δ1, Δ2 or Δ3 (see the module docstring)."""
 
@@ -286,8 +300,10 @@ class FreeQueryResults:
         """The triangles Δ3 as Arrow record batches of at most ``chunk_size`` rows (``a``,
         ``b``, ``c``, and ``mult`` in the relation form), each exactly once.
 
-        The batches are produced lazily from the five disjoint skew-aware views; applying a
-        batch while iterating raises ``RuntimeError``. ``as_="device"`` / ``"cudf"``: every
+        The batches are produced lazily from the five disjoint skew-aware views, or, on an
+        undirected graph that keeps its results off the count's stores, listed off them
+        (:mod:`gpu_ivm.queries.graph_local`); applying a batch while iterating raises
+        ``RuntimeError``. ``as_="device"`` / ``"cudf"``: every
         triangle at once, in device memory (as for :meth:`vertex_counts`)."""
         fq = self._need("triangles")
         chunk_size = self._check_chunk(chunk_size)
@@ -381,12 +397,12 @@ class FreeQueryResults:
                            np.where(rot1, a, np.where(rot2, b, c)))
             else:
                 keep = b < c
-                st = np.sort(np.stack([a[keep], b[keep], c[keep]]), axis=0)
-                a, b, c, m = st[0], st[1], st[2], m[keep]
+                a, b, c, m = a[keep], b[keep], c[keep], m[keep]
+                lo = np.minimum(a, np.minimum(b, c))  # each row sorted (ids < 2^31: no wrap)
+                hi = np.maximum(a, np.maximum(b, c))
+                a, b, c = lo, a + b + c - lo - hi, hi
             if a.shape[0]:  # a triangle through two asked vertices is found twice
-                key = np.stack([a, b, c])
-                _, first = np.unique(key, axis=1, return_index=True)
-                first = np.sort(first)
+                first = _first_of_each(a, b, c)
                 a, b, c, m = a[first], b[first], c[first], m[first]
         return pa.Table.from_batches([self._triangle_batch(a, b, c, m)])
 

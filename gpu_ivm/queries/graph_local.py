@@ -9,8 +9,11 @@ partitioned by degree, and the change of every vertex's and every edge's count f
 the batch and the graph after it (:mod:`gpu_ivm.kernels.graph_local`: one intersection per
 pair of the batch at the min-degree bound, and the pairs of batch edges that meet at a
 vertex). This class holds Δ1 as one dense array over the ids and Δ2 as a table of counts
-keyed by the pair {x, y}, x < y (:mod:`gpu_ivm.kernels.count_table`), and is what such an
-engine keeps in place of ``FreeQueries``
+keyed by the pair {x, y}, x < y (:mod:`gpu_ivm.kernels.count_table`); Δ3 it does not hold:
+the triangles are listed off the stores when read (:mod:`gpu_ivm.kernels.graph_listing`,
+each once at its edge of the two smallest ids; a static listing's cost per read, in place of
+paper 001's constant-delay enumeration from views kept up to date per batch). It is what
+such an engine keeps in place of ``FreeQueries``
 (:meth:`~gpu_ivm.queries.api.FreeQueryResults._init_queries`); the results module reads it
 through the same functions. ``GPU_IVM_GRAPH_LOCAL=0`` turns it off (the general state then;
 ``GPU_IVM_GRAPH_VERTEX=0``, its earlier name, too).
@@ -34,7 +37,7 @@ from ..kernels import graph_local as gk
 from ..selection import to_host
 from ..store import ZStore
 
-FAMILIES = ("vertex_counts", "edge_counts")  # what this state can keep
+FAMILIES = ("vertex_counts", "edge_counts", "triangles")  # what this state can keep
 
 
 def enabled() -> bool:
@@ -45,8 +48,8 @@ def enabled() -> bool:
 
 
 class GraphLocalCounts:
-    """Δ1 and/or Δ2 of an undirected graph engine: a dense array over its ids, a table of
-    counts over its edges.
+    """Δ1, Δ2 and/or Δ3 of an undirected graph engine: a dense array over its ids, a table of
+    counts over its edges, the triangles listed off its stores when read.
 
     ``parts()`` returns the engine's edge relation (a :class:`~gpu_ivm.partition.PartRel`)
     as it is after a batch; :meth:`apply` reads it then, with the ``local`` part of
@@ -74,6 +77,10 @@ class GraphLocalCounts:
     [2, 2, 1, 1]
     >>> g.result_table("edge_counts").to_pydict()
     {'src': [0, 0, 0, 1, 1], 'dst': [1, 2, 3, 2, 3], 'triangles': [2, 1, 1, 1, 1]}
+    >>> t = GraphEngine(epsilon=1, maintain="triangles")
+    >>> _ = t.load(([0, 1, 2, 0, 1], [1, 2, 0, 3, 3]))
+    >>> t.result_table("triangles").to_pydict()
+    {'a': [0, 0], 'b': [1, 1], 'c': [2, 3]}
     """
 
     graph_local = True  # what the results and invariants modules dispatch on
@@ -82,7 +89,7 @@ class GraphLocalCounts:
                  kernels=None):
         bad = [f for f in families if f not in FAMILIES]
         if bad or not families:
-            raise ValueError(f"per-vertex and per-edge counts only, got {list(families)}")
+            raise ValueError(f"{', '.join(FAMILIES)} only, got {list(families)}")
         self.families = tuple(f for f in FAMILIES if f in families)
         self.parts = parts
         self.kernels = kernels if kernels is not None else CPU.kernels
@@ -91,6 +98,7 @@ class GraphLocalCounts:
         self.dense = self.xp.zeros(0, np.int64)
         self.tab = self.xp.zeros(0, np.int64)  # the table of per-edge counts (count_table)
         self.bound = 0
+        self.version = 0  # batches and builds seen: a listing in progress stops at a change
         self.stats = {"moves": 0, "major": 0, "table_rebuilds": 0}  # no views to move here
 
     @property
@@ -103,10 +111,13 @@ class GraphLocalCounts:
 
     @property
     def count(self) -> int:
-        """Σ Δ1 (or Σ Δ2 over both orientations): the engine's Q (six per triangle)."""
+        """Σ Δ1 (or Σ Δ2 over both orientations, or six times the triangles listed): the
+        engine's Q (six per triangle)."""
         if self.verts:
             return int(self.dense.sum())
-        return 2 * int(self.tab[1::2].sum())
+        if self.edges:
+            return 2 * int(self.tab[1::2].sum())
+        return 6 * sum(int(p[0].shape[0]) for p in self.triangle_parts())
 
     def grow_ids(self, cap: int) -> None:
         if cap <= self.cap:
@@ -127,9 +138,12 @@ class GraphLocalCounts:
         if m.shape[0] and (int(m.min()) != 1 or int(m.max()) != 1):
             raise ValueError("per-vertex and per-edge counts of a graph need multiplicities "
                              "of 1")
+        self.version += 1
         self.cap = 0
         self.dense = self.xp.zeros(0, np.int64)
         self.grow_ids(max(cap, 1))
+        if not (self.verts or self.edges):  # the triangles are listed when read
+            return
         keys = np.sort(pack(a, b))
         st = ZStore.from_sorted(keys, np.ones(keys.shape[0], np.int64), self.cap, bits=True)
         half = a < b
@@ -165,8 +179,9 @@ class GraphLocalCounts:
         """Add the change of a batch: ``phases`` as the graph engine hands them to the
         free-query state ((k, sorted packed keys with both orientations, net changes) for
         k = 0, 1, 2, the same arrays), read against the edge relation after the batch."""
+        self.version += 1
         self.grow_ids(max(cap, 1))
-        if not phases:
+        if not phases or not (self.verts or self.edges):
             return
         _, keys, deltas = phases[0]
         if self.edges:
@@ -209,3 +224,72 @@ class GraphLocalCounts:
             keys = xp.ascontiguousarray(pack(xp.minimum(a, b), xp.maximum(a, b)))
             self.kernels.local.get_counts(self.tab, keys, out)
         return out
+
+    # ------------------------------------------------------------------ Δ3, listed when read
+    def _oriented(self, x, y, floors):
+        """The pairs (x_i, y_i) with their floors, each as (longer row, shorter row) after the
+        graph's current degrees (ties: the smaller id first), sorted by the longer row (stable):
+        ``(long, short, floors, order)``, ``order`` the pairs' original positions."""
+        xp = self.xp
+        E = self.parts()
+        lx, ly = E.degree(x), E.degree(y)
+        swap = (ly > lx) | ((ly == lx) & (y < x))
+        long_, short = xp.where(swap, y, x), xp.where(swap, x, y)
+        order = xp.argsort(long_, kind="stable")
+        return long_[order], short[order], floors[order], order
+
+    def _above(self, x, y, floors, version: int | None = None):
+        """(i, c) chunks: for each pair (x_i, y_i), its common neighbours c > floors[i] in the
+        graph as stored (:func:`~gpu_ivm.kernels.graph_listing.common_above`, a pass at a
+        time); ``i`` indexes the pairs as given. Raises ``RuntimeError`` when the state
+        changed (a batch was applied) since ``version``."""
+        E = self.parts()
+        long_, short, fl, order = self._oriented(x, y, floors)
+        n = long_.shape[0]
+        s = 0
+        while s < n:
+            if version is not None and self.version != version:
+                raise RuntimeError("the engine applied a batch during triangles() enumeration")
+            idx, c, s = self.kernels.local.common_above(long_, short, fl, E.h.nt(), E.l.nt(),
+                                                        E.heavy, s)
+            if c.shape[0]:
+                yield order[idx], c
+
+    def triangle_parts(self, chunk: int = 1 << 20):
+        """Δ3 as (a, b, c, mult) chunks, every triangle once with a < b < c (mult 1): the
+        common neighbours c > b of each edge {a, b}, a < b, of the graph as stored, listed
+        when read (nothing is kept per batch), at most ``chunk`` rows a chunk. Raises
+        ``RuntimeError`` if a batch is applied while the chunks are read."""
+        xp = self.xp
+        E = self.parts()
+        hk, _ = E.h.items(sort=False)
+        lk, _ = E.l.items(sort=False)
+        keys = xp.concatenate([hk, lk])
+        a, b = keys >> 32, keys & 0xFFFFFFFF
+        up = a < b
+        a, b = a[up], b[up]
+        version = self.version
+        for i, c in self._above(a, b, b, version):
+            for s in range(0, c.shape[0], chunk):
+                if self.version != version:
+                    raise RuntimeError("the engine applied a batch during triangles() "
+                                       "enumeration")
+                j = i[s : s + chunk]
+                yield a[j], b[j], c[s : s + chunk], xp.ones(j.shape[0], np.int64)
+
+    def triangles_with(self, ids) -> tuple:
+        """(v, b, c, mult) for the triangles {v, b, c} through each vertex v of ``ids``, each
+        once per v with b < c: the common neighbours c > b of v and each neighbour b."""
+        xp = self.xp
+        ids = xp.ascontiguousarray(xp.asarray(ids, dtype=np.int64))
+        E = self.parts()
+        rows = [E.h.rows(ids)[1], E.l.rows(ids)[1]]
+        keys = xp.concatenate(rows)
+        v, b = keys >> 32, keys & 0xFFFFFFFF
+        got = list(self._above(v, b, b))
+        if not got:
+            z = xp.zeros(0, np.int64)
+            return z, z, z, z
+        i = xp.concatenate([g[0] for g in got])
+        c = xp.concatenate([g[1] for g in got])
+        return v[i], b[i], c, xp.ones(c.shape[0], np.int64)

@@ -73,6 +73,9 @@ def tree_rows(fq: FreeQueries, tree: sp.TreeSpec, start: int = 0, stop: int | No
 def triangle_parts(fq: FreeQueries, chunk: int = 1 << 20) -> Iterator[tuple[np.ndarray, ...]]:
     """Δ3 as (a, b, c, mult) chunks: the two listing views, then the three view trees (the five
     skew-aware views are disjoint, so no tuple is repeated)."""
+    if getattr(fq, "graph_local", False):  # listed off the engine's stores, a < b < c
+        yield from fq.triangle_parts(chunk)
+        return
     for name in ("D3_HHH", "D3_LLL"):
         spec, view = fq.spec(name), fq.view(name)
         cols, vals = view.items()
@@ -189,6 +192,8 @@ def vertex_lookup(fq: FreeQueries, a: np.ndarray) -> np.ndarray:
 def triangles_with(fq: FreeQueries, a: np.ndarray) -> tuple[np.ndarray, ...]:
     """Δ3 restricted to A ∈ ``a``: (a, b, c, mult) by intersecting S(b, ·) with T(·, a) for
     every b ∈ R(a, ·) (output-sensitive; no view is needed)."""
+    if getattr(fq, "graph_local", False):
+        return fq.triangles_with(a)
     a = _ids(fq, a)
     r = fq.rels[0]
     ptr, keys, vals = r.fwd.rows(a)
