@@ -113,6 +113,8 @@ def _engine_cfg(args, maintain: list[str]) -> dict:
     else:
         cfg = {"directed": bool(args.directed), "epsilon": eps,
                "on_conflict": args.on_conflict or "error"}
+        if args.results_from != "auto":
+            cfg["results_from"] = args.results_from
         if args.mode != "general":
             cfg["mode"] = args.mode
     if maintain and args.mode != "general":  # insert-only: a triangle log, no views
@@ -232,6 +234,8 @@ def _check_replay_args(parser: argparse.ArgumentParser, args) -> None:
                      "--directed)")
     if args.mode != "general" and args.relations and args.emit:
         parser.error(f"--mode {args.mode} with --relations maintains the count only (no --emit)")
+    if args.results_from != "auto" and args.relations:
+        parser.error("--results-from is for graphs (the relation form keeps paper 001's views)")
     if args.mode == "auto" and args.emit:
         parser.error("--emit works with --mode general or insert-only, not auto (its results "
                      "would change form at the first delete)")
@@ -313,7 +317,8 @@ def _new_engine(args, maintain: list[str]):
 
                 eng = GraphEngine(directed=args.directed,
                                   on_conflict=args.on_conflict or "error",
-                                  mode=args.mode.replace("-", "_"), **kw)
+                                  mode=args.mode.replace("-", "_"),
+                                  results_from=args.results_from, **kw)
                 rep = eng.load(args.base, **input_options(args))
                 step.done = f"loaded {eng.num_edges:,} edges"
         return eng, rep
@@ -551,6 +556,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=None, metavar="DIR",
                    help="folder for --emit: DIR/vertex_counts.parquet, DIR/edge_counts.parquet, "
                         "DIR/triangles.parquet (each written atomically)")
+    r.add_argument("--results-from", choices=["auto", "stores", "views"], default="auto",
+                   help="where the --emit results come from: the count's own stores "
+                        "(undirected graphs without --emit-changes; the triangles are listed "
+                        "when written), paper 001's views, or auto (the stores where they "
+                        "serve); see docs/queries.md")
     r.add_argument("--emit-changes", action="store_true",
                    help="also write each applied batch's changed rows of every --emit result, "
                         "with old and new values, to DIR/changes/<result>/batch-<NNNNNN>."

@@ -111,6 +111,15 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         paper 001 (see :mod:`gpu_ivm.queries`); views for results not asked for are not kept.
     track_changes : bool
         Keep each batch's result changes for :meth:`last_changes` (output-sensitive cost).
+    results_from : {"auto", "stores", "views"}
+        Where the ``maintain`` results come from. ``"stores"`` (undirected graphs without
+        ``track_changes``): the per-vertex and per-edge counts are updated from the count's
+        own stores and the triangles listed off them when read (cheapest per batch; a read of
+        the triangles costs a static listing); ``"views"``: paper 001's skew-aware views
+        (constant-delay listing, counts kept factorized for pairs of hubs; required for
+        directed graphs and change tracking); ``"auto"``: the stores wherever they can serve
+        (``GPU_IVM_GRAPH_LOCAL=0`` in the environment makes it the views). See
+        docs/queries.md.
     mode : {"general", "insert_only", "auto"}
         ``"insert_only"``: a stream without deletes, kept without partitions or views (faster;
         a delete is refused), ``"auto"``: insert-only until the first delete, then general;
@@ -144,7 +153,8 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     def __init__(self, *, directed: bool = False, epsilon: EpsilonLike = "auto",
                  backend: str | Backend | None = None, on_conflict: str = "error",
                  adaptive: bool = True, maintain: str | Iterable[str] | None = None,
-                 track_changes: bool = False, mode: str = "general"):
+                 track_changes: bool = False, mode: str = "general",
+                 results_from: str = "auto"):
         if on_conflict not in ("error", "ignore"):
             raise InputError(f"on_conflict must be 'error' or 'ignore', got {on_conflict!r}",
                              column="on_conflict")
@@ -157,7 +167,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
         self.policy = AdaptivePolicy(enabled=adaptive)
         # the free-query structures keep a fixed ε (1/2 under "auto")
         self._init_queries(maintain, [Fraction(1, 2) if eps is None else eps] * 3,
-                           track_changes)
+                           track_changes, results_from)
 
     @property
     def epsilon(self) -> Fraction:

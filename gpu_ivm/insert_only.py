@@ -88,7 +88,8 @@ class InsertOnlyGraphEngine(GraphEngine):
 
     def __init__(self, *, directed: bool = False, epsilon="1/2", backend=None,
                  on_conflict: str = "error", adaptive: bool = True, maintain=None,
-                 track_changes: bool = False, mode: str = "insert_only"):
+                 track_changes: bool = False, mode: str = "insert_only",
+                 results_from: str = "auto"):
         mode = check_mode(mode)
         if mode == "general":
             raise InputError("InsertOnlyGraphEngine needs mode 'insert_only' or 'auto'",
@@ -100,7 +101,7 @@ class InsertOnlyGraphEngine(GraphEngine):
                              "the general mode", column="maintain")
         super().__init__(directed=False, epsilon=epsilon, backend=backend,
                          on_conflict=on_conflict, adaptive=adaptive, maintain=None,
-                         track_changes=track_changes)
+                         track_changes=track_changes, results_from=results_from)
         if self.backend.name != "cpu":
             raise InputError(f"mode {mode!r} runs on the cpu backend only (asked for "
                              f"{self.backend.name!r})", column="backend")

@@ -259,6 +259,8 @@ def _config(engine) -> dict:
                 "on_conflict": engine.on_conflict,
                 "adaptive": adaptive, "maintain": list(engine.maintain),
                 "track_changes": engine.track_changes,
+                **({"results_from": engine.results_from} if engine.results_from != "auto"
+                   else {}),
                 # insert-only / auto engines (gpu_ivm.insert_only) record their mode
                 **({"mode": engine.mode} if engine.mode != "general" else {})}
     if isinstance(engine, RelationEngine):
@@ -578,7 +580,8 @@ def _new_engine(man: dict, mpath: Path, backend):
                                adaptive=bool(man.get("adaptive", True)),
                                maintain=man.get("maintain"),
                                track_changes=bool(man.get("track_changes", False)),
-                               mode=man.get("mode", "general"))
+                               mode=man.get("mode", "general"),
+                               results_from=man.get("results_from", "auto"))
         if man["form"] == "relations":
             eps = man["epsilon"]  # in use; an insert-only state's general setting is apart
             if man.get("insert_only_active"):

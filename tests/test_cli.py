@@ -255,6 +255,22 @@ def test_replay_emit_results_and_changes(emit_dir, tmp_path, capsys):
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
 
 
+@pytest.mark.parametrize("source", ["stores", "views"])
+def test_replay_emit_results_from(emit_dir, tmp_path, capsys, source):
+    """--results-from picks where the results come from (the count's stores or paper 001's
+    views): the same results either way; the stores refuse --emit-changes, naming why."""
+    base, bdir, states, key_type = emit_dir
+    out = tmp_path / "out"
+    common = ["replay", "--base", str(base), "--batches", str(bdir)] + EMIT_ALL + \
+        ["--out", str(out), "--results-from", source]
+    code, _, err = run(common, capsys)
+    assert code == 0, err
+    check_final(out, states[-1], key_type)
+    if source == "stores":
+        code, _, err = run(common + ["--emit-changes"], capsys)
+        assert code != 0 and "results_from='stores'" in err
+
+
 def test_replay_emit_some_results_repeatable_flag(emit_dir, tmp_path, capsys):
     base, bdir, states, key_type = emit_dir
     out = tmp_path / "out"
@@ -398,6 +414,8 @@ def test_replay_relations_emit(tmp_path, capsys):
     (["--emit-changes"], "--emit-changes needs --emit"),
     (["--emit", "triangle", "--out", "OUT"], "invalid choice"),
     (["--relations", "--directed"], "--relations"),
+    (["--relations", "--results-from", "views"], "--results-from is for graphs"),
+    (["--results-from", "view"], "invalid choice"),
 ])
 def test_replay_emit_argument_errors(tmp_path, capsys, extra, message):
     extra = [str(tmp_path / "o") if x == "OUT" else x for x in extra]

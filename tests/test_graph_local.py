@@ -198,16 +198,14 @@ FAMILIES = [["vertex_counts"], ["edge_counts"], ["vertex_counts", "edge_counts"]
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("fams", FAMILIES, ids="+".join)
 def test_random_streams_against_oracles_and_the_general_state(epsilon, seed, fams,
-                                                              monkeypatch, no_compact) -> None:
+                                                              no_compact) -> None:
     """Random batches with hubs (minor and major rebalancing at ε = ½), then a shrinking
     phase: after every batch the counts equal a brute-force count and the general free-query
     state's, and the invariants hold; the table of per-edge counts is rebuilt on the way."""
     rng = np.random.default_rng(seed)
     oracle = GraphOracle()
     fast = GraphEngine(epsilon=epsilon, maintain=fams, adaptive=False)
-    monkeypatch.setenv("GPU_IVM_GRAPH_LOCAL", "0")
-    general = GraphEngine(epsilon=epsilon, maintain=fams, adaptive=False)
-    monkeypatch.delenv("GPU_IVM_GRAPH_LOCAL")
+    general = GraphEngine(epsilon=epsilon, maintain=fams, adaptive=False, results_from="views")
     assert isinstance(fast.fq, GraphLocalCounts) and isinstance(general.fq, FreeQueries)
     base = [(int(u), int(v)) for u, v in rng.integers(0, 30, (60, 2)) if u != v]
     for u, v in base:
@@ -311,8 +309,42 @@ def test_other_forms_keep_the_general_state(kw) -> None:
 
 @pytest.mark.parametrize("name", ["GPU_IVM_GRAPH_LOCAL", "GPU_IVM_GRAPH_VERTEX"])
 def test_the_environment_variable_turns_it_off(name: str, monkeypatch) -> None:
+    """The variable makes ``results_from="auto"`` (the default) take the views; an explicit
+    ``"stores"`` still takes the stores."""
     monkeypatch.setenv(name, "0")
     assert isinstance(GraphEngine(maintain=["vertex_counts", "edge_counts"]).fq, FreeQueries)
+    assert isinstance(GraphEngine(maintain="triangles", results_from="stores").fq,
+                      GraphLocalCounts)
+
+
+@pytest.mark.parametrize("source", ["auto", "stores", "views"])
+def test_results_from_is_an_option_kept_by_snapshots(source: str, tmp_path) -> None:
+    """``results_from`` picks the state (the stores' for "auto" and "stores" on an undirected
+    graph, paper 001's views for "views"); a snapshot restores the same choice and results."""
+    want = FreeQueries if source == "views" else GraphLocalCounts
+    g = GraphEngine(maintain=["vertex_counts", "triangles"], results_from=source)
+    assert isinstance(g.fq, want) and g.results_from == source
+    g.load(([0, 1, 2, 2, 3], [1, 2, 0, 3, 0]))
+    g.apply({"src": [1], "dst": [3], "sign": [1]})
+    g.snapshot(tmp_path / "snap")
+    r = GraphEngine.restore(tmp_path / "snap")
+    assert isinstance(r.fq, want) and r.results_from == source
+    edges = {(0, 1), (1, 2), (0, 2), (2, 3), (0, 3), (1, 3)}
+    assert _engine_triangles(r) == _engine_triangles(g) == _brute_triangles(edges)
+    assert _engine_counts(r) == _brute_vertex_counts(edges)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(directed=True), "undirected"), (dict(track_changes=True), "track_changes")])
+def test_results_from_stores_is_refused_where_it_cannot_serve(kw, message) -> None:
+    from gpu_ivm import InputError
+
+    with pytest.raises(InputError, match=message):
+        GraphEngine(maintain="triangles", results_from="stores", **kw)
+    with pytest.raises(InputError, match="results_from must be one of"):
+        GraphEngine(maintain="triangles", results_from="store")
+    # the count alone has no results to take from anywhere: any choice is accepted
+    assert GraphEngine(results_from="stores", **kw).fq is None
 
 
 @pytest.mark.parametrize("shape", ["random", "two hubs"])

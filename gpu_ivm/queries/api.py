@@ -32,6 +32,10 @@ from .storage import consolidate
 
 RESULTS = ("vertex_counts", "edge_counts", "triangles")
 DEFAULT_CHUNK = 1 << 16
+#: where an engine's results come from (``GraphEngine(results_from=...)``): the count's own
+#: stores (:mod:`.graph_local`), paper 001's views (:mod:`.maintain`), or the stores wherever
+#: they can serve and ``GPU_IVM_GRAPH_LOCAL`` is not ``0``
+RESULTS_FROM = ("auto", "stores", "views")
 
 
 def parse_maintain(maintain) -> tuple[str, ...]:
@@ -80,11 +84,22 @@ class FreeQueryResults:
     fq_fed = False
 
     # ------------------------------------------------------------------ wiring
-    def _init_queries(self, maintain, epsilons, track_changes: bool) -> None:
+    def _init_queries(self, maintain, epsilons, track_changes: bool,
+                      results_from: str = "auto") -> None:
+        if results_from not in RESULTS_FROM:
+            raise InputError(f"results_from must be one of {', '.join(map(repr, RESULTS_FROM))}"
+                             f", got {results_from!r}", column="results_from")
         self.maintain = parse_maintain(maintain)
         self.track_changes = bool(track_changes)
+        self.results_from = results_from
         fams = [m for m in self.maintain if m != "count"]
-        if self._own_local_counts(fams):
+        own = self._own_local_counts(fams)
+        if results_from == "stores" and fams and not own:
+            raise InputError("results_from='stores' needs an undirected graph engine without "
+                             "track_changes (its results are read off the count's stores); "
+                             "use 'views' or 'auto'", column="results_from")
+        if own and (results_from == "stores"
+                    or (results_from == "auto" and graph_local.enabled())):
             self.fq = GraphLocalCounts(lambda: self.rels[0], fams, self.backend.kernels)
         else:
             self.fq = (FreeQueries(fams, epsilons, self.backend.kernels, track_changes)
@@ -94,13 +109,13 @@ class FreeQueryResults:
         self._changes_cache = None
 
     def _own_local_counts(self, fams: list[str]) -> bool:
-        """Whether the engine keeps Δ1 and Δ2 off its own stores (:mod:`.graph_local`): an
-        undirected graph, ``vertex_counts`` and/or ``edge_counts`` the only families, no
-        change tracking (whose triangle deltas the general state lists), a kernel set with the
-        ``local`` part."""
+        """Whether the engine can keep its results off its own stores (:mod:`.graph_local`):
+        an undirected graph, families of :data:`graph_local.FAMILIES`, no change tracking
+        (whose triangle deltas the general state lists), a kernel set with the ``local``
+        part."""
         return (bool(fams) and set(fams) <= set(graph_local.FAMILIES) and self._graph
                 and not self.directed and not self.track_changes
-                and hasattr(self.backend.kernels, "local") and graph_local.enabled())
+                and hasattr(self.backend.kernels, "local"))
 
     @property
     def _graph(self) -> bool:

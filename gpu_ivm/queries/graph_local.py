@@ -15,8 +15,9 @@ each once at its edge of the two smallest ids; a static listing's cost per read,
 paper 001's constant-delay enumeration from views kept up to date per batch). It is what
 such an engine keeps in place of ``FreeQueries``
 (:meth:`~gpu_ivm.queries.api.FreeQueryResults._init_queries`); the results module reads it
-through the same functions. ``GPU_IVM_GRAPH_LOCAL=0`` turns it off (the general state then;
-``GPU_IVM_GRAPH_VERTEX=0``, its earlier name, too).
+through the same functions. ``GraphEngine(results_from="views")`` keeps the general state
+instead, and so does ``results_from="auto"`` (the default) under ``GPU_IVM_GRAPH_LOCAL=0`` (or
+``GPU_IVM_GRAPH_VERTEX=0``, its earlier name).
 
 Values are those ``FreeQueries`` keeps for the graph form: Δ1 counts ordered triangles (twice
 the triangles through a vertex), Δ2 the triangles on an edge, in both orientations.
