@@ -558,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "DIR/triangles.parquet (each written atomically)")
     r.add_argument("--results-from", choices=["auto", "stores", "views"], default="auto",
                    help="where the --emit results come from: the count's own stores "
-                        "(undirected graphs without --emit-changes; the triangles are listed "
+                        "(undirected graphs; the triangles are listed "
                         "when written), paper 001's views, or auto (the stores where they "
                         "serve); see docs/queries.md")
     r.add_argument("--emit-changes", action="store_true",

@@ -112,12 +112,12 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
     track_changes : bool
         Keep each batch's result changes for :meth:`last_changes` (output-sensitive cost).
     results_from : {"auto", "stores", "views"}
-        Where the ``maintain`` results come from. ``"stores"`` (undirected graphs without
-        ``track_changes``): the per-vertex and per-edge counts are updated from the count's
-        own stores and the triangles listed off them when read (cheapest per batch; a read of
-        the triangles costs a static listing); ``"views"``: paper 001's skew-aware views
-        (constant-delay listing, counts kept factorized for pairs of hubs; required for
-        directed graphs and change tracking); ``"auto"``: the stores wherever they can serve
+        Where the ``maintain`` results come from. ``"stores"`` (undirected graphs): the
+        per-vertex and per-edge counts are updated from the count's own stores and the
+        triangles listed off them when read (cheapest per batch; a read of the triangles
+        costs a static listing); ``"views"``: paper 001's skew-aware views (constant-delay
+        listing, counts kept factorized for pairs of hubs; required for directed graphs);
+        ``"auto"``: the stores wherever they can serve
         (``GPU_IVM_GRAPH_LOCAL=0`` in the environment makes it the views). See
         docs/queries.md.
     mode : {"general", "insert_only", "auto"}
@@ -594,6 +594,7 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             self._unverified = commit
         else:
             commit()
+        self._queries_before(phases)
         try:
             path = self._run_phases(phases, lambda k: self._q_delta, old=[dold])
             self._verified(0)  # no phase ran the check: nothing was stored to check

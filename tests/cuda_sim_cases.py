@@ -1838,6 +1838,46 @@ def test_graph_engine_local_counts_off_the_stores(eps: str, fams: list) -> None:
         assert engines[1].fq.stats["table_rebuilds"] > 0
 
 
+def test_graph_engine_change_feed_off_the_stores() -> None:
+    """``track_changes=True`` with the results off the stores on the cuda backend
+    (gpu_ivm/queries/graph_local.py: the triangles a batch removes listed off the device's
+    stores before it, those it adds after it, kernels/cuda_graph_listing.py): after every
+    batch ``last_changes()`` equals the cpu engine's, table for table, and the triangle
+    changes equal a brute-force difference of the triangle sets."""
+    from gpu_ivm.queries.graph_local import GraphLocalCounts
+
+    fams = ["vertex_counts", "edge_counts", "triangles"]
+    rng = np.random.default_rng(13)
+    oracle = GraphOracle(False)
+    engines = [GraphEngine(epsilon="1/2", backend=b, adaptive=False, maintain=fams,
+                           track_changes=True) for b in ("cpu", "cuda")]
+    assert all(isinstance(e.fq, GraphLocalCounts) for e in engines)
+    _load_star(rng, oracle, engines)
+
+    def triangles() -> set:
+        return {(a, b, c) for a, b in oracle.edges for c in range(40)
+                if a < b < c and oracle.present(a, c) and oracle.present(b, c)}
+
+    changed = 0
+    made = graph_batches(oracle, rng, n_batches=5, nv=12, max_batch=25, hub_p=0.4,
+                         shrink_from=3)
+    for _ in range(5):
+        before = triangles()
+        batch = next(made)  # the oracle takes the batch as it is drawn
+        for e in engines:
+            e.apply(batch)
+        got, want = (e.last_changes() for e in engines)
+        for name in fams:
+            assert got[name].equals(want[name]), name
+        t = got["triangles"].to_pydict()
+        rows = list(zip(zip(t["a"], t["b"], t["c"]), t["new"]))
+        after = triangles()
+        assert {r for r, n in rows if n == 0} == before - after
+        assert {r for r, n in rows if n == 1} == after - before
+        changed += len(rows)
+    assert changed > 0
+
+
 def test_graph_engine_cuda_static_count_path(monkeypatch):
     """GraphEngine on the cuda backend counts at load and on the recompute path with the GPU
     static kernel; the counts equal the CPU engine's."""

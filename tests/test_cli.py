@@ -258,17 +258,14 @@ def test_replay_emit_results_and_changes(emit_dir, tmp_path, capsys):
 @pytest.mark.parametrize("source", ["stores", "views"])
 def test_replay_emit_results_from(emit_dir, tmp_path, capsys, source):
     """--results-from picks where the results come from (the count's stores or paper 001's
-    views): the same results either way; the stores refuse --emit-changes, naming why."""
+    views): the same results and change files either way."""
     base, bdir, states, key_type = emit_dir
     out = tmp_path / "out"
-    common = ["replay", "--base", str(base), "--batches", str(bdir)] + EMIT_ALL + \
-        ["--out", str(out), "--results-from", source]
-    code, _, err = run(common, capsys)
+    code, _, err = run(["replay", "--base", str(base), "--batches", str(bdir)] + EMIT_ALL
+                       + ["--out", str(out), "--results-from", source, "--emit-changes"], capsys)
     assert code == 0, err
     check_final(out, states[-1], key_type)
-    if source == "stores":
-        code, _, err = run(common + ["--emit-changes"], capsys)
-        assert code != 0 and "results_from='stores'" in err
+    check_changes(out, states, key_type)
 
 
 def test_replay_emit_some_results_repeatable_flag(emit_dir, tmp_path, capsys):

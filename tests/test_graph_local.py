@@ -298,9 +298,9 @@ def test_snapshot_round_trip(fams, tmp_path) -> None:
         assert _engine_triangles(r) == _engine_triangles(g) == _brute_triangles(edges)
 
 
-@pytest.mark.parametrize("kw", [dict(directed=True), dict(track_changes=True),
-                                dict(maintain=["triangles"], directed=True),
-                                dict(maintain=["triangles"], track_changes=True)])
+@pytest.mark.parametrize("kw", [dict(directed=True),
+                                dict(maintain=["triangles"], directed=True, track_changes=True),
+                                dict(results_from="views")])
 def test_other_forms_keep_the_general_state(kw) -> None:
     opts = {"maintain": "vertex_counts", **kw}
     g = GraphEngine(**opts)
@@ -335,7 +335,7 @@ def test_results_from_is_an_option_kept_by_snapshots(source: str, tmp_path) -> N
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(directed=True), "undirected"), (dict(track_changes=True), "track_changes")])
+    (dict(directed=True), "undirected"), (dict(directed=True, track_changes=True), "undirected")])
 def test_results_from_stores_is_refused_where_it_cannot_serve(kw, message) -> None:
     from gpu_ivm import InputError
 
@@ -468,3 +468,91 @@ def test_listing_during_a_batch_raises_and_large_batches_follow() -> None:
         g.apply(batch)
         assert _engine_triangles(g) == _brute_triangles(oracle.edges)
     assert g.count() == oracle.count() and g.check_invariants() == []
+
+
+def _triangle_set(edges: set) -> set:
+    return set(_brute_triangles(edges))
+
+
+@pytest.mark.parametrize("epsilon", [1, Fraction(1, 2)])
+@pytest.mark.parametrize("fams", [["triangles"], ["vertex_counts", "edge_counts", "triangles"],
+                                  ["edge_counts"]], ids="+".join)
+def test_change_feed_off_the_stores(epsilon, fams, no_compact) -> None:
+    """``track_changes=True`` off the stores: the triangles a batch removes are read off the
+    graph before it (its deleted pairs' common neighbours), those it adds after it; after
+    every batch ``last_changes()`` equals the views' twin's, table for table, and the triangle
+    changes equal a brute-force difference of the triangle sets. Batches with hubs, one that
+    inserts and one that deletes a whole triangle, one without net change (empty changes),
+    one refused by a conflict (changes of the batch before kept), large ones (recount
+    path)."""
+    from gpu_ivm import ConflictError
+
+    rng = np.random.default_rng(21)
+    oracle = GraphOracle()
+    kw = dict(epsilon=epsilon, maintain=fams, track_changes=True, adaptive=True)
+    fast, views = GraphEngine(**kw), GraphEngine(results_from="views", **kw)
+    assert isinstance(fast.fq, GraphLocalCounts) and isinstance(views.fq, FreeQueries)
+    base = [(int(u), int(v)) for u, v in rng.integers(0, 30, (80, 2)) if u != v]
+    for u, v in base:
+        oracle.apply(u, v, 1)
+    for g in (fast, views):
+        g.load((np.array([e[0] for e in oracle.edges]), np.array([e[1] for e in oracle.edges])))
+    whole = {"src": np.array([90, 91, 90]), "dst": np.array([91, 92, 92])}
+    extra = [("whole in", {**whole, "sign": np.ones(3, np.int64)}),
+             ("whole out", {**whole, "sign": -np.ones(3, np.int64)}),
+             ("no net change", {"src": np.array([95, 95]), "dst": np.array([96, 96]),
+                                "sign": np.array([1, -1])})]
+    made = graph_batches(oracle, rng, n_batches=12, nv=60, max_batch=300, hub_p=0.5,
+                         shrink_from=8)
+    seen = 0
+    for i in range(15):
+        tri_before = _triangle_set(oracle.edges)
+        if i in (2, 3, 4):
+            batch = extra[i - 2][1]
+            for u, v, s in zip(batch["src"].tolist(), batch["dst"].tolist(),
+                               batch["sign"].tolist()):
+                oracle.apply(u, v, s)
+        else:
+            batch = next(made)  # the oracle takes the batch as it is drawn
+        for g in (fast, views):
+            g.apply(batch)
+        got, want = fast.last_changes(), views.last_changes()
+        for name in fams:
+            assert got[name].equals(want[name]), (i, name)
+        seen += sum(t.num_rows for t in got.values())
+        if "triangles" in fams:
+            t = got["triangles"].to_pydict()
+            gone = {r for r, n in zip(zip(t["a"], t["b"], t["c"]), t["new"]) if n == 0}
+            new = {r for r, n in zip(zip(t["a"], t["b"], t["c"]), t["new"]) if n == 1}
+            after = _triangle_set(oracle.edges)
+            assert gone == tri_before - after and new == after - tri_before, i
+            if i == 4:
+                assert not gone and not new
+        if i == 5:  # a conflict changes nothing, the last batch's changes included
+            kept = fast.last_changes()
+            with pytest.raises(ConflictError):
+                fast.apply({"src": np.array([list(oracle.edges)[0][0]]),
+                            "dst": np.array([list(oracle.edges)[0][1]]), "sign": np.array([1])})
+            assert all(fast.last_changes()[n].equals(kept[n]) for n in fams)
+    assert seen > 100 and fast.count() == views.count() == oracle.count()
+    assert fast.check_invariants() == []
+
+
+@pytest.mark.parametrize("spread", ["dense", "sparse", "buckets of hundreds", "empty"])
+def test_triple_order_against_lexsort(spread: str) -> None:
+    """The change feed's row sort (kernels/triple_sort.py: counting sort on the first id,
+    then each bucket by the packed other two, by insertion or argsort) sorts as NumPy's
+    three-key lexsort does, duplicates included; sparse first ids take lexsort itself."""
+    from gpu_ivm.kernels.triple_sort import triple_order
+
+    rng = np.random.default_rng(8)
+    n = {"empty": 0}.get(spread, 5000)
+    hi = {"dense": 900, "sparse": 1 << 30, "buckets of hundreds": 12}.get(spread, 1)
+    a = rng.integers(0, hi, n)
+    b, c = rng.integers(0, 1 << 31, n), rng.integers(0, 40, n)
+    b[: n // 2] = rng.integers(0, 3, n // 2)  # many equal (a, b) prefixes and whole rows
+    o = triple_order(a, b, c)
+    want = np.lexsort((c, b, a))
+    assert sorted(o.tolist()) == list(range(n))
+    for x in (a, b, c):
+        np.testing.assert_array_equal(x[o], x[want])

@@ -95,12 +95,13 @@ class FreeQueryResults:
         fams = [m for m in self.maintain if m != "count"]
         own = self._own_local_counts(fams)
         if results_from == "stores" and fams and not own:
-            raise InputError("results_from='stores' needs an undirected graph engine without "
-                             "track_changes (its results are read off the count's stores); "
-                             "use 'views' or 'auto'", column="results_from")
+            raise InputError("results_from='stores' needs an undirected graph engine (its "
+                             "results are read off the count's stores); use 'views' or "
+                             "'auto'", column="results_from")
         if own and (results_from == "stores"
                     or (results_from == "auto" and graph_local.enabled())):
-            self.fq = GraphLocalCounts(lambda: self.rels[0], fams, self.backend.kernels)
+            self.fq = GraphLocalCounts(lambda: self.rels[0], fams, self.backend.kernels,
+                                       self.track_changes)
         else:
             self.fq = (FreeQueries(fams, epsilons, self.backend.kernels, track_changes)
                        if fams else None)
@@ -110,12 +111,10 @@ class FreeQueryResults:
 
     def _own_local_counts(self, fams: list[str]) -> bool:
         """Whether the engine can keep its results off its own stores (:mod:`.graph_local`):
-        an undirected graph, families of :data:`graph_local.FAMILIES`, no change tracking
-        (whose triangle deltas the general state lists), a kernel set with the ``local``
-        part."""
+        an undirected graph, families of :data:`graph_local.FAMILIES`, a kernel set with the
+        ``local`` part."""
         return (bool(fams) and set(fams) <= set(graph_local.FAMILIES) and self._graph
-                and not self.directed and not self.track_changes
-                and hasattr(self.backend.kernels, "local"))
+                and not self.directed and hasattr(self.backend.kernels, "local"))
 
     @property
     def _graph(self) -> bool:
@@ -162,6 +161,13 @@ class FreeQueryResults:
                     "deletes more than the tuple's multiplicity; maintaining vertex_counts, "
                     "edge_counts or triangles needs multiplicities >= 0 (paper 001, footnote 2)",
                     column="mult")
+
+    def _queries_before(self, phases) -> None:
+        """Hand the batch to the free-query state before the engine's stores take it (what
+        the state reads of the graph before the batch: the triangles a batch removes, when
+        changes are tracked off the stores)."""
+        if self.fq is not None and hasattr(self.fq, "before"):
+            self.fq.before(phases)
 
     def _queries_apply(self, phases) -> None:
         if self.fq is None:

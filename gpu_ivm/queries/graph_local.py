@@ -1,23 +1,25 @@
-"""Per-vertex and per-edge triangle counts of an undirected graph engine, read off its own
-stores.
+"""Per-vertex and per-edge triangle counts and the triangles of an undirected graph engine,
+read off its own stores.
 
 The general free-query state (:class:`~gpu_ivm.queries.maintain.FreeQueries`) keeps three
-copies of the edge relation, their indexes and the views of paper 001, and applies a batch in
-three phases, one per copy; on an undirected graph that maintains ``vertex_counts`` and/or
-``edge_counts`` only, none of it is needed: the count engine already stores the graph,
-partitioned by degree, and the change of every vertex's and every edge's count follows from
-the batch and the graph after it (:mod:`gpu_ivm.kernels.graph_local`: one intersection per
-pair of the batch at the min-degree bound, and the pairs of batch edges that meet at a
-vertex). This class holds Δ1 as one dense array over the ids and Δ2 as a table of counts
-keyed by the pair {x, y}, x < y (:mod:`gpu_ivm.kernels.count_table`); Δ3 it does not hold:
-the triangles are listed off the stores when read (:mod:`gpu_ivm.kernels.graph_listing`,
-each once at its edge of the two smallest ids; a static listing's cost per read, in place of
-paper 001's constant-delay enumeration from views kept up to date per batch). It is what
-such an engine keeps in place of ``FreeQueries``
+copies of the edge relation, their indexes and the views of paper 001, and applies a batch
+in three phases, one per copy; on an undirected graph none of it is needed: the count engine
+already stores the graph, partitioned by degree, and the change of every vertex's and every
+edge's count follows from the batch and the graph after it
+(:mod:`gpu_ivm.kernels.graph_local`: one intersection per pair of the batch at the
+min-degree bound, and the pairs of batch edges that meet at a vertex). This class holds Δ1
+as one dense array over the ids and Δ2 as a table of counts keyed by the pair {x, y}, x < y
+(:mod:`gpu_ivm.kernels.count_table`); Δ3 it does not hold: the triangles are listed off the
+stores when read (:mod:`gpu_ivm.kernels.graph_listing`, each once at its edge of the two
+smallest ids; a static listing's cost per read, in place of paper 001's constant-delay
+enumeration from views kept up to date per batch). With change tracking, the triangles a
+batch removes are listed off the stores before it takes them
+(:meth:`GraphLocalCounts.before`), those it adds after (:meth:`GraphLocalCounts.apply`). It
+is what such an engine keeps in place of ``FreeQueries``
 (:meth:`~gpu_ivm.queries.api.FreeQueryResults._init_queries`); the results module reads it
 through the same functions. ``GraphEngine(results_from="views")`` keeps the general state
-instead, and so does ``results_from="auto"`` (the default) under ``GPU_IVM_GRAPH_LOCAL=0`` (or
-``GPU_IVM_GRAPH_VERTEX=0``, its earlier name).
+instead, and so does ``results_from="auto"`` (the default) under ``GPU_IVM_GRAPH_LOCAL=0``
+(or ``GPU_IVM_GRAPH_VERTEX=0``, its earlier name).
 
 Values are those ``FreeQueries`` keeps for the graph form: Δ1 counts ordered triangles (twice
 the triangles through a vertex), Δ2 the triangles on an edge, in both orientations.
@@ -35,6 +37,7 @@ from ..encoding import pack
 from ..errors import IntegerOverflowError
 from ..kernels import count_table as ct
 from ..kernels import graph_local as gk
+from ..kernels.triple_sort import triple_order
 from ..selection import to_host
 from ..store import ZStore
 
@@ -87,7 +90,7 @@ class GraphLocalCounts:
     graph_local = True  # what the results and invariants modules dispatch on
 
     def __init__(self, parts: Callable, families: Sequence[str] = ("vertex_counts",),
-                 kernels=None):
+                 kernels=None, track_changes: bool = False):
         bad = [f for f in families if f not in FAMILIES]
         if bad or not families:
             raise ValueError(f"{', '.join(FAMILIES)} only, got {list(families)}")
@@ -101,6 +104,10 @@ class GraphLocalCounts:
         self.bound = 0
         self.version = 0  # batches and builds seen: a listing in progress stops at a change
         self.stats = {"moves": 0, "major": 0, "table_rebuilds": 0}  # no views to move here
+        self.track_changes = bool(track_changes)
+        z = self.xp.zeros(0, np.int64)
+        self._gone = (z, z, z)  # the triangles the pending batch removes (read before it)
+        self.changes = ((z, z, z), (z, z, z))  # the last batch's (gone, new) triangles
 
     @property
     def verts(self) -> bool:
@@ -176,12 +183,70 @@ class GraphLocalCounts:
         self.kernels.local.add_counts(self.tab, keys, vals)
         self.stats["table_rebuilds"] += 1
 
+    @property
+    def rels(self) -> tuple:
+        """The edge relation three times (what the results module reads of R, S and T)."""
+        E = self.parts()
+        return E, E, E
+
+    def before(self, phases) -> None:
+        """With change tracking, read the triangles the batch removes off the graph before
+        it: those of its deleted pairs (the batch as :meth:`apply` takes it)."""
+        if self.track_changes:
+            z = self.xp.zeros(0, np.int64)
+            self._gone = self._pair_triangles(phases[0][1], phases[0][2], -1) if phases \
+                else (z, z, z)
+
+    def _pair_triangles(self, keys, deltas, sign: int) -> tuple:
+        """The triangles (a, b, c), a < b < c, each once, through the pairs x < y of the
+        batch whose net change is ``sign``, in the graph as stored now."""
+        xp = self.xp
+        x, y = keys >> 32, keys & 0xFFFFFFFF
+        sel = (x < y) & (deltas == sign)
+        x, y = x[sel], y[sel]
+        got = list(self._above(x, y, xp.full(x.shape[0], -1, np.int64)))
+        if not got:
+            z = xp.zeros(0, np.int64)
+            return z, z, z
+        i = xp.concatenate([g[0] for g in got])
+        c = xp.concatenate([g[1] for g in got])
+        a, b = x[i], y[i]
+        lo = xp.minimum(a, xp.minimum(b, c))
+        hi = xp.maximum(a, xp.maximum(b, c))
+        mid = a + b + c - lo - hi
+        # a triangle with two or three of the batch's pairs is found from each of them
+        order = xp.lexsort(xp.stack([hi, mid, lo]))
+        lo, mid, hi = lo[order], mid[order], hi[order]
+        first = xp.concatenate([xp.ones(1, np.bool_), (lo[1:] != lo[:-1])
+                                | (mid[1:] != mid[:-1]) | (hi[1:] != hi[:-1])])
+        return lo[first], mid[first], hi[first]
+
+    def changed_triangles(self) -> tuple:
+        """δΔ3 of the last batch as the general state gives it: (a, b, c, delta) for every
+        ordering of each triangle the batch added (+1) or removed (-1), sorted by (a, b, c)."""
+        xp = self.xp
+        (ga, gb, gc), (na, nb, nc) = self.changes
+        tri = [xp.concatenate([ga, na]), xp.concatenate([gb, nb]), xp.concatenate([gc, nc])]
+        w = xp.concatenate([-xp.ones(ga.shape[0], np.int64), xp.ones(na.shape[0], np.int64)])
+        if w.shape[0] == 0:
+            return tri[0], tri[1], tri[2], w
+        orders = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
+        a, b, c = (xp.concatenate([tri[o[k]] for o in orders]) for k in range(3))
+        w = xp.concatenate([w] * 6)
+        order = triple_order(a, b, c) if xp is np else xp.lexsort(xp.stack([c, b, a]))
+        return a[order], b[order], c[order], w[order]
+
     def apply(self, phases, cap: int) -> None:
         """Add the change of a batch: ``phases`` as the graph engine hands them to the
         free-query state ((k, sorted packed keys with both orientations, net changes) for
         k = 0, 1, 2, the same arrays), read against the edge relation after the batch."""
         self.version += 1
         self.grow_ids(max(cap, 1))
+        if self.track_changes:
+            z = self.xp.zeros(0, np.int64)
+            new = self._pair_triangles(phases[0][1], phases[0][2], 1) if phases else (z, z, z)
+            self.changes = (self._gone, new)
+            self._gone = (z, z, z)
         if not phases or not (self.verts or self.edges):
             return
         _, keys, deltas = phases[0]
