@@ -1747,7 +1747,7 @@ def test_graph_engine_maintains_queries(query_launch) -> None:
     oracle = GraphOracle(False)
     maintain = ["vertex_counts", "edge_counts", "triangles"]
     engines = [GraphEngine(epsilon="1/2", backend=b, adaptive=False, maintain=maintain,
-                           track_changes=True) for b in ("cpu", "cuda")]
+                           track_changes=True, results_from="views") for b in ("cpu", "cuda")]
     _load_star(rng, oracle, engines)  # hub 0 is heavy
     assert engines[1].count() == engines[0].count() == oracle.count() > 0
     assert engines[1].result_table("triangles").equals(engines[0].result_table("triangles"))
