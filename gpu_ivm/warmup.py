@@ -168,8 +168,10 @@ def _workload(backend, maintain, track_changes: bool) -> None:
                      "sign": np.array([-1, 1])})
             if "triangles" in getattr(g.fq, "families", ()) and getattr(g.fq, "graph_local",
                                                                          False):
-                list(g.fq.triangle_parts())  # listed off the stores when read: its kernels
-                g.fq.triangles_with(np.arange(3))
+                list(g.fq.triangle_parts())  # listed off the stores when read: its kernels,
+                g.triangles_of(src[:3])  # and the sort of the rows through some vertices
+            if track_changes and g.fq is not None:
+                g.last_changes()  # the change rows' sort
     # an engine that starts empty (no load): its first batch builds a run big enough for a
     # directory and rows long enough for bitmaps, which a loaded engine builds in load()
     a, b = np.triu_indices(128, 1)
