@@ -56,6 +56,12 @@ def _order(a, b, c, lo, span):
     return perm
 
 
+def rows_order(a, b, c, xp=np):
+    """:func:`triple_order` for arrays of the array module ``xp``: on a device CuPy's
+    ``lexsort`` (which takes the keys as one 2-D array, the last row first)."""
+    return triple_order(a, b, c) if xp is np else xp.lexsort(xp.stack([c, b, a]))
+
+
 def triple_order(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Indexes that sort the rows (a[i], b[i], c[i]) of non-negative ids below 2³¹
     lexicographically (equal rows in any order)."""

@@ -37,7 +37,7 @@ from ..encoding import pack
 from ..errors import IntegerOverflowError
 from ..kernels import count_table as ct
 from ..kernels import graph_local as gk
-from ..kernels.triple_sort import triple_order
+from ..kernels.triple_sort import rows_order
 from ..selection import to_host
 from ..store import ZStore
 
@@ -215,7 +215,7 @@ class GraphLocalCounts:
         hi = xp.maximum(a, xp.maximum(b, c))
         mid = a + b + c - lo - hi
         # a triangle with two or three of the batch's pairs is found from each of them
-        order = xp.lexsort(xp.stack([hi, mid, lo]))
+        order = rows_order(lo, mid, hi, xp)
         lo, mid, hi = lo[order], mid[order], hi[order]
         first = xp.concatenate([xp.ones(1, np.bool_), (lo[1:] != lo[:-1])
                                 | (mid[1:] != mid[:-1]) | (hi[1:] != hi[:-1])])
@@ -233,7 +233,7 @@ class GraphLocalCounts:
         orders = ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))
         a, b, c = (xp.concatenate([tri[o[k]] for o in orders]) for k in range(3))
         w = xp.concatenate([w] * 6)
-        order = triple_order(a, b, c) if xp is np else xp.lexsort(xp.stack([c, b, a]))
+        order = rows_order(a, b, c, xp)
         return a[order], b[order], c[order], w[order]
 
     def apply(self, phases, cap: int) -> None:

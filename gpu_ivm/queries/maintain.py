@@ -38,7 +38,7 @@ from ..encoding import pack, transpose, unpack
 from ..kernels import query_kernels as _cpu_query_kernels
 from ..kernels import view_kernels as _cpu_view_kernels
 from ..kernels.phase_kernels import clip_threshold
-from ..kernels.triple_sort import triple_order
+from ..kernels.triple_sort import rows_order
 from ..rational import Thresholds
 from ..selection import array_module, compress_many, select_many, to_host
 from ..store import ZStore
@@ -716,8 +716,7 @@ class FreeQueries:
         w = xp.concatenate([c[3] for c in self.changes])
         if a.shape[0] == 0:
             return e, e, e, e
-        # CuPy's lexsort takes the keys as one 2-D array
-        order = triple_order(a, b, c) if xp is np else xp.lexsort(xp.stack([c, b, a]))
+        order = rows_order(a, b, c, xp)
         a, b, c, w = a[order], b[order], c[order], w[order]
         new = xp.concatenate([xp.ones(1, np.bool_),
                               (a[1:] != a[:-1]) | (b[1:] != b[:-1]) | (c[1:] != c[:-1])])
