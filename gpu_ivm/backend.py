@@ -88,6 +88,7 @@ def _cpu_kernels() -> SimpleNamespace:
     from .kernels import (
         adjacency,
         batch_prep,
+        batch_triangles,
         count_table,
         delta_kernels,
         graph_listing,
@@ -107,7 +108,9 @@ def _cpu_kernels() -> SimpleNamespace:
                                                  vertex_delta=graph_local.vertex_delta,
                                                  add_counts=count_table.add_counts,
                                                  get_counts=count_table.get_counts,
-                                                 common_above=graph_listing.common_above),
+                                                 common_above=graph_listing.common_above,
+                                                 batch_pair_triangles=(
+                                                     batch_triangles.batch_pair_triangles)),
                            prep=SimpleNamespace(rows=batch_prep.prep_rows,
                                                 groups=batch_prep.prep_groups,
                                                 scatter=batch_prep.prep_scatter))

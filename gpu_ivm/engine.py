@@ -216,10 +216,14 @@ class TriangleEngineBase:
                 self.work["min_degree_sum"] += int(xp.minimum(nx.degree(ys), pv.degree(xs)).sum())
         return out
 
-    def _view_update(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st, left: bool):
-        """Maintain a bilinear view under updates of one factor (see ``emit_view_deltas``)."""
+    def _view_deltas(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st,
+                     left: bool):
+        """The change of a bilinear view under updates of one factor (see
+        ``emit_view_deltas``): the deltas that land in its dense rows are added there in place,
+        the others returned as ``(keys, vals)`` for :meth:`ViewStore.add` (any order, repeats
+        and zeros allowed), or None where there are none."""
         if st.size == 0:  # the other factor is empty (ε = 1 has no heavy part): no deltas
-            return
+            return None
         xp = self.xp
         nt = st.nt()
         split = getattr(self.k.delta, "expand_counts_split", None)
@@ -230,14 +234,13 @@ class TriangleEngineBase:
             totals = split(keys, nt, view.vrow, left, ptr)
             expanded, total = (int(v) for v in totals.tolist())
             if expanded == 0:
-                return
+                return None
             ok = xp.empty(total, np.int64)
             ov = xp.empty(total, np.int64)
             self.k.view.emit_view_keys(keys, xp.ascontiguousarray(vals, dtype=np.int64), nt,
                                        left, view.vrow, view.vmat, xp.cumsum(ptr), ok, ov)
-            if total:  # the view's consolidation drops the zero slots (summed away as key 0)
-                view.add(ok, ov, below=self._id_bound)
-            return
+            # the view's consolidation drops the zero slots (summed away as key 0)
+            return (ok, ov) if total else None
         xs, ys = unpack(keys)
         counts = xp.empty(keys.shape[0], np.int64)
         if left and view.vrow.shape[0]:
@@ -254,7 +257,7 @@ class TriangleEngineBase:
             self.k.delta.expand_counts(ys if left else xs, nt, counts)
             expanded = total = int(counts.sum())
         if expanded == 0:
-            return
+            return None
         ok = xp.empty(total, np.int64)
         ov = xp.empty(total, np.int64)
         ms = xp.ascontiguousarray(vals, dtype=np.int64)
@@ -269,8 +272,7 @@ class TriangleEngineBase:
         else:
             n = self.k.view.emit_view_deltas(xs, ys, ms, nt, left, view.vrow, view.vmat, ok, ov)
             ok, ov = ok[:n], ov[:n]
-        if ok.shape[0]:
-            view.add(ok, ov, below=self._id_bound)
+        return (ok, ov) if ok.shape[0] else None
 
     def _apply_part_deltas(self, k: int, hk, hv, lk, lv, hints=(None, None),
                            sets_check: bool = False) -> None:
@@ -282,14 +284,29 @@ class TriangleEngineBase:
         nx, pv = self._wiring(k)
         r = len(self.rels)
         below = self._id_bound
+        v_heavy, v_light = self.views[k], self.views[(k - 1) % r]
+        held = None  # the heavy part's view deltas, added with the light part's (one view)
         if hk.shape[0]:
-            self._view_update(self.views[k], hk, hv, nx.l, left=True)
+            d = self._view_deltas(v_heavy, hk, hv, nx.l, left=True)
+            if d is not None and v_heavy is v_light and lk.shape[0]:
+                held = d
+            elif d is not None:
+                v_heavy.add(*d, below=below)
             K.h.add(hk, hv, below, hint=hints[0])
             on_device = getattr(self.k.store, "transposed_sorted", None)  # 3 calls, not 7
             tk, tv = on_device(hk, hv) if on_device else sort_pairs(transpose(hk), hv)
             K.ht.add(tk, tv, below, hint=hints[0])
         if lk.shape[0]:
-            self._view_update(self.views[(k - 1) % r], lk, lv, pv.ht, left=False)
+            # the light part's deltas read K.ht (just updated) and the view's dense rows, never
+            # its sparse part, so the heavy part's sparse deltas can wait for these: where both
+            # parts maintain the same view (the graph's one relation), one consolidation and
+            # one add of the view's store instead of two
+            d = self._view_deltas(v_light, lk, lv, pv.ht, left=False)
+            if held is not None:
+                d = held if d is None else (self.xp.concatenate((held[0], d[0])),
+                                            self.xp.concatenate((held[1], d[1])))
+            if d is not None:
+                v_light.add(*d, below=below)
             K.l.add(lk, lv, below, hint=hints[1], sets_check=sets_check)
 
     # ------------------------------------------------------------------ phases

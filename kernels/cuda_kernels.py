@@ -13,7 +13,8 @@ part       module                                    CPU counterpart
 ``hash``   :mod:`gpu_ivm.kernels.cuda_hash`          :mod:`gpu_ivm.kernels.hashmap`
 ``local``  :mod:`gpu_ivm.kernels.cuda_graph_local`   :mod:`gpu_ivm.kernels.graph_local`
            and :mod:`gpu_ivm.kernels.                and :mod:`gpu_ivm.kernels.
-           cuda_graph_listing` (``common_above``)    graph_listing`
+           cuda_graph_listing` (``common_above``,    graph_listing`, :mod:`gpu_ivm.
+           ``batch_pair_triangles``)                 kernels.batch_triangles`
 ``prep``   :mod:`gpu_ivm.kernels.cuda_batch_prep`    ``prep_*`` of
                                                      :mod:`gpu_ivm.kernels.batch_prep`
 ``phase``  :mod:`gpu_ivm.kernels.cuda_phase`         :mod:`gpu_ivm.kernels.phase_kernels`
@@ -128,7 +129,8 @@ def kernel_set(xp=None) -> SimpleNamespace:
         delta=_part(cuda_delta, DELTA_FUNCTIONS, PAR_MIN=PAR_MIN),
         local=_part(cuda_graph_local, ("local_delta", "vertex_delta", "add_counts",
                                        "get_counts"),
-                    common_above=cuda_graph_listing.common_above),
+                    common_above=cuda_graph_listing.common_above,
+                    batch_pair_triangles=cuda_graph_listing.batch_pair_triangles),
         view=_part(cuda_delta, VIEW_FUNCTIONS, vget=view_kernels.vget,
                    rows_to_promote=cuda_phase.rows_to_promote,
                    promote_then=cuda_phase.PromoteThen),

@@ -116,6 +116,7 @@ def cases(repo: str) -> dict:
         gv._add_counts_kernel: ((i, i, i), n),
         gv._get_counts_kernel: ((i, i, i), n),
         gl._above_kernel: ((i,) * 7, st, st, (b,), n, n),
+        gl._batch_pairs_kernel: ((i,) * 7, st, st, (b,), n, n, n),
         d._wedges_total_kernel: ((i,) * 6, st, st, (b,), True, (i, i), n, n, n),
         d._emit_view_kernel: (st, (i,) * 5, (i, m), True, n),
         d._nonzero_flags_kernel: ((i, i), n),

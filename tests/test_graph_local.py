@@ -445,6 +445,60 @@ def test_common_above_against_brute_force(split: str, oriented: bool, monkeypatc
         assert sorted(got.get(i, [])) == want, (i, xs[i], ys[i], floors[i])
 
 
+@pytest.mark.parametrize("split", ["one pass", "passes", "no bitmaps"])
+@pytest.mark.parametrize("sign", [-1, 1])
+def test_batch_pair_triangles_against_brute_force(split: str, sign: int, monkeypatch) -> None:
+    """The change feed's kernel: the triangles through the batch's pairs of one sign, in the
+    graph as stored, equal a brute-force listing, each once (triangles with two and three
+    such pairs, a hub with bitmaps or none, rows split between a heavy and a light store,
+    pairs of the other sign ignored, listing passes of a few slots); ``live_rows`` leaves
+    the CPU's rows as they are."""
+    from gpu_ivm.kernels import graph_listing as gl
+    from gpu_ivm.kernels.batch_triangles import batch_pair_triangles, live_rows
+
+    rng = np.random.default_rng(5 + sign)
+    n = 200
+    edges = ({(0, v) for v in range(1, 150)} | {(1, v) for v in range(2, 40)}
+             | {(int(u), int(v)) for u, v in rng.integers(2, n, (700, 2)) if u < v})
+    heavy = np.zeros(n, np.bool_)
+    heavy[rng.choice(n, 30, replace=False)] = True
+    heavy[0] = True
+    both = sorted(pack(np.array([u]), np.array([v]))[0] for a, b in edges
+                  for u, v in ((a, b), (b, a)))
+    keys = np.array(both, np.int64)
+    in_h = heavy[keys >> 32]
+    bits = split != "no bitmaps"
+    hst = ZStore.from_sorted(keys[in_h], np.ones(int(in_h.sum()), np.int64), n, bits=bits)
+    lst = ZStore.from_sorted(keys[~in_h], np.ones(int((~in_h).sum()), np.int64), n, bits=bits)
+    assert not bits or gk.has_bits(hst.nt(), 0)
+    # pairs of the batch with net change `sign` are edges of the graph (deletes read before
+    # the batch, inserts after it); the other sign's pairs are not (and must be ignored):
+    # whole triangles {0, 1, v} and two-pair triangles among them
+    listed = sorted(edges)
+    mine = {listed[i] for i in rng.choice(len(listed), 120, replace=False)}
+    mine |= {(0, 1), (0, 2), (1, 2), (0, 3), (1, 3)}
+    mine = {e for e in mine if e in edges}
+    other = {(int(u), int(v)) for u, v in rng.integers(0, n, (80, 2)) if u < v} - edges
+    pairs = {**dict.fromkeys(mine, sign), **dict.fromkeys(other, -sign)}
+    dk = sorted((pack(np.array([u]), np.array([v]))[0], d) for (a, b), d in pairs.items()
+                for u, v in ((a, b), (b, a)))
+    dkeys = np.array([k for k, _ in dk], np.int64)
+    dvals = np.array([d for _, d in dk], np.int64)
+    if split == "passes":
+        monkeypatch.setattr(gl, "EMIT_MAX", 5)
+    got = live_rows(*batch_pair_triangles(dkeys, dvals, sign, hst.nt(), lst.nt(), heavy))
+    rows = list(zip(*(r.tolist() for r in got)))
+    nbr = defaultdict(set)
+    for u, v in edges:
+        nbr[u].add(v)
+        nbr[v].add(u)
+    want = sorted({tuple(sorted((u, v, c))) for u, v in mine for c in nbr[u] & nbr[v]})
+    assert len(rows) == len(set(rows))  # each once
+    assert sorted(rows) == want
+    assert all(a < b < c for a, b, c in rows)
+    assert sum(1 for t in want if {(t[0], t[1]), (t[0], t[2]), (t[1], t[2])} <= mine) > 0
+
+
 def test_listing_during_a_batch_raises_and_large_batches_follow() -> None:
     """A batch applied while ``triangles()`` is read stops the reading; batches large against
     the graph (the adaptive policy may recount) leave the listing equal to brute force."""

@@ -14,7 +14,8 @@ stores when read (:mod:`gpu_ivm.kernels.graph_listing`, each once at its edge of
 smallest ids; a static listing's cost per read, in place of paper 001's constant-delay
 enumeration from views kept up to date per batch). With change tracking, the triangles a
 batch removes are listed off the stores before it takes them
-(:meth:`GraphLocalCounts.before`), those it adds after (:meth:`GraphLocalCounts.apply`). It
+(:meth:`GraphLocalCounts.before`), those it adds after (:meth:`GraphLocalCounts.apply`),
+each once (:mod:`gpu_ivm.kernels.batch_triangles`). It
 is what such an engine keeps in place of ``FreeQueries``
 (:meth:`~gpu_ivm.queries.api.FreeQueryResults._init_queries`); the results module reads it
 through the same functions. ``GraphEngine(results_from="views")`` keeps the general state
@@ -37,6 +38,7 @@ from ..encoding import pack
 from ..errors import IntegerOverflowError
 from ..kernels import count_table as ct
 from ..kernels import graph_local as gk
+from ..kernels.batch_triangles import live_rows
 from ..kernels.triple_sort import rows_order
 from ..selection import to_host
 from ..store import ZStore
@@ -106,8 +108,10 @@ class GraphLocalCounts:
         self.stats = {"moves": 0, "major": 0, "table_rebuilds": 0}  # no views to move here
         self.track_changes = bool(track_changes)
         z = self.xp.zeros(0, np.int64)
-        self._gone = (z, z, z)  # the triangles the pending batch removes (read before it)
-        self.changes = ((z, z, z), (z, z, z))  # the last batch's (gone, new) triangles
+        self._none = (z, z, z)  # no triangles (made once: on a device each is a call)
+        self._gone = self._none  # the triangles the pending batch removes (read before it)
+        # the last batch's (gone, new) triangles (on a device with rows dropped in place)
+        self.changes = (self._none, self._none)
 
     @property
     def verts(self) -> bool:
@@ -193,39 +197,24 @@ class GraphLocalCounts:
         """With change tracking, read the triangles the batch removes off the graph before
         it: those of its deleted pairs (the batch as :meth:`apply` takes it)."""
         if self.track_changes:
-            z = self.xp.zeros(0, np.int64)
-            self._gone = self._pair_triangles(phases[0][1], phases[0][2], -1) if phases \
-                else (z, z, z)
+            self._gone = self._pair_triangles(phases, -1)
 
-    def _pair_triangles(self, keys, deltas, sign: int) -> tuple:
-        """The triangles (a, b, c), a < b < c, each once, through the pairs x < y of the
-        batch whose net change is ``sign``, in the graph as stored now."""
-        xp = self.xp
-        x, y = keys >> 32, keys & 0xFFFFFFFF
-        sel = (x < y) & (deltas == sign)
-        x, y = x[sel], y[sel]
-        got = list(self._above(x, y, xp.full(x.shape[0], -1, np.int64)))
-        if not got:
-            z = xp.zeros(0, np.int64)
-            return z, z, z
-        i = xp.concatenate([g[0] for g in got])
-        c = xp.concatenate([g[1] for g in got])
-        a, b = x[i], y[i]
-        lo = xp.minimum(a, xp.minimum(b, c))
-        hi = xp.maximum(a, xp.maximum(b, c))
-        mid = a + b + c - lo - hi
-        # a triangle with two or three of the batch's pairs is found from each of them
-        order = rows_order(lo, mid, hi, xp)
-        lo, mid, hi = lo[order], mid[order], hi[order]
-        first = xp.concatenate([xp.ones(1, np.bool_), (lo[1:] != lo[:-1])
-                                | (mid[1:] != mid[:-1]) | (hi[1:] != hi[:-1])])
-        return lo[first], mid[first], hi[first]
+    def _pair_triangles(self, phases, sign: int) -> tuple:
+        """The triangles (a, b, c), a < b < c, each once, through the pairs of the batch
+        (``phases`` as :meth:`apply` takes them) whose net change is ``sign``, in the graph
+        as stored now (:func:`~gpu_ivm.kernels.batch_triangles.batch_pair_triangles`; on a
+        device the rows it drops are left in place, ``a = -1``, and dropped when read)."""
+        if not phases:
+            return self._none
+        E = self.parts()
+        return self.kernels.local.batch_pair_triangles(phases[0][1], phases[0][2], sign,
+                                                       E.h.nt(), E.l.nt(), E.heavy)
 
     def changed_triangles(self) -> tuple:
         """δΔ3 of the last batch as the general state gives it: (a, b, c, delta) for every
         ordering of each triangle the batch added (+1) or removed (-1), sorted by (a, b, c)."""
         xp = self.xp
-        (ga, gb, gc), (na, nb, nc) = self.changes
+        (ga, gb, gc), (na, nb, nc) = (live_rows(*rows) for rows in self.changes)
         tri = [xp.concatenate([ga, na]), xp.concatenate([gb, nb]), xp.concatenate([gc, nc])]
         w = xp.concatenate([-xp.ones(ga.shape[0], np.int64), xp.ones(na.shape[0], np.int64)])
         if w.shape[0] == 0:
@@ -243,10 +232,8 @@ class GraphLocalCounts:
         self.version += 1
         self.grow_ids(max(cap, 1))
         if self.track_changes:
-            z = self.xp.zeros(0, np.int64)
-            new = self._pair_triangles(phases[0][1], phases[0][2], 1) if phases else (z, z, z)
-            self.changes = (self._gone, new)
-            self._gone = (z, z, z)
+            self.changes = (self._gone, self._pair_triangles(phases, 1))
+            self._gone = self._none
         if not phases or not (self.verts or self.edges):
             return
         _, keys, deltas = phases[0]
