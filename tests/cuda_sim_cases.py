@@ -949,6 +949,51 @@ def test_local_pairs_binned_by_cost(coop_min: int, monkeypatch) -> None:
         assert want[0].any() and want[1].shape[0]
 
 
+@pytest.mark.usefixtures("small_launch")
+@pytest.mark.parametrize("coop_min", [1, 3, 10**9])
+def test_listing_binned_by_cost(coop_min: int, monkeypatch) -> None:
+    """The listing kernels (kernels/cuda_graph_listing.py) with hub pairs walked by a whole
+    block (its threads the lanes of the shorter row, their counts added and their output
+    slots claimed in shared memory): ``common_above`` and ``batch_pair_triangles`` give the
+    CPU's rows (in another order within a pair) at ε = ½ and 1, with the cut low enough
+    that every pair (1) or the hub pairs (3) take the block path, and high enough that none
+    does."""
+    from gpu_ivm.kernels import batch_triangles as bt
+    from gpu_ivm.kernels import cuda_delta
+    from gpu_ivm.kernels import graph_listing as gl
+
+    monkeypatch.setattr(cuda_delta, "COOP_MIN", coop_min)
+    for eps in ("1/2", "1"):
+        g, rng = _engine_state(11, eps, False)
+        E = g.rels[0]
+        cap = E.id_capacity
+        st = (E.h.nt(), E.l.nt(), E.heavy)
+        x = np.r_[rng.integers(0, 3, 20), rng.integers(0, cap, 30)]
+        y = rng.integers(0, cap, 50)
+        keep = x != y
+        x, y = x[keep], y[keep]
+        deg = np.asarray(E.degree(x)), np.asarray(E.degree(y))
+        swap = (deg[1] > deg[0]) | ((deg[1] == deg[0]) & (y < x))
+        ls, ss = np.where(swap, y, x), np.where(swap, x, y)
+        order = np.argsort(ls, kind="stable")
+        ls, ss = ls[order], ss[order]
+        floors = rng.integers(-1, cap, ls.shape[0])
+        got, want = (sorted(zip(*(a.tolist() for a in m.common_above(ls, ss, floors, *st)[:2])))
+                     for m in (K.local, gl))
+        assert got == want and len(want) > 20, (eps, coop_min)
+        # the batch's pairs (edges and non-edges, both signs) and their triangles
+        pk = np.unique((np.minimum(x, y) << 32) | np.maximum(x, y))
+        sign = rng.choice([-1, 1], pk.shape[0])
+        keys = np.r_[pk, ((pk & 0xFFFFFFFF) << 32) | (pk >> 32)]
+        order = np.argsort(keys)
+        keys, vals = keys[order], np.r_[sign, sign][order]
+        for s in (-1, 1):
+            got = bt.live_rows(*K.local.batch_pair_triangles(keys, vals, s, *st))
+            want = bt.batch_pair_triangles(keys, vals, s, *st)
+            rows = [sorted(zip(*(a.tolist() for a in r))) for r in (got, want)]
+            assert rows[0] == rows[1] and len(rows[1]) > 5, (eps, coop_min, s)
+
+
 def test_block_cut_from_the_environment(monkeypatch) -> None:
     """GPU_IVM_COOP_MIN sets the count kernel's block cut for a sweep on hardware: a positive
     integer, 0 for none, anything else refused."""
