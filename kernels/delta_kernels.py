@@ -37,6 +37,7 @@ from .row_marks import (
     probe_marks,
     probe_range,
 )
+from .row_prefetch import STAGE_GAP, prefetch_pairs
 from .view_kernels import vget
 from .work_split import CHUNKS_PER_THREAD, ITEM_OVERHEAD, equal_cost_cuts
 
@@ -363,28 +364,45 @@ def _pair_costs(okeys, stx, sty):
     return cost
 
 
+#: pairs between the stages of the rows' prefetch in the grouped pair kernel
+#: (:mod:`.row_prefetch`; 0 turns it off)
+PAIR_PREFETCH = STAGE_GAP
+
+
 @nb.njit(cache=True, parallel=True)
-def _pair_weights_cut(okeys, cuts, stx, sty, out, work, marks):
+def _pair_weights_cut(okeys, cuts, stx, sty, out, work, marks, gap):
     """The pairs of chunk c are okeys[cuts[c] : cuts[c+1]] (sorted by x); a chunk takes the
     runs of equal x inside it as groups (:func:`_pair_group`), so a hub's pairs may be split
     between chunks, each marking the hub's row on its own thread."""
     for c in nb.prange(cuts.shape[0] - 1):
-        _pair_chunk(cuts[c], cuts[c + 1], okeys, stx, sty, out, work, _thread_marks(marks))
+        _pair_chunk(cuts[c], cuts[c + 1], okeys, stx, sty, out, work, _thread_marks(marks),
+                    gap)
 
 
 @nb.njit(cache=True, inline="always")
-def _pair_chunk(i, e, okeys, stx, sty, out, work, own):
-    """The pairs okeys[i:e] (sorted by x), group by group (:func:`_pair_group`)."""
+def _pair_chunk(i, e, okeys, stx, sty, out, work, own, gap):
+    """The pairs okeys[i:e] (sorted by x), group by group (:func:`_pair_group`). With ``gap``
+    > 0 the rows of the pairs ahead are prefetched in three stages (:mod:`.row_prefetch`),
+    the first ``3·gap`` pairs ahead of the group walked, the last ``gap``."""
+    c1 = c2 = c3 = i
     while i < e:
         g = first_key_end(okeys, i, e)
+        if gap > 0:
+            t3 = min(e, g + gap)
+            t2 = min(e, g + 2 * gap)
+            t1 = min(e, g + 3 * gap)
+            prefetch_pairs(okeys, c1, t1, 1, stx, sty)
+            prefetch_pairs(okeys, max(c2, i), t2, 2, stx, sty)
+            prefetch_pairs(okeys, max(c3, i), t3, 3, stx, sty)
+            c1, c2, c3 = max(c1, t1), max(c2, t2), max(c3, t3)
         _pair_group(i, g, okeys, stx, sty, out, work, own)
         i = g
 
 
 @nb.njit(cache=True)
-def _pair_weights_one(okeys, stx, sty, out, work, marks):
+def _pair_weights_one(okeys, stx, sty, out, work, marks, gap):
     """:func:`_pair_weights_cut` of one chunk, the whole batch, on the calling thread."""
-    _pair_chunk(0, okeys.shape[0], okeys, stx, sty, out, work, marks[0])
+    _pair_chunk(0, okeys.shape[0], okeys, stx, sty, out, work, marks[0], gap)
 
 
 def _grouped_weights(okeys, stx, sty, ids):
@@ -398,11 +416,12 @@ def _grouped_weights(okeys, stx, sty, ids):
         return out, work
     threads = nb.get_num_threads()
     if n < PAR_MIN or threads == 1:
-        _pair_weights_one(okeys, stx, sty, out, work, mark_scratch(1, ids))
+        _pair_weights_one(okeys, stx, sty, out, work, mark_scratch(1, ids), PAIR_PREFETCH)
         return out, work
     cuts = equal_cost_cuts(_pair_costs(okeys, stx, sty), threads * CHUNKS_PER_THREAD)
     with nb.parallel_chunksize(1):
-        _pair_weights_cut(okeys, cuts, stx, sty, out, work, mark_scratch(threads, ids))
+        _pair_weights_cut(okeys, cuts, stx, sty, out, work, mark_scratch(threads, ids),
+                          PAIR_PREFETCH)
     return out, work
 
 

@@ -51,10 +51,12 @@ def _skewed(rng, n=300):
     return np.concatenate(src), np.concatenate(dst)
 
 
+@pytest.mark.parametrize("gap", [0, 1, 4])
 @pytest.mark.parametrize("chunks", [1, 3, 64])
-def test_grouped_weights_on_any_cut(chunks, monkeypatch):
+def test_grouped_weights_on_any_cut(chunks, gap, monkeypatch):
     """Pair weights cut into 1, 3 or 64 chunks per thread (so a hub's pairs are split between
-    chunks, each marking the hub's row) equal scipy's E², on one thread and on two."""
+    chunks, each marking the hub's row) equal scipy's E², on one thread and on two; with the
+    rows' prefetch off (gap 0) and its cursors at gaps 1 and 4 (kernels/row_prefetch.py)."""
     rng = np.random.default_rng(chunks)
     src, dst = _skewed(rng)
     g = GraphEngine(epsilon="1", adaptive=False)
@@ -68,6 +70,7 @@ def test_grouped_weights_on_any_cut(chunks, monkeypatch):
     x, y = np.triu_indices(60, 1)
     dkeys = np.sort(np.r_[(x << 32) | y, (y << 32) | x]).astype(np.int64)
     monkeypatch.setattr(dk, "CHUNKS_PER_THREAD", chunks)
+    monkeypatch.setattr(dk, "PAIR_PREFETCH", gap)
     threads = nb.get_num_threads()
     try:
         for t in sorted({1, min(2, nb.config.NUMBA_NUM_THREADS)}):
