@@ -74,111 +74,68 @@ def _block_walk(sl, xl, ss, xs, floor, out_c, base, acc):
     return total
 
 
-@cuda.jit(cache=True)
-def _above_kernel(io, hst, lst, hv, n, fill, coop_min):
-    """Pair i = (xs[i], ys[i]) with floor floors[i]: its common neighbours c > floor,
-    counted into counts[i + 1] (``fill`` 0), or written (``fill`` 1) with their pair index at
-    [ptr[i], ptr[i + 1]). Binned by cost in one launch, as the count's path weights are: a
-    pair whose shorter row has fewer than ``coop_min`` entries is walked by one thread
-    (:func:`walk_above`), a longer one by a whole block (:func:`_block_walk`). Launch config:
-    1-D; threads grid-stride over the short pairs, then blocks over the long ones (every
-    thread of a block takes the same decisions, so the barriers are reached by all).
-    ``coop_min`` = ``cuda_delta.NO_BLOCKS``: one thread per pair."""
-    xs, ys, floors, counts, ptr, idx, out_c = io
-    heavy = hv[0]
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    while i < n:
-        if pair_cost(xs[i], ys[i], hst, lst, heavy) < coop_min:
-            sl, xl, ss, xs_ = oriented(xs[i], ys[i], hst, lst, heavy)
-            if fill == 0:
-                # out_c is empty here: counted, nothing written (and no marks: a search)
-                counts[i + 1] = walk_above(sl, xl, False, False, out_c, ss, xs_, floors[i],
-                                           out_c, 0)
-            else:
-                b = ptr[i]
-                k = walk_above(sl, xl, False, False, out_c, ss, xs_, floors[i], out_c, b)
-                for t in range(b, b + k):
-                    idx[t] = i
-        i += stride
-    if coop_min == NO_BLOCKS:
-        return
-    acc = cuda.shared.array(1, nb.int64)
-    lane = cuda.threadIdx.x
-    g = cuda.blockIdx.x
-    while g < n:
-        if pair_cost(xs[g], ys[g], hst, lst, heavy) >= coop_min:
-            sl, xl, ss, xs_ = oriented(xs[g], ys[g], hst, lst, heavy)
-            b = ptr[g] if fill else 0
-            total = _block_walk(sl, xl, ss, xs_, floors[g], out_c, b, acc)
-            if fill == 0:
-                if lane == 0:
-                    counts[g + 1] = total
-            else:
-                for t in range(b + lane, b + total, cuda.blockDim.x):
-                    idx[t] = g
-        g += cuda.gridDim.x
+@cuda.jit(device=True)
+def _item(i, a, b, f, sign):
+    """(taken, x, y, floor) of item i: with ``sign`` 0 the pair (a[i], b[i]) with floor f[i];
+    else batch key a[i] = (x, y), taken when x < y and its net change b[i] is ``sign``,
+    floor -1 (all its common neighbours)."""
+    if sign == 0:
+        return True, a[i], b[i], f[i]
+    x = a[i] >> 32
+    y = a[i] & LO_MASK
+    return x < y and b[i] == sign, x, y, -1
 
 
-def _binned(n: int) -> tuple[int, int]:
-    """The launch shape of the binned kernels: enough threads for one per item, and up to one
-    block per item for the items walked by blocks."""
-    return min(n, CONFIG.max_blocks), CONFIG.tpb
-
-
-def common_above(ls, ss, floors, hst, lst, heavy, start=0):
-    """As the CPU function (one pass over every pair from ``start``): ``(idx, c, stop)``."""
-    check_1d("ls", ls)
-    n = ls.shape[0] - start
-    if n <= 0:
-        return zeros(0), zeros(0), ls.shape[0]
-    xs, ys, fl = ls[start:], ss[start:], floors[start:]
-    counts = zeros(n + 1)
-    none = empty(0)
-    coop = np.int64(cuda_delta.COOP_MIN)
-    launch(_above_kernel, *_binned(n), (xs, ys, fl, counts, none, none, none), hst, lst,
-           (heavy,), n, 0, coop)
-    ptr = padded_scan(counts)
-    total = scalar(ptr, n)
-    idx = empty(total)
-    out_c = empty(total)
-    if total:
-        launch(_above_kernel, *_binned(n), (xs, ys, fl, counts, ptr, idx, out_c), hst, lst,
-               (heavy,), n, 1, coop)
-    return idx + start if start else idx, out_c, ls.shape[0]
+@cuda.jit(device=True)
+def _finish(i, x, y, s, e, step, keys, vals, sign, o1, o2, o3):
+    """The slots s, s + step, ... below e of item i (pair {x, y}), once its common neighbours
+    are written: with ``sign`` 0 (in o2) each gets the pair's index in o1; else (in o1) each is
+    rewritten as its triangle's row (o1, o2, o3) = (lo, mid, hi), lo = -1 where
+    :func:`~gpu_ivm.kernels.batch_triangles.kept_triangle` drops it."""
+    for t in range(s, e, step):
+        if sign == 0:
+            o1[t] = i
+        else:
+            kept, lo, m, h = kept_triangle(x, y, o1[t], keys, vals, sign)
+            o1[t] = lo if kept else -1
+            o2[t] = m
+            o3[t] = h
 
 
 @cuda.jit(cache=True)
-def _batch_pairs_kernel(io, hst, lst, hv, n, sign, fill, coop_min):
-    """Batch key i = (x, y) with x < y and net change ``sign``: the common neighbours c of
-    x and y, counted into counts[i + 1] (``fill`` 0; other keys count 0, and thread 0 writes
-    counts[0] = 0), or (``fill`` 1) written at [ptr[i], ptr[i + 1]) as the rows (lo, mid, hi)
-    of the triangles, lo = -1 where :func:`~gpu_ivm.kernels.batch_triangles.kept_triangle`
-    drops the row (found at a smaller pair of the batch). Binned by cost as
-    :func:`_above_kernel` is. Launch config: as there, over the batch's keys."""
-    keys, vals, counts, ptr, lo, mid, hi = io
+def _listing_kernel(io, hst, lst, hv, n, sign, fill, coop_min):
+    """Item i's common neighbours above its floor (:func:`_item`: a pair of ``common_above``
+    with ``sign`` 0, a batch key of ``batch_pair_triangles`` with ``sign`` ±1), counted into
+    counts[i + 1] (``fill`` 0: every item's count written, 0 where not taken, and counts[0] =
+    0 by thread 0), or written at [ptr[i], ptr[i + 1]) and finished (:func:`_finish`).
+    Binned by cost in one launch, as the count's path weights are: an item whose shorter row
+    has fewer than ``coop_min`` entries is walked by one thread (:func:`walk_above`), a longer
+    one by a whole block (:func:`_block_walk`). Launch config: 1-D; threads grid-stride over
+    the cheap items, then blocks over the others (every thread of a block takes the same
+    decisions, so the barriers are reached by all). ``coop_min`` = ``cuda_delta.NO_BLOCKS``:
+    one thread per item."""
+    a, b, f, counts, ptr, o1, o2, o3 = io
     heavy = hv[0]
+    dst = o2 if sign == 0 else o1  # where the walk writes the common neighbours
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
     if i == 0 and fill == 0:
         counts[0] = 0
     while i < n:
-        x = keys[i] >> 32
-        y = keys[i] & LO_MASK
-        mine = x < y and vals[i] == sign
-        cheap = mine and pair_cost(x, y, hst, lst, heavy) < coop_min
+        taken, x, y, fl = _item(i, a, b, f, sign)
+        cheap = taken and pair_cost(x, y, hst, lst, heavy) < coop_min
         if fill == 0:
             k = 0
-            if cheap:  # lo is empty here: counted, nothing written
+            if cheap:  # dst is empty here: counted, nothing written (no marks: a search)
                 sl, xl, ss, xs_ = oriented(x, y, hst, lst, heavy)
-                k = walk_above(sl, xl, False, False, lo, ss, xs_, -1, lo, 0)
-            if cheap or not mine:  # a block writes the count of an expensive pair
+                k = walk_above(sl, xl, False, False, dst, ss, xs_, fl, dst, 0)
+            if cheap or not taken:  # a block writes the count of an expensive item
                 counts[i + 1] = k
         elif cheap:
-            b = ptr[i]
+            s0 = ptr[i]
             sl, xl, ss, xs_ = oriented(x, y, hst, lst, heavy)
-            k = walk_above(sl, xl, False, False, lo, ss, xs_, -1, lo, b)
-            _keep_rows(x, y, b, b + k, 1, keys, vals, sign, lo, mid, hi)
+            k = walk_above(sl, xl, False, False, dst, ss, xs_, fl, dst, s0)
+            _finish(i, x, y, s0, s0 + k, 1, a, b, sign, o1, o2, o3)
         i += stride
     if coop_min == NO_BLOCKS:
         return
@@ -186,30 +143,46 @@ def _batch_pairs_kernel(io, hst, lst, hv, n, sign, fill, coop_min):
     lane = cuda.threadIdx.x
     g = cuda.blockIdx.x
     while g < n:
-        x = keys[g] >> 32
-        y = keys[g] & LO_MASK
-        if x < y and vals[g] == sign and pair_cost(x, y, hst, lst, heavy) >= coop_min:
+        taken, x, y, fl = _item(g, a, b, f, sign)
+        if taken and pair_cost(x, y, hst, lst, heavy) >= coop_min:
             sl, xl, ss, xs_ = oriented(x, y, hst, lst, heavy)
-            b = ptr[g] if fill else 0
-            total = _block_walk(sl, xl, ss, xs_, -1, lo, b, acc)
+            s0 = ptr[g] if fill else 0
+            total = _block_walk(sl, xl, ss, xs_, fl, dst, s0, acc)
             if fill == 0:
                 if lane == 0:
                     counts[g + 1] = total
             else:
-                _keep_rows(x, y, b + lane, b + total, cuda.blockDim.x, keys, vals, sign, lo,
-                           mid, hi)
+                _finish(g, x, y, s0 + lane, s0 + total, cuda.blockDim.x, a, b, sign, o1, o2,
+                        o3)
         g += cuda.gridDim.x
 
 
-@cuda.jit(device=True)
-def _keep_rows(x, y, s, e, step, keys, vals, sign, lo, mid, hi):
-    """The slots s, s + step, ... below e of pair {x, y}, each holding a common neighbour in
-    lo, rewritten as the triangle's row (lo = -1 where it is dropped)."""
-    for t in range(s, e, step):
-        kept, a, m, h = kept_triangle(x, y, lo[t], keys, vals, sign)
-        lo[t] = a if kept else -1
-        mid[t] = m
-        hi[t] = h
+def _list(a, b, f, sign: int, hst, lst, heavy, outs: int):
+    """The two passes of :func:`_listing_kernel` over the n items of ``a`` / ``b`` / ``f``
+    (count, one scan, one read of the total, fill): ``outs`` output arrays of that total
+    (the third left empty where ``outs`` is 2)."""
+    n = a.shape[0]
+    counts = empty(n + 1)
+    none = empty(0)
+    shape = (min(n, CONFIG.max_blocks), CONFIG.tpb)
+    rest = (hst, lst, (heavy,), n, np.int64(sign))
+    coop = np.int64(cuda_delta.COOP_MIN)
+    launch(_listing_kernel, *shape, (a, b, f, counts, none, none, none, none), *rest, 0, coop)
+    ptr = padded_scan(counts)
+    total = scalar(ptr, n)
+    out = [empty(total) for _ in range(outs)] + [none] * (3 - outs)
+    if total:
+        launch(_listing_kernel, *shape, (a, b, f, counts, ptr, *out), *rest, 1, coop)
+    return out[:outs]
+
+
+def common_above(ls, ss, floors, hst, lst, heavy, start=0):
+    """As the CPU function (one pass over every pair from ``start``): ``(idx, c, stop)``."""
+    check_1d("ls", ls)
+    if ls.shape[0] - start <= 0:
+        return zeros(0), zeros(0), ls.shape[0]
+    idx, c = _list(ls[start:], ss[start:], floors[start:], 0, hst, lst, heavy, 2)
+    return idx + start if start else idx, c, ls.shape[0]
 
 
 def batch_pair_triangles(dkeys, dvals, sign, hst, lst, heavy):
@@ -217,19 +190,7 @@ def batch_pair_triangles(dkeys, dvals, sign, hst, lst, heavy):
     (:func:`~gpu_ivm.kernels.batch_triangles.live_rows` drops them): two launches, one
     scan and one read."""
     check_1d("dkeys", dkeys)
-    n = dkeys.shape[0]
-    if n == 0:
+    if dkeys.shape[0] == 0:
         z = empty(0)
         return z, z, z
-    counts = empty(n + 1)
-    none = empty(0)
-    coop = np.int64(cuda_delta.COOP_MIN)
-    launch(_batch_pairs_kernel, *_binned(n), (dkeys, dvals, counts, none, none, none, none),
-           hst, lst, (heavy,), n, np.int64(sign), 0, coop)
-    ptr = padded_scan(counts)
-    total = scalar(ptr, n)
-    lo, mid, hi = empty(total), empty(total), empty(total)
-    if total:
-        launch(_batch_pairs_kernel, *_binned(n), (dkeys, dvals, counts, ptr, lo, mid, hi),
-               hst, lst, (heavy,), n, np.int64(sign), 1, coop)
-    return lo, mid, hi
+    return tuple(_list(dkeys, dvals, dkeys, sign, hst, lst, heavy, 3))

@@ -42,8 +42,9 @@ def _row_words(runmask, live, boff, x):
 
 
 @helper
-def _row_dirs(runmask, dirptr, dirlen, dirs, x):
-    """Stage 2: the directory entries of row x in each run that holds it."""
+def _row_runs(keys, vals, runmask, dirptr, dirlen, dirs, x, heads):
+    """Stage 2 (``heads`` False): the directory entries of row x in each run that holds it;
+    stage 3 (``heads`` True): the row's first entries in those runs, by those entries."""
     if x >= runmask.shape[0]:
         return
     m = runmask[x]
@@ -52,26 +53,11 @@ def _row_dirs(runmask, dirptr, dirlen, dirs, x):
         if m & 1:
             dp = dirptr[j]
             if dp >= 0 and x + 1 < dirlen[j]:
-                prefetch(dirs, dp + x)
-        m >>= 1
-        j += 1
-
-
-@helper
-def _row_heads(keys, vals, runmask, dirptr, dirlen, dirs, x):
-    """Stage 3: the first entries of row x in each run that holds it (by its directory)."""
-    if x >= runmask.shape[0]:
-        return
-    m = runmask[x]
-    j = 0
-    while m != 0:
-        if m & 1:
-            dp = dirptr[j]
-            if dp >= 0 and x + 1 < dirlen[j]:
-                lo = dirs[dp + x]
-                if lo < keys.shape[0]:
-                    prefetch(keys, lo)
-                    prefetch(vals, lo)
+                if not heads:
+                    prefetch(dirs, dp + x)
+                elif dirs[dp + x] < keys.shape[0]:
+                    prefetch(keys, dirs[dp + x])
+                    prefetch(vals, dirs[dp + x])
         m >>= 1
         j += 1
 
@@ -80,10 +66,8 @@ def _row_heads(keys, vals, runmask, dirptr, dirlen, dirs, x):
 def _stage(st, x, stage):
     if stage == 1:
         _row_words(st[6], st[7], st[11], x)
-    elif stage == 2:
-        _row_dirs(st[6], st[3], st[4], st[5], x)
     else:
-        _row_heads(st[0], st[1], st[6], st[3], st[4], st[5], x)
+        _row_runs(st[0], st[1], st[6], st[3], st[4], st[5], x, stage == 3)
 
 
 @nb.njit(cache=True, inline="always")

@@ -388,6 +388,21 @@ def test_count_table_against_a_dict() -> None:
     assert (tab[0::2] != ct.FREE).sum() <= universe.shape[0] < 64
 
 
+def _split_stores(rng, n: int, edges: set, n_heavy: int, hub: int, bits: bool):
+    """(heavy flags, heavy store, light store) of the undirected graph ``edges`` on ``n``
+    ids: ``n_heavy`` random rows and row ``hub`` heavy; ``bits``: the stores keep bitmaps."""
+    heavy = np.zeros(n, np.bool_)
+    heavy[rng.choice(n, n_heavy, replace=False)] = True
+    heavy[hub] = True
+    both = sorted(pack(np.array([u]), np.array([v]))[0] for a, b in edges
+                  for u, v in ((a, b), (b, a)))
+    keys = np.array(both, np.int64)
+    in_h = heavy[keys >> 32]
+    hst = ZStore.from_sorted(keys[in_h], np.ones(int(in_h.sum()), np.int64), n, bits=bits)
+    lst = ZStore.from_sorted(keys[~in_h], np.ones(int((~in_h).sum()), np.int64), n, bits=bits)
+    return heavy, hst, lst
+
+
 @pytest.mark.parametrize("split", ["one thread", "threads", "passes", "no bitmaps"])
 @pytest.mark.parametrize("oriented", [True, False])
 def test_common_above_against_brute_force(split: str, oriented: bool, monkeypatch) -> None:
@@ -406,17 +421,8 @@ def test_common_above_against_brute_force(split: str, oriented: bool, monkeypatc
     for u, v in edges:
         nbr[u].add(v)
         nbr[v].add(u)
-    heavy = np.zeros(n, np.bool_)
-    heavy[rng.choice(n, 40, replace=False)] = True
-    heavy[1] = True
-    both = sorted(pack(np.array([u]), np.array([v]))[0] for a, b in edges
-                  for u, v in ((a, b), (b, a)))
-    keys = np.array(both, np.int64)
-    in_h = heavy[keys >> 32]
-    bits = split != "no bitmaps"
-    hst = ZStore.from_sorted(keys[in_h], np.ones(int(in_h.sum()), np.int64), n, bits=bits)
-    lst = ZStore.from_sorted(keys[~in_h], np.ones(int((~in_h).sum()), np.int64), n, bits=bits)
-    assert not bits or (gk.has_bits(hst.nt(), 1) and gk.has_bits(lst.nt(), 0))
+    heavy, hst, lst = _split_stores(rng, n, edges, 40, 1, split != "no bitmaps")
+    assert split == "no bitmaps" or (gk.has_bits(hst.nt(), 1) and gk.has_bits(lst.nt(), 0))
     xs = np.concatenate([rng.integers(0, n, 700), [0, 1, 0, 5]])
     ys = np.concatenate([rng.integers(0, n, 700), [1, 0, 7, 5]])
     ok = xs != ys
@@ -460,17 +466,8 @@ def test_batch_pair_triangles_against_brute_force(split: str, sign: int, monkeyp
     n = 200
     edges = ({(0, v) for v in range(1, 150)} | {(1, v) for v in range(2, 40)}
              | {(int(u), int(v)) for u, v in rng.integers(2, n, (700, 2)) if u < v})
-    heavy = np.zeros(n, np.bool_)
-    heavy[rng.choice(n, 30, replace=False)] = True
-    heavy[0] = True
-    both = sorted(pack(np.array([u]), np.array([v]))[0] for a, b in edges
-                  for u, v in ((a, b), (b, a)))
-    keys = np.array(both, np.int64)
-    in_h = heavy[keys >> 32]
-    bits = split != "no bitmaps"
-    hst = ZStore.from_sorted(keys[in_h], np.ones(int(in_h.sum()), np.int64), n, bits=bits)
-    lst = ZStore.from_sorted(keys[~in_h], np.ones(int((~in_h).sum()), np.int64), n, bits=bits)
-    assert not bits or gk.has_bits(hst.nt(), 0)
+    heavy, hst, lst = _split_stores(rng, n, edges, 30, 0, split != "no bitmaps")
+    assert split == "no bitmaps" or gk.has_bits(hst.nt(), 0)
     # pairs of the batch with net change `sign` are edges of the graph (deletes read before
     # the batch, inserts after it); the other sign's pairs are not (and must be ignored):
     # whole triangles {0, 1, v} and two-pair triangles among them
