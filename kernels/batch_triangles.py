@@ -11,9 +11,10 @@ come out each once, without the sort a deduplication would need. Each row is wri
 walk (:func:`~gpu_ivm.kernels.graph_listing.common_above`: a long row marked once for its
 pairs, or its bitmap tested) and keeps them in one compiled pass. The CUDA twin
 (:func:`gpu_ivm.kernels.cuda_graph_listing.batch_pair_triangles`) gives each batch key a
-thread, walks the pair with the same :func:`~gpu_ivm.kernels.graph_listing.walk_above` and
-calls the same :func:`kept_triangle`; it leaves the rows it drops in place, marked by
-``lo = -1`` (no compaction, no second read), which readers drop (:func:`live_rows`).
+thread (a hub pair a block), walks the pair with the same
+:func:`~gpu_ivm.kernels.graph_listing.walk_above` and calls the same :func:`kept_triangle`;
+it leaves the rows it drops in place, marked by ``lo = -1`` (no compaction, no second read),
+which readers drop (:func:`live_rows`).
 
 >>> import numpy as np
 >>> from gpu_ivm.store import ZStore
