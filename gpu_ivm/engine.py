@@ -217,11 +217,24 @@ class TriangleEngineBase:
         return out
 
     def _view_deltas(self, view: ViewStore, keys: np.ndarray, vals: np.ndarray, st,
-                     left: bool):
+                     left: bool, held=None):
         """The change of a bilinear view under updates of one factor (see
         ``emit_view_deltas``): the deltas that land in its dense rows are added there in place,
         the others returned as ``(keys, vals)`` for :meth:`ViewStore.add` (any order, repeats
-        and zeros allowed), or None where there are none."""
+        and zeros allowed), behind the deltas ``held`` for the same view where given (on a
+        device written by the emission's launch), or None where there are none."""
+        got = self._new_view_deltas(view, keys, vals, st, left, held)
+        if got is None:  # nothing new
+            return held
+        joined, ok, ov = got
+        if held is None or joined:
+            return ok, ov
+        xp = self.xp  # the host's emission: the two joined here
+        return xp.concatenate((held[0], ok)), xp.concatenate((held[1], ov))
+
+    def _new_view_deltas(self, view: ViewStore, keys, vals, st, left: bool, held):
+        """:meth:`_view_deltas` less the host's join: None (no new delta) or ``(joined, ok,
+        ov)``, ``joined`` True where ``held`` is already in front (the device's emission)."""
         if st.size == 0:  # the other factor is empty (ε = 1 has no heavy part): no deltas
             return None
         xp = self.xp
@@ -235,12 +248,14 @@ class TriangleEngineBase:
             expanded, total = (int(v) for v in totals.tolist())
             if expanded == 0:
                 return None
-            ok = xp.empty(total, np.int64)
-            ov = xp.empty(total, np.int64)
+            n_pre = 0 if held is None else held[0].shape[0]
+            ok = xp.empty(n_pre + total, np.int64)
+            ov = xp.empty(n_pre + total, np.int64)
             self.k.view.emit_view_keys(keys, xp.ascontiguousarray(vals, dtype=np.int64), nt,
-                                       left, view.vrow, view.vmat, xp.cumsum(ptr), ok, ov)
+                                       left, view.vrow, view.vmat, xp.cumsum(ptr), ok, ov,
+                                       pre=held)
             # the view's consolidation drops the zero slots (summed away as key 0)
-            return (ok, ov) if total else None
+            return (True, ok, ov) if total else None
         xs, ys = unpack(keys)
         counts = xp.empty(keys.shape[0], np.int64)
         if left and view.vrow.shape[0]:
@@ -272,7 +287,7 @@ class TriangleEngineBase:
         else:
             n = self.k.view.emit_view_deltas(xs, ys, ms, nt, left, view.vrow, view.vmat, ok, ov)
             ok, ov = ok[:n], ov[:n]
-        return (ok, ov) if ok.shape[0] else None
+        return (False, ok, ov) if ok.shape[0] else None
 
     def _apply_part_deltas(self, k: int, hk, hv, lk, lv, hints=(None, None),
                            sets_check: bool = False) -> None:
@@ -301,10 +316,7 @@ class TriangleEngineBase:
             # its sparse part, so the heavy part's sparse deltas can wait for these: where both
             # parts maintain the same view (the graph's one relation), one consolidation and
             # one add of the view's store instead of two
-            d = self._view_deltas(v_light, lk, lv, pv.ht, left=False)
-            if held is not None:
-                d = held if d is None else (self.xp.concatenate((held[0], d[0])),
-                                            self.xp.concatenate((held[1], d[1])))
+            d = self._view_deltas(v_light, lk, lv, pv.ht, left=False, held=held)
             if d is not None:
                 v_light.add(*d, below=below)
             K.l.add(lk, lv, below, hint=hints[1], sets_check=sets_check)

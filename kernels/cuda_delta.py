@@ -267,9 +267,10 @@ def _wedges_total_kernel(io, eh, el, hv, symmetric, lims, n, m, coef):
 
 
 @cuda.jit(cache=True)
-def _emit_view_kernel(st, io, vview, left, n):
+def _emit_view_kernel(st, io, vview, left, n, n_pre):
     """View deltas of update i: dense rows by ``atomic.add`` into ``vmat``, the sparse rest
-    into update i's segment ``out[ptr[i]:ptr[i+1]]`` (zero-padded).
+    into update i's segment ``out[n_pre + ptr[i] : n_pre + ptr[i+1]]`` (zero-padded), behind
+    the ``n_pre`` deltas of ``pre`` copied to ``out[:n_pre]`` by the same threads.
 
     Launch config: 1-D grid-stride, one thread per update. Layout (left form, V(x, z) +=
     m·st(y, z); update 1's row x is dense)::
@@ -281,13 +282,18 @@ def _emit_view_kernel(st, io, vview, left, n):
     The compaction that follows keeps the nonzero slots in order: the CPU's output order.
     Updates come as packed keys ``x << 32 | y`` (unpacked here, no CuPy calls for it).
     """
-    ukeys, ms, ptr, out_keys, out_vals = io
+    ukeys, ms, ptr, out_keys, out_vals, pre_k, pre_v = io
     vrow, vmat = vview
     keys = st[0]
     vals = st[1]
     nrow = vrow.shape[0]
     i = cuda.grid(1)
     stride = cuda.gridsize(1)
+    t = i
+    while t < n_pre:
+        out_keys[t] = pre_k[t]
+        out_vals[t] = pre_v[t]
+        t += stride
     while i < n:
         xi = ukeys[i] >> 32
         yi = ukeys[i] & LO_MASK
@@ -296,7 +302,7 @@ def _emit_view_kernel(st, io, vview, left, n):
         dense_left = -1
         if left and xi < nrow:
             dense_left = vrow[xi]
-        w = ptr[i]
+        w = n_pre + ptr[i]
         m = run_mask(st, e)
         j = 0
         while m != 0:
@@ -327,7 +333,7 @@ def _emit_view_kernel(st, io, vview, left, n):
                             w += 1
             m >>= 1
             j += 1
-        while w < ptr[i + 1]:
+        while w < n_pre + ptr[i + 1]:
             out_keys[w] = 0
             out_vals[w] = 0
             w += 1
@@ -509,8 +515,9 @@ def emit_view_deltas(xs, ys, ms, st, left, vrow, vmat, out_keys, out_vals) -> in
         return 0
     sk = empty(total)
     sv = empty(total)
-    launch(_emit_view_kernel, *grid(n), st, (_packed(xs, ys), ms, ptr, sk, sv), (vrow, vmat),
-           bool(left), n)
+    pk = _packed(xs, ys)
+    launch(_emit_view_kernel, *grid(n), st, (pk, ms, ptr, sk, sv, pk[:0], ms[:0]),
+           (vrow, vmat), bool(left), n, 0)
     flags = empty(total)
     launch(_nonzero_flags_kernel, *grid(total), (sv, flags), total)
     offs = exclusive_scan(flags)
@@ -532,14 +539,20 @@ def emit_view_deltas_par(xs, ys, ms, st, left, vrow, vmat, ptr, out_keys, out_va
         emit_view_keys(_packed(xs, ys), ms, st, left, vrow, vmat, ptr, out_keys, out_vals)
 
 
-def emit_view_keys(ukeys, ms, st, left, vrow, vmat, ptr, out_keys, out_vals) -> None:
-    """:func:`emit_view_deltas_par` for updates given as packed keys ``x << 32 | y``."""
+def emit_view_keys(ukeys, ms, st, left, vrow, vmat, ptr, out_keys, out_vals,
+                   pre=None) -> None:
+    """:func:`emit_view_deltas_par` for updates given as packed keys ``x << 32 | y``.
+    ``pre``: deltas ``(keys, vals)`` already emitted for the same view, copied to the front of
+    ``out_keys`` / ``out_vals`` by the same launch (the updates' segments follow them), where
+    a concatenation would be two calls."""
     check_1d("ukeys", ukeys)
     n = ukeys.shape[0]
-    if n == 0:
+    pk, pv = (ukeys[:0], ms[:0]) if pre is None else pre
+    if n == 0 and pk.shape[0] == 0:
         return
-    launch(_emit_view_kernel, *grid(n), st, (ukeys, ms, ptr, out_keys, out_vals), (vrow, vmat),
-           bool(left), n)
+    launch(_emit_view_kernel, *grid(max(n, pk.shape[0])), st,
+           (ukeys, ms, ptr, out_keys, out_vals, pk, pv), (vrow, vmat), bool(left), n,
+           pk.shape[0])
 
 
 def _packed(xs, ys):

@@ -117,7 +117,7 @@ def cases(repo: str) -> dict:
         gv._get_counts_kernel: ((i, i, i), n),
         gl._listing_kernel: ((i,) * 8, st, st, (b,), n, n, n, n),
         d._wedges_total_kernel: ((i,) * 6, st, st, (b,), True, (i, i), n, n, n),
-        d._emit_view_kernel: (st, (i,) * 5, (i, m), True, n),
+        d._emit_view_kernel: (st, (i,) * 7, (i, m), True, n, n),
         d._nonzero_flags_kernel: ((i, i), n),
         d._compact_kernel: ((i,) * 6, n),
         d._scatter_dense_kernel: ((i, i, b), (i, m), n),

@@ -1201,6 +1201,18 @@ def test_view_kernels(n: int) -> None:
             for got in outs[1:]:
                 for a, b in zip(outs[0], got):
                     assert array_equal(a, b), left
+            # with deltas held for the same view: copied in front by the same launch
+            pre = (rng.integers(0, 1 << 40, 7).astype(np.int64),
+                   rng.integers(-5, 6, 7).astype(np.int64))
+            vmat = view.vmat.copy()
+            ok = np.full(total + 7, -1, np.int64)
+            ov = np.full(total + 7, -1, np.int64)
+            K.view.emit_view_keys(pk(xs, ys), ms, st, left, view.vrow, vmat, ptr, ok, ov,
+                                  pre=pre)
+            for a, b in zip((*pre, None), (ok[:7], ov[:7], None)):
+                assert a is None or array_equal(a, b), left
+            for a, b in zip(outs[0], (ok[7:], ov[7:], vmat)):
+                assert array_equal(a, b), left
     keys = pk(xs, ys)
     vals = rng.integers(-3, 4, n).astype(np.int64)
     outs = []
