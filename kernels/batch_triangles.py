@@ -35,10 +35,9 @@ import numba as nb
 import numpy as np
 
 from .graph_listing import common_above
-from .graph_local import batch_value, row_store
+from .graph_local import batch_value, oriented
 from .jit import helper
 from .lsm import LO_MASK
-from .row_index import row_live
 
 
 @helper
@@ -77,12 +76,8 @@ def _pairs_of(dkeys, dvals, sign, hst, lst, heavy):
         x = dkeys[i] >> 32
         y = dkeys[i] & LO_MASK
         if x < y and dvals[i] == sign:
-            lx = row_live(row_store(hst, lst, heavy, x), x)
-            ly = row_live(row_store(hst, lst, heavy, y), y)
-            if ly > lx:
-                ls[k], ss[k] = y, x
-            else:
-                ls[k], ss[k] = x, y
+            # the device kernel's orientation (x < y: a tie keeps x, the smaller id, first)
+            _, ls[k], _, ss[k] = oriented(x, y, hst, lst, heavy)
             k += 1
     order = np.argsort(ls, kind="mergesort")
     return ls[order], ss[order]
