@@ -1,7 +1,10 @@
 """Where the time of a batch goes: cProfile of the delta path on the R-MAT mixed stream.
 
     python -m bench.profile_batch [--scale 18] [--batch-size 1000] [--batches 20] [--epsilon 1/2]
-                                  [--row-tables 64]
+                                  [--row-tables 64] [--stream celebrity]
+
+``--stream celebrity`` profiles celebrity churn over the same R-MAT graph instead
+(``gpu_ivm.workloads.celebrity_churn`` with its default celebrities).
 
 Loads the base graph, applies one batch untimed, then profiles the next ``--batches`` batches
 and prints the functions by own time, in milliseconds per batch and as a share of the batch.
@@ -28,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--row-tables", type=int, default=None, metavar="N",
                    help="keep hash tables of store rows of N tuples or more "
                         "(gpu_ivm.partition.PartRel.index_min; default: the engine's)")
+    p.add_argument("--stream", choices=["rmat", "celebrity"], default="rmat",
+                   help="the R-MAT mixed stream (default) or celebrity churn over R-MAT")
     args = p.parse_args(argv)
 
     from gpu_ivm import GraphEngine
@@ -36,10 +41,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.row_tables is not None:
         PartRel.index_min = args.row_tables or None
-    from gpu_ivm.workloads import mixed_stream
+    from gpu_ivm.workloads import celebrity_churn, mixed_stream
 
-    stream = mixed_stream(args.scale, batch_size=args.batch_size,
-                          n_batches=2 * args.batches + 1, seed=1)
+    make = celebrity_churn if args.stream == "celebrity" else mixed_stream
+    stream = make(args.scale, batch_size=args.batch_size, n_batches=2 * args.batches + 1, seed=1)
     eng = GraphEngine(epsilon=args.epsilon, adaptive=False)
     eng.load((stream.base_src, stream.base_dst))
     batches = list(stream.batches())
@@ -57,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         short = file.rsplit("/", 2)[-2:]
         rows.append((tottime / args.batches, ncalls / args.batches, f"{'/'.join(short)}:{name}"))
     rows.sort(reverse=True)
-    print(f"R-MAT scale {args.scale}, B = {args.batch_size}, epsilon = {args.epsilon}: "
+    name = "celebrity churn on R-MAT" if args.stream == "celebrity" else "R-MAT"
+    print(f"{name} scale {args.scale}, B = {args.batch_size}, epsilon = {args.epsilon}: "
           f"{total * 1e3:.2f} ms per batch (profiled)")
     print(f"{'ms/batch':>9} {'share':>6} {'calls':>6}  function")
     for ms, calls, name in rows[: args.top]:

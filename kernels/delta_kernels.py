@@ -511,19 +511,20 @@ def segment_sum_sorted(keys, vals):
 
 @nb.njit(cache=True, inline="always")
 def _wedges_symmetric(i0, i1, dkeys, dvals, eh, el, heavy, out):
-    """:func:`_wedges_range` of the symmetric form for the tuples [i0, i1): inner products of
-    sorted rows. The loop is written here, not as a call per tuple: an inlined call that
-    takes the stores' tuples assigns their arrays anew on every tuple, reference counts
-    included (226 against 117 µs on a 388-tuple batch)."""
+    """:func:`_wedges_range` of the symmetric form for the tuples [i0, i1), halved: out[i] =
+    2·Δ(a,b)·Σ_{c > a} Δ(b,c)·(3·E(a,c) + Δ(a,c)) for tuple i = (a, b), the part of Δ's row b
+    above a (Δ and E symmetric: the terms with c < a are those with a and c swapped, c = a
+    adds nothing), by inner products of sorted ranges. The loop is written here, not as a
+    call per tuple: an inlined call that takes the stores' tuples assigns their arrays anew
+    on every tuple, reference counts included (226 against 117 µs on a 388-tuple batch)."""
     n = dkeys.shape[0]
     for i in range(i0, i1):
         a = dkeys[i] >> 32
         b = dkeys[i] & LO_MASK
-        lo = lower_bound(dkeys, 0, n, b << 32)
+        lo = lower_bound(dkeys, 0, n, (b << 32) + a + 1)
         hi = lower_bound(dkeys, lo, n, (b + 1) << 32)
-        if hi - lo <= 1:
-            # Δ's row b is empty or {a} alone (Δ symmetric): the only c is a, and
-            # E(a,a) = Δ(a,a) = 0 (no self-loops in the symmetric form). Most tuples are here.
+        if hi <= lo:
+            # no c > a in Δ's row b (most tuples: a row b of {a} alone)
             out[i] = 0
             continue
         alo = lower_bound(dkeys, 0, n, a << 32)
@@ -533,7 +534,7 @@ def _wedges_symmetric(i0, i1, dkeys, dvals, eh, el, heavy, out):
         else:
             e = dot_range_row_ix(dkeys, dvals, lo, hi, el, a)[0]
         d = dot_ranges(dkeys, dvals, lo, hi, dkeys, dvals, alo, ahi)
-        out[i] = dvals[i] * (3 * e + d)
+        out[i] = 2 * dvals[i] * (3 * e + d)
 
 
 @nb.njit(cache=True, inline="always")
@@ -572,67 +573,6 @@ def _wedges_range(i0, i1, dkeys, dvals, eh, el, heavy, symmetric, out):
         _wedges_probed(i0, i1, dkeys, dvals, eh, el, heavy, out)
 
 
-WEDGE_MARK_RATIO = 32  # mark E's row a when 2·deg(a) <= this many times the group's probes
-WEDGE_GROUP_DENSITY = 8  # group the wedges by Δ row when 8 · |Δ| >= the id space
-
-
-@nb.njit(cache=True, inline="always")
-def _wedge_group_marked(s0, s1, dkeys, dvals, st, a, rlo, rlen, out, marks, probes):
-    """:func:`_wedge_group` by one marking of E's row a (in part ``st``); False, with nothing
-    written, when the row is long against the group's ``probes`` or does not fit the marks."""
-    if marks.shape[0] <= 1 or 2 * _live(st, a) > WEDGE_MARK_RATIO * probes:
-        return False
-    if not mark_row_scaled(st, a, marks, 3)[0]:
-        return False
-    if not mark_range_add(dkeys, dvals, s0, s1, marks):
-        clear_row(st, a, marks)
-        return False
-    for i in range(s0, s1):
-        b = dkeys[i] & LO_MASK
-        lo = rlo[b]
-        k = rlen[b]
-        out[i] = dvals[i] * probe_range(dkeys, dvals, lo, lo + k, marks) if k >= 2 else 0
-    clear_range(dkeys, s0, s1, marks)
-    clear_row(st, a, marks)
-    return True
-
-
-@nb.njit(cache=True, inline="always")
-def _wedge_group(s0, s1, dkeys, dvals, eh, el, heavy, rlo, rlen, out, marks):
-    """out[i] for the tuples i in [s0, s1) of Δ's row a (symmetric form), sharing one pass
-    over E's row a: marks[c] = 3·E(a,c) + Δ(a,c), then each tuple (a, b) adds
-    Δ(a,b)·Σ_c Δ(b,c)·marks[c]. Δ's row b is dkeys[rlo[b] : rlo[b] + rlen[b]]. Falls back to
-    :func:`_wedges_range` per tuple when E's row is long against the group's Δ rows, or does
-    not fit the marks."""
-    a = dkeys[s0] >> 32
-    probes = 0
-    for i in range(s0, s1):
-        k = rlen[dkeys[i] & LO_MASK]
-        if k >= 2:  # a row b of {a} alone adds nothing (see _wedges_symmetric)
-            probes += k
-    if probes == 0:
-        for i in range(s0, s1):
-            out[i] = 0
-        return
-    # E's part holding row a, one call per part (see _wedges_symmetric)
-    if heavy[a]:
-        done = _wedge_group_marked(s0, s1, dkeys, dvals, eh, a, rlo, rlen, out, marks, probes)
-    else:
-        done = _wedge_group_marked(s0, s1, dkeys, dvals, el, a, rlo, rlen, out, marks, probes)
-    if done:
-        return
-    _wedges_range(s0, s1, dkeys, dvals, eh, el, heavy, True, out)
-
-
-@nb.njit(cache=True, parallel=True)
-def _batch_wedges_grouped(dkeys, dvals, eh, el, heavy, gstarts, rlo, rlen, out, marks):
-    """The symmetric form's wedges, one Δ row a per iteration (:func:`_wedge_group`)."""
-    for g in nb.prange(gstarts.shape[0] - 1):
-        own = _thread_marks(marks)
-        _wedge_group(gstarts[g], gstarts[g + 1], dkeys, dvals, eh, el, heavy, rlo, rlen, out,
-                     own)
-
-
 @nb.njit(cache=True)
 def _delta_rows(dkeys, gstarts, ids):
     """Dense directory of Δ's rows over ``ids`` first keys: (start, length), length 0 for a
@@ -647,8 +587,9 @@ def _delta_rows(dkeys, gstarts, ids):
 
 
 WEDGE_BLOCK = 64  # Δ tuples per iteration of the parallel wedge loop
-#: symmetric batches: skip the tuples (a, b) whose Δ row b is {a} alone by one bit of
-#: :func:`multi_rows` instead of two binary searches over Δ (False: the searches, for tests)
+#: symmetric batches by Δ's rows (:func:`_half_wedge_group`: Δ's row a marked once, a tuple
+#: (a, b) whose Δ row b is {a} alone told by one bit of :func:`multi_rows`); False: tuple by
+#: tuple with binary searches (:func:`_wedges_symmetric`, the same terms), for tests
 WEDGE_FILTER = True
 
 
@@ -677,16 +618,101 @@ def has_multi(words, x):
     return w < words.shape[0] and ((words[w] >> (x & 63)) & 1) != 0
 
 
+WEDGE_MARK_RATIO = 32  # mark E's row a when 2·deg(a) <= this many times the group's probes
+WEDGE_GROUP_DENSITY = 8  # a dense directory of Δ's rows when 8 · |Δ| >= the id space
+
+
 @nb.njit(cache=True, inline="always")
-def wedges_filtered(i0, i1, dkeys, dvals, eh, el, heavy, multi, out):
-    """:func:`_wedges_range` of the symmetric form for the tuples [i0, i1), a tuple (a, b)
-    whose Δ row b is {a} alone (most of a batch; it adds nothing) told by its bit in
-    ``multi`` (:func:`multi_rows`)."""
-    for i in range(i0, i1):
-        if has_multi(multi, dkeys[i] & LO_MASK):
-            _wedges_range(i, i + 1, dkeys, dvals, eh, el, heavy, True, out)
+def _delta_row(b, gstarts, gkeys, rlo, rlen):
+    """(lo, hi) of Δ's row b: from the dense directory (``rlo``, ``rlen``) when there is one,
+    else by a binary search of the rows' first keys ``gkeys`` (row g is
+    [gstarts[g], gstarts[g + 1]))."""
+    if rlen.shape[0] != 0:
+        lo = rlo[b]
+        return lo, lo + rlen[b]
+    h = lower_bound(gkeys, 0, gkeys.shape[0], b)
+    if h < gkeys.shape[0] and gkeys[h] == b:
+        return gstarts[h], gstarts[h + 1]
+    return 0, 0
+
+
+@nb.njit(cache=True, inline="always")
+def _half_wedge_group(s0, s1, dkeys, dvals, st, multi, gstarts, gkeys, rlo, rlen, out, marks):
+    """:func:`_wedges_symmetric`'s out[i] for the tuples i = (a, b) of Δ's row a = [s0, s1),
+    Δ's row a marked once for all of them (marks[c] = Δ(a,c)) and E's row a (in part ``st``)
+    probed by its bits or table, or marked too (marks[c] += 3·E(a,c)) when it has neither
+    and is short against the group's probes. Each tuple then walks the part of Δ's row b
+    above a, without the searches for Δ's row a. False, with nothing written and the marks
+    clean, when a row does not fit the marks."""
+    a = dkeys[s0] >> 32
+    e_marked = False
+    if not has_bits(st, a):
+        probes = 0
+        for i in range(s0, s1):
+            b = dkeys[i] & LO_MASK
+            if has_multi(multi, b):
+                lo, hi = _delta_row(b, gstarts, gkeys, rlo, rlen)
+                probes += hi - lo
+        if probes == 0:  # every row b is {a} alone: nothing closes
+            for i in range(s0, s1):
+                out[i] = 0
+            return True
+        if marks.shape[0] > 1 and 2 * _live(st, a) <= WEDGE_MARK_RATIO * probes:
+            e_marked = mark_row_scaled(st, a, marks, 3)[0]
+    if not mark_range_add(dkeys, dvals, s0, s1, marks):
+        if e_marked:
+            clear_row(st, a, marks)
+        return False
+    for i in range(s0, s1):
+        b = dkeys[i] & LO_MASK
+        s = 0
+        if has_multi(multi, b):
+            lo, hi = _delta_row(b, gstarts, gkeys, rlo, rlen)
+            q = lower_bound(dkeys, lo, hi, (b << 32) + a + 1)
+            if q < hi:
+                s = probe_range(dkeys, dvals, q, hi, marks)
+                if not e_marked:
+                    s += 3 * dot_range_row_ix(dkeys, dvals, q, hi, st, a)[0]
+        out[i] = 2 * dvals[i] * s
+    clear_range(dkeys, s0, s1, marks)
+    if e_marked:
+        clear_row(st, a, marks)
+    return True
+
+
+@nb.njit(cache=True, inline="always")
+def _half_wedge_groups(g0, g1, dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo, rlen,
+                       out, marks):
+    """:func:`_half_wedge_group` for Δ's rows g0..g1-1, a row that does not fit the marks
+    by :func:`_wedges_symmetric` (the same terms)."""
+    for g in range(g0, g1):
+        s0 = gstarts[g]
+        s1 = gstarts[g + 1]
+        if heavy[dkeys[s0] >> 32]:  # one call per part (see _wedges_symmetric)
+            done = _half_wedge_group(s0, s1, dkeys, dvals, eh, multi, gstarts, gkeys, rlo,
+                                     rlen, out, marks)
         else:
-            out[i] = 0
+            done = _half_wedge_group(s0, s1, dkeys, dvals, el, multi, gstarts, gkeys, rlo,
+                                     rlen, out, marks)
+        if not done:
+            _wedges_symmetric(s0, s1, dkeys, dvals, eh, el, heavy, out)
+
+
+@nb.njit(cache=True, parallel=True)
+def _half_wedges_par(dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo, rlen, out,
+                     marks):
+    """:func:`_half_wedge_groups`, one Δ row per iteration."""
+    for g in nb.prange(gstarts.shape[0] - 1):
+        _half_wedge_groups(g, g + 1, dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo,
+                           rlen, out, _thread_marks(marks))
+
+
+@nb.njit(cache=True)
+def _half_wedges_one(dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo, rlen, out,
+                     marks):
+    """:func:`_half_wedges_par` on the calling thread, for small batches."""
+    _half_wedge_groups(0, gstarts.shape[0] - 1, dkeys, dvals, eh, el, heavy, multi, gstarts,
+                       gkeys, rlo, rlen, out, marks[0])
 
 
 @nb.njit(cache=True, parallel=True)
@@ -698,58 +724,45 @@ def _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out):
                       out)
 
 
-@nb.njit(cache=True, parallel=True)
-def _batch_wedges_sym_par(dkeys, dvals, eh, el, heavy, multi, out):
-    """:func:`_batch_wedges_par` of a symmetric batch with :func:`wedges_filtered`."""
-    n = dkeys.shape[0]
-    for blk in nb.prange((n + WEDGE_BLOCK - 1) // WEDGE_BLOCK):
-        i0 = blk * WEDGE_BLOCK
-        wedges_filtered(i0, min(n, i0 + WEDGE_BLOCK), dkeys, dvals, eh, el, heavy, multi, out)
-
-
 @nb.njit(cache=True)
-def _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, filtered, out):
-    """The wedge terms of every tuple on the calling thread (``filtered``: the symmetric form
-    with :func:`wedges_filtered`), for small batches (see :data:`PAR_MIN`)."""
-    n = dkeys.shape[0]
-    if filtered:
-        wedges_filtered(0, n, dkeys, dvals, eh, el, heavy, multi_rows(dkeys), out)
-    else:
-        _wedges_range(0, n, dkeys, dvals, eh, el, heavy, symmetric, out)
+def _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, out):
+    """The wedge terms of every tuple on the calling thread, tuple by tuple, for small
+    batches (see :data:`PAR_MIN`)."""
+    _wedges_range(0, dkeys.shape[0], dkeys, dvals, eh, el, heavy, symmetric, out)
 
 
-def _wedges_blocks(dkeys, dvals, eh, el, heavy, symmetric, out) -> None:
-    """The wedge terms a block of tuples per iteration (symmetric batches filtered)."""
-    if symmetric and WEDGE_FILTER:
-        _batch_wedges_sym_par(dkeys, dvals, eh, el, heavy, multi_rows(dkeys), out)
-    else:
-        _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)
+_NO_ROWS = np.zeros(0, np.int64)
 
 
 def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
-    """Self-join batch terms: out[i] = Σ_c Δ(a,b)·Δ(b,c)·(3·E(c,a) + Δ(c,a)) for Δ tuple i=(a,b).
+    """Self-join batch terms whose sum is 3·tr(Δ²E) + tr(Δ³) (with E the state before the batch).
 
-    Summed over the batch this is 3·tr(Δ²E) + tr(Δ³) (with E the state before the batch).
-    ``dkeys`` sorted unique packed keys of Δ, ``dvals`` their multiplicities. With
-    ``symmetric`` (E and Δ symmetric and without self-loops, as the undirected GraphEngine
-    keeps them), E(c,a) = E(a,c) and Δ(c,a) = Δ(a,c), so both sums are inner products of
-    sorted rows, and a tuple (a, b) whose Δ row b holds only a adds nothing; large symmetric
-    batches share one pass over E's row a among the tuples of Δ's row a (marks, see
-    :func:`_wedge_group`); otherwise E and Δ are probed.
+    ``dkeys`` sorted unique packed keys of Δ, ``dvals`` their multiplicities. In general
+    out[i] = Σ_c Δ(a,b)·Δ(b,c)·(3·E(c,a) + Δ(c,a)) for Δ tuple i = (a, b), E and Δ probed.
+    With ``symmetric`` (E and Δ symmetric and without self-loops, as the undirected
+    GraphEngine keeps them) the summand is symmetric in a and c and zero at c = a, so
+    out[i] = 2·Δ(a,b)·Σ_{c > a} Δ(b,c)·(3·E(a,c) + Δ(a,c)), half the wedges: the tuples of
+    Δ's row a share one marking of it (and of E's row a where that is cheaper than probing
+    it), and a tuple whose Δ row b is {a} alone adds nothing (:func:`_half_wedge_group`).
     """
-    if dkeys.shape[0] < PAR_MIN:
-        _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, symmetric and WEDGE_FILTER, out)
+    n = dkeys.shape[0]
+    if not (symmetric and WEDGE_FILTER) or n == 0:
+        if n < PAR_MIN:
+            _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, out)
+        else:
+            _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)
         return
+    gstarts = first_key_starts(dkeys)
     ids = max(heavy.shape[0], int(dkeys[-1] >> 32) + 1)
-    if symmetric and dkeys.shape[0] * WEDGE_GROUP_DENSITY >= ids:
-        # one pass over E's row a per Δ row a, threads over the rows; the dense directory of
-        # Δ's rows costs O(ids), paid by large batches only
-        gstarts = first_key_starts(dkeys)
+    if n * WEDGE_GROUP_DENSITY >= ids:
+        # a large batch: Δ's rows found through a dense directory (O(ids) to build)
         rlo, rlen = _delta_rows(dkeys, gstarts, ids)
-        with nb.parallel_chunksize(PAR_CHUNK):
-            _batch_wedges_grouped(dkeys, dvals, eh, el, heavy, gstarts, rlo, rlen, out,
-                                  mark_scratch(nb.get_num_threads(), ids))
-        return
-    # Numba's default split (a block of tuples per thread): 8-10 % faster than blocks of
-    # PAR_CHUNK handed out one by one, on R-MAT 16 and on celebrity churn (docs/design.md)
-    _wedges_blocks(dkeys, dvals, eh, el, heavy, symmetric, out)
+        gkeys = _NO_ROWS
+    else:  # by a binary search of the rows' first keys
+        gkeys = dkeys[gstarts[:-1]] >> 32
+        rlo = rlen = _NO_ROWS
+    args = (dkeys, dvals, eh, el, heavy, multi_rows(dkeys), gstarts, gkeys, rlo, rlen, out)
+    if n < PAR_MIN:
+        _half_wedges_one(*args, mark_scratch(1, ids))
+    else:
+        _half_wedges_par(*args, mark_scratch(nb.get_num_threads(), ids))

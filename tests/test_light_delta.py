@@ -13,7 +13,7 @@ from gpu_ivm.kernels import light_delta as ld
 from streams import graph_batches
 from test_adjacency import _engine_with_runs, _fresh_engine, graph_matrix
 from test_row_index import _scipy_triangles, _skewed_graph
-from test_row_marks import _symmetric_delta
+from test_row_marks import _symmetric_delta, half_wedge_terms
 
 from gpu_ivm import GraphEngine
 
@@ -90,9 +90,10 @@ def test_engines_with_and_without_the_light_delta_count_alike(kind, eps, monkeyp
 
 @pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
 def test_filtered_wedges_equal_scipy_and_the_searches(kind, monkeypatch):
-    """The symmetric wedge kernel that skips the tuples whose Δ row b is {a} alone by a bit
-    (``multi_rows``) gives every tuple the same term as the two binary searches it replaces,
-    and the terms sum to scipy's Σ Δ(a,b)·(Δ·(3A + Δ))(b, a); on one thread and on all."""
+    """The symmetric wedge kernel by Δ's rows (Δ's row a marked once, a tuple whose Δ row b
+    is {a} alone skipped by a bit of ``multi_rows``) gives every tuple the same term as the
+    tuple-by-tuple binary searches, equal to scipy's 2·Δ(a,b)·(Δ·tril(3A + Δ))(b, a), with the
+    rows searched or in a dense directory; the terms sum to Σ Δ(a,b)·(Δ·(3A + Δ))(b, a)."""
     g = _engine_with_runs(kind, 4)
     E = g.rels[0]
     cap = E.id_capacity
@@ -104,18 +105,15 @@ def test_filtered_wedges_equal_scipy_and_the_searches(kind, monkeypatch):
             continue
         a, b = dkeys >> 32, dkeys & LO
         D = sp.coo_matrix((dvals, (a, b)), shape=(cap, cap)).tocsr()
-        want = dvals * np.asarray((D @ (3 * A + D)).tocsr()[b, a]).ravel()
-        outs = {}
-        for flag in (True, False):
+        total = int((dvals * np.asarray((D @ (3 * A + D)).tocsr()[b, a]).ravel()).sum())
+        want = half_wedge_terms(dkeys, dvals, A)
+        for flag, density in ((True, 0), (True, 10**9), (False, 0)):
             monkeypatch.setattr(dk, "WEDGE_FILTER", flag)
+            monkeypatch.setattr(dk, "WEDGE_GROUP_DENSITY", density)
             out = np.full(dkeys.shape[0], -7, np.int64)
             dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, True, out)
-            outs[flag] = out
-        if dkeys.shape[0] * dk.WEDGE_GROUP_DENSITY < max(cap, int(dkeys[-1] >> 32) + 1):
-            # the block kernels (not the grouped one, whose terms are per group of Δ's row)
-            assert np.array_equal(outs[True], outs[False])
-            assert np.array_equal(outs[True], want)
-        assert int(outs[True].sum()) == int(want.sum()) == int(outs[False].sum())
+            assert np.array_equal(out, want), (flag, density)
+        assert int(want.sum()) == total
 
 
 def test_multi_rows_bits():

@@ -155,11 +155,21 @@ def _adjacency(keys, vals, n):
     return sp.coo_matrix((vals, (keys >> 32, keys & LO)), shape=(n, n)).tocsr()
 
 
+def half_wedge_terms(dkeys, dvals, A):
+    """The symmetric form's wedge term of each Δ tuple i = (a, b) (``batch_wedges``):
+    2·Δ(a,b)·Σ_{c > a} Δ(b,c)·(3·A(a,c) + Δ(a,c)), by scipy: (D·tril(3A + D, -1))[b, a]."""
+    cap = A.shape[0]
+    a, b = dkeys >> 32, dkeys & LO
+    D = sp.coo_matrix((dvals, (a, b)), shape=(cap, cap)).tocsr()
+    M = (D @ sp.tril(3 * A + D, -1)).tocsr()
+    return 2 * dvals * np.asarray(M[b, a]).ravel()
+
+
 @pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
 def test_grouped_pair_weights_and_wedges(kind, monkeypatch):
     """The large-batch forms (pairs sharing one marking of their long row; wedges sharing one
-    pass over E's row per Δ row) equal scipy's products and the pair-by-pair / tuple-by-tuple
-    kernels, and pick each unordered pair exactly once."""
+    marking of Δ's row, and of E's where it pays, per Δ row) equal scipy's products and the
+    pair-by-pair / tuple-by-tuple kernels, and pick each unordered pair exactly once."""
     rng = np.random.default_rng(len(kind))
     src, dst = _skewed_graph(kind, rng)
     g = GraphEngine(epsilon="1", adaptive=False)
@@ -176,17 +186,21 @@ def test_grouped_pair_weights_and_wedges(kind, monkeypatch):
         assert pairs == sorted({(min(k >> 32, k & LO), max(k >> 32, k & LO))
                                 for k in dkeys.tolist()})
         assert np.array_equal(w, np.asarray((adj @ adj)[x, y]).ravel())
-        # wedges: out[i] = Δ(a,b)·(Δ·(3E + Δ))(b, a) for tuple i = (a, b)
+        # wedges: out[i] = 2·Δ(a,b)·(Δ·tril(3E + Δ))(b, a) for tuple i = (a, b), summing to
+        # Σ Δ(a,b)·(Δ·(3E + Δ))(b, a)
         D = _adjacency(dkeys, dvals, cap)
-        M = (D @ (3 * adj + D)).tocsr()
         a, b = dkeys >> 32, dkeys & LO
-        want = dvals * np.asarray(M[b, a]).ravel()
-        for density in (10**9, 0):  # grouped by Δ row / tuple by tuple
+        total = int((dvals * np.asarray((D @ (3 * adj + D)).tocsr()[b, a]).ravel()).sum())
+        want = half_wedge_terms(dkeys, dvals, adj)
+        assert int(want.sum()) == total
+        # by Δ's rows in a dense directory / searched; tuple by tuple
+        for flag, density in ((True, 10**9), (True, 0), (False, 0)):
+            monkeypatch.setattr(dk, "WEDGE_FILTER", flag)
             monkeypatch.setattr(dk, "WEDGE_GROUP_DENSITY", density)
             monkeypatch.setattr(dk, "PAR_MIN", 1)
             out = np.empty(dkeys.shape[0], np.int64)
             dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, True, out)
-            assert np.array_equal(out, want)
+            assert np.array_equal(out, want), (flag, density)
     for scratch in dk._MARKS.values():
         assert not scratch.any()
 
