@@ -855,13 +855,12 @@ class GraphEngine(FreeQueryResults, TriangleEngineBase):
             return self.k.light.light_delta(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy,
                                             E.id_capacity)
         snap = self._snapshot_for(dkeys)
-        if snap is not None:  # a large batch: against a compact copy of E
-            adj = self.k.adjacency
-            indptr, nbr = snap
-            sel, w = adj.pair_weights_snapshot(dkeys, indptr, nbr, E.l.nt(), E.id_capacity)
-            wedges = adj.batch_wedges_snapshot(dkeys, dvals, indptr, nbr, E.h.nt(), E.l.nt(),
-                                               E.heavy)
-            return 6 * sum_products(dvals[sel], w) + wedges
+        if snap is not None:  # a large batch: against a compact copy of E, one walk a pair
+            terms = self.k.adjacency.pair_terms_snapshot(dkeys, dvals, *snap, E.l.nt(),
+                                                         E.id_capacity)
+            if terms is not None:
+                sel, w = terms
+                return sum_products(dvals[sel], w)
         coef, ms, ws, wedge = self._q_delta_terms(dkeys, dvals)
         if self.xp is np:
             return coef * sum_products(ms, ws) + int(wedge.sum())

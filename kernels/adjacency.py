@@ -12,13 +12,14 @@ batch (one-off script, kernels alone).
 
 The copy holds the graph's edge set: both orientations of every edge, multiplicity 1, rows in
 no particular order (each row is its runs' live entries, run after run). Rows are taken from
-the heavy or the light part by ``heavy``, so the copy and the wedges work at any ε; the pair
-weights read their fallback rows from one store, so the engine takes this path only when the
-heavy part is empty. The kernels mark rows in the per-thread int8 scratch of
-:mod:`.row_marks` (values up to 4) and fall back to the stores (the pairs to
-:func:`~gpu_ivm.kernels.row_marks.dot_rows_mk`, the wedges to :func:`_half_wedges_probed`)
-where marking a long row for few probes would break the min-degree bound. CPU only: the CUDA
-kernels keep the stores' path (marks do not fit thousands of threads).
+the heavy or the light part by ``heavy``, so the copy works at any ε; the pair terms read
+their fallback rows from one store, so the engine takes this path only when the heavy part
+is empty. The kernel marks rows in the per-thread int8 scratch of
+:mod:`.row_marks` (E(x,c) + 4·Δ(x,c)) and falls back to the stores
+(:func:`_terms_probed`) where marking a long
+row for few probes would break the min-degree bound. One walk per pair carries the batch's
+own wedges too (:func:`pair_terms_snapshot`, thirtieth session). CPU only: the CUDA kernels
+keep the stores' path (marks do not fit thousands of threads).
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .delta_kernels import _pair_costs, _thread_marks, mark_scratch, orient_pairs
-from .lsm import LO_MASK, SENTINEL, first_key_end, lower_bound, run_range_a
+from .delta_kernels import PAIR_PREFETCH, _pair_costs, mark_scratch, orient_pairs
+from .lsm import LO_MASK, SENTINEL, dot_ranges, first_key_end, run_range_a
+from .prefetch import prefetch
 from .row_bits import has_bits
-from .row_index import get_ix
-from .row_marks import MARK_RATIO, dot_rows_mk
-from .work_split import CHUNKS_PER_THREAD, ITEM_OVERHEAD, equal_cost_cuts
+from .row_index import dot_rows_ix, get_ix
+from .row_marks import MARK_RATIO
+from .work_split import CHUNKS_PER_THREAD, equal_cost_cuts
 
 #: a symmetric batch takes this path from one Δ tuple per ``SNAPSHOT_IDS_PER_TUPLE`` ids (the
 #: copy costs one pass over the graph; a batch that sparse reads fewer entries than that)
@@ -170,21 +172,99 @@ def _bit(row, c):
     return np.int64((word >> (np.uint64(c) & _LOW)) & _ONE) * np.int64(i <= last)
 
 
+@nb.njit(cache=True, inline="always")
+def _bit_mark(t, c):
+    """2·E(x,c) + Δ(x,c) with E(x,c) a bit of x's bitmap ``t[0]`` and Δ(x,c) marked in
+    ``t[1]``."""
+    return 2 * _bit(t[0], c) + np.int64(t[1][c])
+
+
+@nb.njit(cache=True, inline="always")
+def _walk_delta(dn, dv, lo, hi, look, table, marks):
+    """Σ dv[p]·(3·look(table, c) + marks[c]) over Δ's row dn[lo:hi] (second ids c as
+    uint32, values as int8: 5 bytes a tuple where the packed keys and values read 16), two
+    sums in step; with look = 2·E(x,c) + Δ(x,c) and marks[c] = Δ(x,c) that is twice
+    Σ Δ(y,c)·(3·E(x,c) + 2·Δ(x,c))."""
+    s0 = 0
+    s1 = 0
+    while lo + 2 <= hi:
+        c0 = dn[lo]
+        c1 = dn[lo + 1]
+        s0 += np.int64(dv[lo]) * (3 * look(table, c0) + np.int64(marks[c0]))
+        s1 += np.int64(dv[lo + 1]) * (3 * look(table, c1) + np.int64(marks[c1]))
+        lo += 2
+    if lo < hi:
+        c0 = dn[lo]
+        s0 += np.int64(dv[lo]) * (3 * look(table, c0) + np.int64(marks[c0]))
+    return s0 + s1
+
+
+@nb.njit(cache=True, inline="always")
+def _terms_probed(x, y, stx, dkeys, dvals, dptr):
+    """:func:`_pairs_cut`'s term of the pair (x, y) without marks: 6·|N(x) ∩ N(y)| in the
+    store (:func:`~gpu_ivm.kernels.row_index.dot_rows_ix`, at the min-degree bound), the Δ
+    rows' shares by probes of the store rows (bit, table or search) and a merge of the two
+    Δ rows."""
+    t = 6 * dot_rows_ix(stx, x, stx, y)[0]
+    xlo = dptr[x]
+    xhi = dptr[x + 1]
+    ylo = dptr[y]
+    yhi = dptr[y + 1]
+    for p in range(xlo, xhi):
+        t += 3 * dvals[p] * get_ix(stx, y, dkeys[p] & LO_MASK)[0]
+    for p in range(ylo, yhi):
+        t += 3 * dvals[p] * get_ix(stx, x, dkeys[p] & LO_MASK)[0]
+    return t + 2 * dot_ranges(dkeys, dvals, xlo, xhi, dkeys, dvals, ylo, yhi)
+
+
+@nb.njit(cache=True, inline="always")
+def _prefetch_rows(okeys, q, e, indptr, nbr, dptr, dn, dv, stage):
+    """Stage 1 (the offsets) or 2 (the rows' first entries, by those offsets) of the prefetch
+    of pair q's y rows, in the copy and in Δ, when q < e (see :mod:`.row_prefetch`)."""
+    if q < e:
+        y = okeys[q] & LO_MASK
+        if stage == 1:
+            prefetch(indptr, y)
+            prefetch(dptr, y)
+        else:
+            if indptr[y] < nbr.shape[0]:
+                prefetch(nbr, indptr[y])
+            if dptr[y] < dn.shape[0]:
+                prefetch(dn, dptr[y])
+                prefetch(dv, dptr[y])
+
+
+@nb.njit(cache=True, inline="always")
+def _two_marks(marks):
+    """The calling thread's two rows of the mark scratch (rows t and t + half), or two fresh
+    ones should the scratch have fewer."""
+    tid = nb.get_thread_id()
+    half = marks.shape[0] // 2
+    if tid < half:
+        return marks[tid], marks[half + tid]
+    return np.zeros(marks.shape[1], np.int8), np.zeros(marks.shape[1], np.int8)
+
+
 @nb.njit(cache=True, parallel=True)
-def _pairs_cut(okeys, cuts, indptr, nbr, stx, out, marks):
-    """out[i] = |N(x) ∩ N(y)| for the pairs okeys (sorted by x, x the longer row): a chunk
-    takes its runs of equal x as groups; x's row is tested by its bitmap in the store, or
-    marked once for the group, or (a long row against few probes) each pair is intersected
-    in the store (:func:`dot_rows_mk`, at the min-degree bound). A row with a bitmap is
-    marked all the same when its group probes it ``BITS_MARK_RATIO`` times its length or
-    more: looking up an int8 mark is cheaper than extracting a bit, and the marking is then
-    paid back (R-MAT 16, 10⁵ updates: 86 % of the pairs, 97 % of their entries, against rows
-    with a bitmap; the marks walk 16.3 ms, the bits walk 23–30 ms, one-off script, one
-    thread)."""
+def _pairs_cut(okeys, cuts, indptr, nbr, stx, dkeys, dvals, dn, dv, dptr, out, marks,
+               mark_ratio, bits_ratio, gap):
+    """out[i] = Σ_c 6·E(x,c)·E(y,c) + 3·(E(x,c)·Δ(y,c) + Δ(x,c)·E(y,c)) + 2·Δ(x,c)·Δ(y,c)
+    for the pairs okeys (sorted by x, x the longer row): the pair's whole share of the
+    batch's count delta (see :func:`pair_terms_snapshot`). A chunk takes its runs of equal x
+    as groups. Two marks per id: m1 = 2·E(x,c) + Δ(x,c) and m2 = Δ(x,c), so that y's E row
+    adds 3·Σ m1 and y's Δ row Σ Δ(y,c)·(3·m1 + m2) / 2, with no decoding in the walk. x's E
+    row is marked into m1 once for the group when 2·|row| <= ``mark_ratio``·the group's
+    probes, or read by its bitmap in the store (m1 then holds Δ(x,c) alone and the bit adds
+    2·E), or (a long row against few probes) each pair is intersected in the store
+    (:func:`_terms_probed`, at the min-degree bound). A row with a bitmap is marked all the
+    same when its group probes it ``bits_ratio`` times its length or more: looking up an
+    int8 mark is cheaper than extracting a bit, and the marking is then paid back (R-MAT 16,
+    10⁵ updates: 86 % of the pairs, 97 % of their entries, against rows with a bitmap; the
+    marks walk 16.3 ms, the bits walk 23–30 ms, one-off script, one thread)."""
     bits = stx[12]
     boff = stx[11]
     for c in nb.prange(cuts.shape[0] - 1):
-        own = _thread_marks(marks)
+        m1, m2 = _two_marks(marks)
         i = cuts[c]
         e = cuts[c + 1]
         while i < e:
@@ -195,30 +275,78 @@ def _pairs_cut(okeys, cuts, indptr, nbr, stx, out, marks):
                 y = okeys[t] & LO_MASK
                 probes += indptr[y + 1] - indptr[y]
             lx = indptr[x + 1] - indptr[x]
-            if has_bits(stx, x) and BITS_MARK_RATIO * lx > probes:
-                row = bits[boff[x]]
+            xlo = dptr[x]
+            xhi = dptr[x + 1]
+            bitrow = has_bits(stx, x) and bits_ratio * lx > probes
+            if m1.shape[0] > 1 and (bitrow or 2 * lx <= mark_ratio * probes):
+                if not bitrow:
+                    for p in range(indptr[x], indptr[x + 1]):
+                        m1[nbr[p]] = 2
+                for p in range(xlo, xhi):
+                    m1[dn[p]] += dv[p]
+                    m2[dn[p]] = dv[p]
                 for t in range(i, g):
-                    out[t] = _walk(indptr, nbr, okeys[t] & LO_MASK, _bit, row)
-            elif 2 * lx <= MARK_RATIO * probes:
-                for p in range(indptr[x], indptr[x + 1]):
-                    own[nbr[p]] = 1
-                for t in range(i, g):
-                    out[t] = _walk(indptr, nbr, okeys[t] & LO_MASK, _mark, own)
-                for p in range(indptr[x], indptr[x + 1]):
-                    own[nbr[p]] = 0
+                    _prefetch_rows(okeys, t + 2 * gap, e, indptr, nbr, dptr, dn, dv, 1)
+                    _prefetch_rows(okeys, t + gap, e, indptr, nbr, dptr, dn, dv, 2)
+                    y = okeys[t] & LO_MASK
+                    if bitrow:
+                        tb = (bits[boff[x]], m1)
+                        w = 3 * _walk(indptr, nbr, y, _bit_mark, tb) + _walk_delta(
+                            dn, dv, dptr[y], dptr[y + 1], _bit_mark, tb, m2) // 2
+                    else:
+                        w = 3 * _walk(indptr, nbr, y, _mark, m1) + _walk_delta(
+                            dn, dv, dptr[y], dptr[y + 1], _mark, m1, m2) // 2
+                    out[t] = w
+                if not bitrow:
+                    for p in range(indptr[x], indptr[x + 1]):
+                        m1[nbr[p]] = 0
+                for p in range(xlo, xhi):
+                    m1[dn[p]] = 0
+                    m2[dn[p]] = 0
             else:
                 for t in range(i, g):
-                    out[t] = dot_rows_mk(stx, x, stx, okeys[t] & LO_MASK, own)[0]
+                    out[t] = _terms_probed(x, okeys[t] & LO_MASK, stx, dkeys, dvals, dptr)
             i = g
 
 
-def pair_weights_snapshot(dkeys, indptr, nbr, st, ids):
-    """``(sel, w)``: :func:`~gpu_ivm.kernels.delta_kernels.pair_weights_grouped` on the
-    snapshot: ``sel`` one tuple per pair of ``dkeys`` (sorted unique, both orientations),
-    oriented x longer; w[i] = |N(x) ∩ N(y)| for tuple sel[i] = (x, y). ``st``: the store
-    whose bitmaps serve the long rows, and whose rows serve the pairs marking cannot (a
-    graph at ε = 1 keeps every row in its light part: the engine takes this path only when
-    the heavy part is empty)."""
+@nb.njit(cache=True)
+def _delta_ptr(dkeys, ids):
+    """CSR offsets of Δ's rows over ``ids`` first keys: row x is dkeys[ptr[x]:ptr[x + 1]]."""
+    ptr = np.empty(ids + 1, np.int64)
+    p = 0
+    n = dkeys.shape[0]
+    for x in range(ids + 1):
+        while p < n and (dkeys[p] >> 32) < x:
+            p += 1
+        ptr[x] = p
+    return ptr
+
+
+#: Δ's values the snapshot's pair terms take: the int8 marks hold 2·E(x,c) + Δ(x,c); a
+#: graph's batch holds ±1 only
+DELTA_MARK_MAX = 125
+
+
+def pair_terms_snapshot(dkeys, dvals, indptr, nbr, st, ids):
+    """``(sel, w)`` with Σ_i dvals[sel[i]]·w[i] = 6·tr(Δ·E²) + 3·tr(Δ²·E) + tr(Δ³) (the
+    batch's count delta, each triangle 6 times) for a symmetric Δ (sorted unique ``dkeys``,
+    both orientations, no self-loops) against the snapshot of E, or None when a value of Δ
+    leaves ±``DELTA_MARK_MAX`` (then the stores' kernels serve the batch).
+
+    ``sel`` picks one tuple per pair, oriented (x, y) with x's row the longer (ties: x < y);
+    w[i] = Σ_c 6·E(x,c)·E(y,c) + 3·(E(x,c)·Δ(y,c) + Δ(x,c)·E(y,c)) + 2·Δ(x,c)·Δ(y,c),
+    symmetric in x and y. With F = E + Δ, tr(F³) − tr(E³) = 3·tr(ΔE²) + 3·tr(Δ²E) + tr(Δ³)
+    (traces are cyclic); summed over the ordered tuples, Σ Δ(a,b)·((ΔE + EΔ)(a,b)) =
+    2·tr(Δ²E) and Σ Δ(a,b)·(Δ²)(a,b) = tr(Δ³), so halving over the pairs gives the
+    coefficients 6, 3 and 2. The pair's one walk of y's E and Δ rows against x's marks thus
+    carries the batch's own wedges, which needed a walk of their own (Δ's row b for each
+    tuple (a, b)). ``st``: the store whose bitmaps serve the long rows and whose rows serve
+    the pairs marking cannot (a graph at ε = 1 keeps every row in its light part: the engine
+    takes this path only when the heavy part is empty).
+    """
+    n = dkeys.shape[0]
+    if n and (dvals.min() < -DELTA_MARK_MAX or dvals.max() > DELTA_MARK_MAX):
+        return None
     sel = orient_pairs(dkeys, st)  # the stores' live counts are the copy's row lengths
     okeys = dkeys[sel]
     out = np.empty(sel.shape[0], np.int64)
@@ -226,155 +354,8 @@ def pair_weights_snapshot(dkeys, indptr, nbr, st, ids):
         threads = nb.get_num_threads()
         cuts = equal_cost_cuts(_pair_costs(okeys, st, st), threads * CHUNKS_PER_THREAD)
         with nb.parallel_chunksize(1):
-            _pairs_cut(okeys, cuts, indptr, nbr, st, out, mark_scratch(threads, ids))
+            _pairs_cut(okeys, cuts, indptr, nbr, st, dkeys, dvals,
+                       (dkeys & LO_MASK).astype(np.uint32), dvals.astype(np.int8),
+                       _delta_ptr(dkeys, ids), out, mark_scratch(2 * threads, ids), MARK_RATIO,
+                       BITS_MARK_RATIO, PAIR_PREFETCH)
     return sel, out
-
-
-# ---------------------------------------------------------------------------- wedges
-
-
-@nb.njit(cache=True, inline="always")
-def _half_wedges_probed(s0, s1, dkeys, dvals, rlo, rlen, st, a):
-    """:func:`_wedges_cut`'s sum for the group [s0, s1) of Δ's row a without marks: each
-    E(a, c) probed in the store ``st`` holding row a (bit, table or search), each Δ(a, c) by a
-    binary search in Δ's row a."""
-    total = 0
-    for i in range(s0, s1):
-        b = dkeys[i] & LO_MASK
-        k = rlen[b]
-        if k < 2:
-            continue
-        lo = rlo[b]
-        s = 0
-        for q in range(lower_bound(dkeys, lo, lo + k, (b << 32) | (a + 1)), lo + k):
-            c = dkeys[q] & LO_MASK
-            ac = (a << 32) | c
-            p = lower_bound(dkeys, s0, s1, ac)
-            d = dvals[p] if p < s1 and dkeys[p] == ac else 0
-            s += dvals[q] * (3 * get_ix(st, a, c)[0] + d)
-        total += dvals[i] * s
-    return total
-
-
-@nb.njit(cache=True, inline="always")
-def _walk_delta(dn, dv, q, hi, marks):
-    """Σ dv[p]·marks[dn[p]] over Δ's tuples q..hi (``dn`` their second ids as uint32, ``dv``
-    their values as int8: 5 bytes a tuple where the packed keys and values read 16), four
-    sums in step (see :func:`_walk`)."""
-    s0 = 0
-    s1 = 0
-    s2 = 0
-    s3 = 0
-    while q + 4 <= hi:
-        s0 += dv[q] * marks[dn[q]]
-        s1 += dv[q + 1] * marks[dn[q + 1]]
-        s2 += dv[q + 2] * marks[dn[q + 2]]
-        s3 += dv[q + 3] * marks[dn[q + 3]]
-        q += 4
-    while q < hi:
-        s0 += dv[q] * marks[dn[q]]
-        q += 1
-    return s0 + s1 + s2 + s3
-
-
-@nb.njit(cache=True, inline="always")
-def _above(dn, lo, hi, a):
-    """The first position in dn[lo:hi] (sorted) whose id is above ``a``."""
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if dn[mid] > a:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
-
-
-@nb.njit(cache=True, parallel=True)
-def _wedges_cut(dkeys, dvals, dn, dv, gstarts, cuts, rlo, rlen, indptr, nbr, eh, el, heavy,
-                out, marks):
-    """out[g] = Σ over the tuples (a, b) of Δ's row a (group g) of
-    Δ(a,b)·Σ_{c > a} Δ(b,c)·(3·E(c,a) + Δ(c,a)): E's row a (from the snapshot) and Δ's row a
-    are marked once per group and each tuple (a, b) walks the part of Δ's row b above a.
-    The terms with c < a are the same terms with a and c swapped (Δ and E symmetric) and c = a
-    adds nothing (no self-loops), so twice the sum is the batch's wedge total. A long row
-    against few probes is probed in the stores instead (:func:`_half_wedges_probed`, the
-    same sum over c > a)."""
-    for c in nb.prange(cuts.shape[0] - 1):
-        own = _thread_marks(marks)
-        for g in range(cuts[c], cuts[c + 1]):
-            s0 = gstarts[g]
-            s1 = gstarts[g + 1]
-            a = dkeys[s0] >> 32
-            probes = 0
-            for i in range(s0, s1):
-                k = rlen[dkeys[i] & LO_MASK]
-                if k >= 2:  # Δ's row b = {a} alone closes nothing (no self-loops)
-                    probes += k
-            out[g] = 0
-            if probes == 0:
-                continue
-            if 2 * (indptr[a + 1] - indptr[a]) > MARK_RATIO * probes:
-                if heavy[a]:  # one call per part: a tuple chosen by a conditional is new
-                    out[g] = _half_wedges_probed(s0, s1, dkeys, dvals, rlo, rlen, eh, a)
-                else:
-                    out[g] = _half_wedges_probed(s0, s1, dkeys, dvals, rlo, rlen, el, a)
-                continue
-            for p in range(indptr[a], indptr[a + 1]):
-                own[nbr[p]] = 3
-            for i in range(s0, s1):
-                own[dkeys[i] & LO_MASK] += dvals[i]
-            total = 0
-            for i in range(s0, s1):
-                b = dkeys[i] & LO_MASK
-                k = rlen[b]
-                if k >= 2:
-                    lo = rlo[b]
-                    q = _above(dn, lo, lo + k, a)
-                    total += dvals[i] * _walk_delta(dn, dv, q, lo + k, own)
-            out[g] = total
-            for p in range(indptr[a], indptr[a + 1]):
-                own[nbr[p]] = 0
-            for i in range(s0, s1):
-                own[dkeys[i] & LO_MASK] = 0
-
-
-@nb.njit(cache=True)
-def _wedge_costs(dkeys, gstarts, rlen, indptr):
-    ng = gstarts.shape[0] - 1
-    cost = np.empty(ng, np.int64)
-    for g in range(ng):
-        a = dkeys[gstarts[g]] >> 32
-        t = 2 * (indptr[a + 1] - indptr[a]) + ITEM_OVERHEAD
-        for i in range(gstarts[g], gstarts[g + 1]):
-            t += rlen[dkeys[i] & LO_MASK] + 2
-        cost[g] = t
-    return cost
-
-
-def _narrow(dvals: np.ndarray) -> np.ndarray:
-    """``dvals`` as int8 where every value fits (a graph's batch: ±1), else as they are."""
-    if dvals.shape[0] and (dvals.min() < -127 or dvals.max() > 127):
-        return dvals
-    return dvals.astype(np.int8)
-
-
-def batch_wedges_snapshot(dkeys, dvals, indptr, nbr, eh, el, heavy) -> int:
-    """Σ_i out[i] of :func:`~gpu_ivm.kernels.delta_kernels.batch_wedges` for a symmetric Δ
-    (values ±1) against the snapshot: Σ over Δ tuples (a, b) of
-    Σ_c Δ(a,b)·Δ(b,c)·(3·E(c,a) + Δ(c,a)) = 3·tr(Δ²E) + tr(Δ³), as twice the sum over c > a
-    (see :func:`_wedges_cut`). Δ's rows are found through a dense directory over the
-    snapshot's ids."""
-    from .delta_kernels import _delta_rows
-    from .lsm import first_key_starts
-
-    ids = indptr.shape[0] - 1
-    gstarts = first_key_starts(dkeys)
-    rlo, rlen = _delta_rows(dkeys, gstarts, ids)
-    threads = nb.get_num_threads()
-    cuts = equal_cost_cuts(_wedge_costs(dkeys, gstarts, rlen, indptr),
-                           threads * CHUNKS_PER_THREAD)
-    out = np.empty(gstarts.shape[0] - 1, np.int64)
-    with nb.parallel_chunksize(1):
-        _wedges_cut(dkeys, dvals, dkeys.astype(np.uint32), _narrow(dvals), gstarts, cuts, rlo,
-                    rlen, indptr, nbr, eh, el, heavy, out, mark_scratch(threads, ids))
-    return 2 * int(out.sum())

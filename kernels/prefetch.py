@@ -32,6 +32,8 @@ def prefetch(typingctx, arr, idx):
         aty = signature.args[0]
         ary = context.make_array(aty)(context, builder, args[0])
         ptr = cgutils.get_item_pointer(context, builder, aty, ary, [args[1]], wraparound=False)
+        # one declaration for every element type: the pointer as i8*
+        ptr = builder.bitcast(ptr, ir.IntType(8).as_pointer())
         i32 = ir.IntType(32)
         fnty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
         fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")

@@ -77,33 +77,55 @@ def test_snapshot_refuses_multiplicities_other_than_one():
 
 
 @pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
-def test_snapshot_pair_weights_and_wedges(kind):
-    """Against scipy: w = (A·A)[x, y] once per unordered pair (x the longer row); the wedge
-    total Σ_i Δ(a,b)·(Δ·(3A + Δ))(b, a) over the tuples i = (a, b), and the stores' kernel's."""
+@pytest.mark.parametrize("path", ["as chosen", "marks", "bits", "store"])
+def test_snapshot_pair_terms(kind, path, monkeypatch):
+    """Against scipy: w = (6·A² + 3·(A·D + D·A) + 2·D²)[x, y] once per unordered pair (x the
+    longer row), and Σ Δ·w over the pairs = tr((A + D)³) − tr(A³) (6 times the count's
+    change) = the stores' kernels' 6·Σ Δ·(A²) + Σ of the wedge terms; with Δ's values ±1 and
+    ±2, and with the groups forced onto x's row marked, read by its bitmap, or intersected in
+    the store."""
+    forced = {"marks": (10**9, 0), "bits": (0, 10**9), "store": (0, 0)}
+    if path in forced:
+        monkeypatch.setattr(adjacency, "MARK_RATIO", forced[path][0])
+        monkeypatch.setattr(adjacency, "BITS_MARK_RATIO", forced[path][1])
     g = _engine_with_runs(kind, 2)
     E = g.rels[0]
     cap = E.id_capacity
     A = graph_matrix(E)
     indptr, nbr = adjacency.adjacency_snapshot(E.h.nt(), E.l.nt(), E.heavy, cap)
     rng = np.random.default_rng(len(kind))
-    for n_pairs in (1, 40, 900):
+    for n_pairs, scale in ((1, 1), (40, 1), (900, 1), (300, 2)):
         dkeys, dvals = _symmetric_delta(rng, g, n_pairs)
-        sel, w = adjacency.pair_weights_snapshot(dkeys, indptr, nbr, E.l.nt(), cap)
+        dvals = dvals * scale
+        sel, w = adjacency.pair_terms_snapshot(dkeys, dvals, indptr, nbr, E.l.nt(), cap)
         x, y = dkeys[sel] >> 32, dkeys[sel] & LO
         assert sorted(zip(np.minimum(x, y).tolist(), np.maximum(x, y).tolist())) == sorted(
             {(min(k >> 32, k & LO), max(k >> 32, k & LO)) for k in dkeys.tolist()})
-        assert np.array_equal(w, np.asarray((A @ A)[x, y]).ravel())
         D = sp.coo_matrix((dvals, (dkeys >> 32, dkeys & LO)), shape=(cap, cap)).tocsr()
-        M = (D @ (3 * A + D)).tocsr()
-        a, b = dkeys >> 32, dkeys & LO
-        total = adjacency.batch_wedges_snapshot(dkeys, dvals, indptr, nbr, E.h.nt(),
-                                                E.l.nt(), E.heavy)
-        assert total == int((dvals * np.asarray(M[b, a]).ravel()).sum())
-        store_out = np.empty(dkeys.shape[0], np.int64)
-        dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, True, store_out)
-        assert total == int(store_out.sum())
+        W = (6 * (A @ A) + 3 * (A @ D + D @ A) + 2 * (D @ D)).tocsr()
+        assert np.array_equal(w, np.asarray(W[x, y]).ravel())
+        total = int(dvals[sel] @ w)
+        F = A + D
+        assert total == int((F @ F @ F).diagonal().sum() - (A @ A @ A).diagonal().sum())
+        ws = np.empty(dkeys.shape[0], np.int64)
+        dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, True, ws)
+        assert total == 6 * int(dvals[sel] @ np.asarray((A @ A)[x, y]).ravel()) + int(ws.sum())
     for scratch in dk._MARKS.values():  # every kernel leaves its scratch zeroed
         assert not scratch.any()
+
+
+def test_snapshot_pair_terms_refuse_values_beyond_the_marks():
+    """A Δ value beyond ±DELTA_MARK_MAX (the int8 mark 2·E + Δ) gives None: the engine then
+    counts by the stores' kernels."""
+    g = _engine_with_runs("clique", 1)
+    E = g.rels[0]
+    indptr, nbr = adjacency.adjacency_snapshot(E.h.nt(), E.l.nt(), E.heavy, E.id_capacity)
+    dkeys = np.array([(0 << 32) | 1, (1 << 32) | 0], np.int64)
+    for v, ok in ((adjacency.DELTA_MARK_MAX, True), (adjacency.DELTA_MARK_MAX + 1, False)):
+        for sign in (1, -1):
+            got = adjacency.pair_terms_snapshot(dkeys, np.full(2, sign * v, np.int64), indptr,
+                                                nbr, E.l.nt(), E.id_capacity)
+            assert (got is not None) == ok
 
 
 @pytest.mark.parametrize("kind", ["star", "clique", "rmat"])
@@ -137,13 +159,3 @@ def test_engines_with_and_without_the_snapshot_count_alike(kind, monkeypatch):
                 assert any(u is not None for u in used)
         assert counts["always"] == counts["never"]
 
-
-def test_wedge_values_narrowed_only_where_they_fit():
-    """The wedge walk reads Δ's values as int8 only when every value fits; otherwise the
-    values go as they are (a narrowing that wrapped would change the sum)."""
-    small = np.array([1, -1, 127, -127], np.int64)
-    assert adjacency._narrow(small).dtype == np.int8
-    assert np.array_equal(adjacency._narrow(small), small)
-    for wide in (np.array([1, 128], np.int64), np.array([-128, 1], np.int64)):
-        assert adjacency._narrow(wide) is wide
-    assert adjacency._narrow(np.zeros(0, np.int64)).dtype == np.int8
