@@ -43,8 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         PartRel.index_min = args.row_tables or None
     from gpu_ivm.workloads import celebrity_churn, mixed_stream
 
-    make = celebrity_churn if args.stream == "celebrity" else mixed_stream
-    stream = make(args.scale, batch_size=args.batch_size, n_batches=2 * args.batches + 1, seed=1)
+    n_batches = 2 * args.batches + 1
+    if args.stream == "celebrity":  # the default celebrities, their degree within the graph
+        stream = celebrity_churn(args.scale, batch_size=args.batch_size, n_batches=n_batches,
+                                 celebrity_degree=min(40_000, 1 << args.scale), seed=1)
+    else:
+        stream = mixed_stream(args.scale, batch_size=args.batch_size, n_batches=n_batches,
+                              seed=1)
     eng = GraphEngine(epsilon=args.epsilon, adaptive=False)
     eng.load((stream.base_src, stream.base_dst))
     batches = list(stream.batches())

@@ -276,3 +276,19 @@ def test_interleaved_runner_rotates_and_checks(monkeypatch):
     assert recs["b"]["ok"] is False and recs["b"]["checks"][1] == [4, 3]
     assert recs["c"]["status"] == "failed" and "boom" in recs["c"]["detail"]
     assert all(r["order"] == "interleaved" for r in recs.values())
+
+
+@pytest.mark.parametrize("stream", ["rmat", "celebrity"])
+def test_profile_batch_on_both_streams(stream, monkeypatch, capsys):
+    """``python -m bench.profile_batch`` profiles the R-MAT stream or celebrity churn (its
+    celebrities' degree capped at the graph's ids at small scales) and counts the work of
+    exactly the updates it applied in the profile mode: B per batch."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from bench.profile_batch import main
+
+    assert main(["--scale", "8", "--batch-size", "20", "--batches", "2", "--stream", stream,
+                 "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    name = "celebrity churn on R-MAT" if stream == "celebrity" else "R-MAT"
+    assert out.startswith(f"{name} scale 8, B = 20")
+    assert "count kernel work over 40 updates" in out
