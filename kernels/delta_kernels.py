@@ -590,7 +590,7 @@ WEDGE_BLOCK = 64  # Δ tuples per iteration of the parallel wedge loop
 #: symmetric batches by Δ's rows (:func:`_half_wedge_group`: Δ's row a marked once, a tuple
 #: (a, b) whose Δ row b is {a} alone told by one bit of :func:`multi_rows`); False: tuple by
 #: tuple with binary searches (:func:`_wedges_symmetric`, the same terms), for tests
-WEDGE_FILTER = True
+WEDGE_BY_ROWS = True
 
 
 @nb.njit(cache=True)
@@ -746,7 +746,7 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     it), and a tuple whose Δ row b is {a} alone adds nothing (:func:`_half_wedge_group`).
     """
     n = dkeys.shape[0]
-    if not (symmetric and WEDGE_FILTER) or n == 0:
+    if not (symmetric and WEDGE_BY_ROWS) or n == 0:
         if n < PAR_MIN:
             _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, out)
         else:

@@ -108,7 +108,7 @@ def test_filtered_wedges_equal_scipy_and_the_searches(kind, monkeypatch):
         total = int((dvals * np.asarray((D @ (3 * A + D)).tocsr()[b, a]).ravel()).sum())
         want = half_wedge_terms(dkeys, dvals, A)
         for flag, density in ((True, 0), (True, 10**9), (False, 0)):
-            monkeypatch.setattr(dk, "WEDGE_FILTER", flag)
+            monkeypatch.setattr(dk, "WEDGE_BY_ROWS", flag)
             monkeypatch.setattr(dk, "WEDGE_GROUP_DENSITY", density)
             out = np.full(dkeys.shape[0], -7, np.int64)
             dk.batch_wedges(dkeys, dvals, E.h.nt(), E.l.nt(), E.heavy, True, out)

@@ -195,7 +195,7 @@ def test_grouped_pair_weights_and_wedges(kind, monkeypatch):
         assert int(want.sum()) == total
         # by Δ's rows in a dense directory / searched; tuple by tuple
         for flag, density in ((True, 10**9), (True, 0), (False, 0)):
-            monkeypatch.setattr(dk, "WEDGE_FILTER", flag)
+            monkeypatch.setattr(dk, "WEDGE_BY_ROWS", flag)
             monkeypatch.setattr(dk, "WEDGE_GROUP_DENSITY", density)
             monkeypatch.setattr(dk, "PAR_MIN", 1)
             out = np.empty(dkeys.shape[0], np.int64)
