@@ -680,39 +680,23 @@ def _half_wedge_group(s0, s1, dkeys, dvals, st, multi, gstarts, gkeys, rlo, rlen
     return True
 
 
-@nb.njit(cache=True, inline="always")
-def _half_wedge_groups(g0, g1, dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo, rlen,
-                       out, marks):
-    """:func:`_half_wedge_group` for Δ's rows g0..g1-1, a row that does not fit the marks
+@nb.njit(cache=True, parallel=True)
+def _half_wedges_par(dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo, rlen, out,
+                     marks):
+    """:func:`_half_wedge_group`, one Δ row per iteration; a row that does not fit the marks
     by :func:`_wedges_symmetric` (the same terms)."""
-    for g in range(g0, g1):
+    for g in nb.prange(gstarts.shape[0] - 1):
+        own = _thread_marks(marks)
         s0 = gstarts[g]
         s1 = gstarts[g + 1]
         if heavy[dkeys[s0] >> 32]:  # one call per part (see _wedges_symmetric)
             done = _half_wedge_group(s0, s1, dkeys, dvals, eh, multi, gstarts, gkeys, rlo,
-                                     rlen, out, marks)
+                                     rlen, out, own)
         else:
             done = _half_wedge_group(s0, s1, dkeys, dvals, el, multi, gstarts, gkeys, rlo,
-                                     rlen, out, marks)
+                                     rlen, out, own)
         if not done:
             _wedges_symmetric(s0, s1, dkeys, dvals, eh, el, heavy, out)
-
-
-@nb.njit(cache=True, parallel=True)
-def _half_wedges_par(dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo, rlen, out,
-                     marks):
-    """:func:`_half_wedge_groups`, one Δ row per iteration."""
-    for g in nb.prange(gstarts.shape[0] - 1):
-        _half_wedge_groups(g, g + 1, dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo,
-                           rlen, out, _thread_marks(marks))
-
-
-@nb.njit(cache=True)
-def _half_wedges_one(dkeys, dvals, eh, el, heavy, multi, gstarts, gkeys, rlo, rlen, out,
-                     marks):
-    """:func:`_half_wedges_par` on the calling thread, for small batches."""
-    _half_wedge_groups(0, gstarts.shape[0] - 1, dkeys, dvals, eh, el, heavy, multi, gstarts,
-                       gkeys, rlo, rlen, out, marks[0])
 
 
 @nb.njit(cache=True, parallel=True)
@@ -746,11 +730,15 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     it), and a tuple whose Δ row b is {a} alone adds nothing (:func:`_half_wedge_group`).
     """
     n = dkeys.shape[0]
-    if not (symmetric and WEDGE_BY_ROWS) or n == 0:
-        if n < PAR_MIN:
-            _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, out)
-        else:
-            _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)
+    if n < PAR_MIN:
+        # tuple by tuple on the calling thread (the same terms): a loop over Δ's rows that
+        # calls the row's body with the stores' tuples pays their reference counts per row
+        # outside a parallel loop (442 against 139 µs for the 2,000 tuples of an R-MAT 18
+        # batch, one-off script)
+        _wedges_one(dkeys, dvals, eh, el, heavy, symmetric, out)
+        return
+    if not (symmetric and WEDGE_BY_ROWS):
+        _batch_wedges_par(dkeys, dvals, eh, el, heavy, symmetric, out)
         return
     gstarts = first_key_starts(dkeys)
     ids = max(heavy.shape[0], int(dkeys[-1] >> 32) + 1)
@@ -761,8 +749,5 @@ def batch_wedges(dkeys, dvals, eh, el, heavy, symmetric, out):
     else:  # by a binary search of the rows' first keys
         gkeys = dkeys[gstarts[:-1]] >> 32
         rlo = rlen = _NO_ROWS
-    args = (dkeys, dvals, eh, el, heavy, multi_rows(dkeys), gstarts, gkeys, rlo, rlen, out)
-    if n < PAR_MIN:
-        _half_wedges_one(*args, mark_scratch(1, ids))
-    else:
-        _half_wedges_par(*args, mark_scratch(nb.get_num_threads(), ids))
+    _half_wedges_par(dkeys, dvals, eh, el, heavy, multi_rows(dkeys), gstarts, gkeys, rlo, rlen,
+                     out, mark_scratch(nb.get_num_threads(), ids))
