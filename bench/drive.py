@@ -188,14 +188,61 @@ def run_system(ctx: RunContext, name: str, wl: Workload, *, n_timed: int | None 
     return _finish(rec, wl)
 
 
+def balanced_orders(n: int, budget: int = 200_000) -> list[list[int]]:
+    """Orders of ``n`` systems for successive batches, repeated cyclically, in which each
+    system runs right after each other system equally often: the ``n - 1`` orders, run one
+    after another and back to the first, make each of the n·(n - 1) ordered pairs of
+    distinct systems (x, then y) adjacent exactly once, across the batches' boundaries too,
+    and no system runs twice in a row.
+
+    A system's batch runs in the caches its predecessor left, and an engine that walks long
+    rows (ε = 1 on celebrity churn: 22 ms a batch) leaves them cold: rotating the order by
+    one a batch put the default right after it in two batches of three and ε = ½ in one
+    (about 10 % on the default's mean, docs/benchmarks.md, thirty-first session). Found by
+    a depth-first search (instant up to 8 systems); beyond ``budget`` steps, the rotations.
+
+    >>> balanced_orders(3)
+    [[0, 1, 2], [0, 2, 1]]
+    """
+    if n <= 2:
+        return [list(range(n))]
+    total = n * (n - 1)
+    seq, used, steps = [0], set(), [0]
+
+    def extend() -> bool:
+        i = len(seq)
+        if i == total:  # and back to the first order
+            return (seq[-1], seq[0]) not in used and seq[-1] != seq[0]
+        steps[0] += 1
+        if steps[0] > budget:
+            return False
+        ran = set(seq[(i // n) * n:i])  # this batch's systems so far
+        for x in range(n):
+            pair = (seq[-1], x)
+            if x in ran or x == seq[-1] or pair in used:
+                continue
+            used.add(pair)
+            seq.append(x)
+            if extend():
+                return True
+            seq.pop()
+            used.discard(pair)
+        return False
+
+    if extend():
+        return [seq[j * n:(j + 1) * n] for j in range(n - 1)]
+    return [list(range(k, n)) + list(range(k)) for k in range(n)]
+
+
 def run_interleaved(ctx: RunContext, names: list[str], wl: Workload, *,
                     cap_s: float = 300.0) -> list[dict]:
     """Run the in-process systems ``names`` over ``wl`` together: each loads the base graph,
-    then every batch goes to each system before the next batch, in an order rotated by one
-    system per batch, so a drift in the machine's speed (a shared machine) hits every system
-    alike. Every batch is timed; counts are checked at ``wl.expected``'s points. Returns one
-    record per system (not yet emitted) with the fields of :func:`run_system`'s, less the
-    peak memory (the systems are resident together), plus ``order = "interleaved"``."""
+    then every batch goes to each system before the next batch, so a drift in the machine's
+    speed (a shared machine) hits every system alike, in orders that give each system each
+    other one as its predecessor equally often (:func:`balanced_orders`). Every batch is
+    timed; counts are checked at ``wl.expected``'s points. Returns one record per system
+    (not yet emitted) with the fields of :func:`run_system`'s, less the peak memory (the
+    systems are resident together), plus ``order = "interleaved"``."""
     recs, live = {}, {}
     for name in names:
         pre = _precheck(name, wl)
@@ -221,6 +268,7 @@ def run_interleaved(ctx: RunContext, names: list[str], wl: Workload, *,
             state[name].update(status="failed", detail=f"load: {type(e).__name__}: {e}")
             del live[name]
     order = list(live)
+    cycle = balanced_orders(len(order))
     it = ctx.bar(enumerate(wl.batches), desc=f"{wl.key} interleaved", total=len(wl.batches))
     for i, b in it:
         if time.perf_counter() - t_wall > cap_s:
@@ -229,8 +277,7 @@ def run_interleaved(ctx: RunContext, names: list[str], wl: Workload, *,
                                    detail=f"timed out after {cap_s:.0f} s ({i} of "
                                           f"{len(wl.batches)} batches applied)")
             break
-        k = i % max(len(order), 1)
-        for name in order[k:] + order[:k]:
+        for name in [order[j] for j in cycle[i % len(cycle)]]:
             if name not in live:
                 continue
             st = state[name]

@@ -199,8 +199,9 @@ def _what_is_measured(sources: dict[str, Source]) -> list[str]:
     if "paired" in sources:
         out += ["**paired.** The in-process engines (the default and the fixed ε) on the "
                 "workloads above, loaded together; every batch goes to each engine before the "
-                "next batch, in an order rotated by one engine per batch, so that a drift in "
-                "the machine's speed (a shared machine's other work) hits them alike. The "
+                "next batch, so that a drift in the machine's speed (a shared machine's other "
+                "work) hits them alike, in orders that give each engine each other one as its "
+                "predecessor equally often (the caches one leaves are the next one's). The "
                 "ratios between engines are read from this table; the other tables run one "
                 "system after another.", ""]
     if "modes" in sources:
@@ -402,7 +403,8 @@ def _paired_section(src: Source, images: dict, md_dir: Path) -> list[str]:
     labels = {n: next((r["records"][n].get("label", n) for r in rows if n in r["records"]), n)
               for n in names}
     out += ["Mean ms a batch (median in brackets) of each engine on the same batches, in one "
-            "process, the engines' order rotated batch by batch; *default / best fixed ε*: "
+            "process, in balanced orders (each engine after each other one equally often); "
+            "*default / best fixed ε*: "
             "the default's mean over the lower of the fixed engines' means (medians over the "
             "lower median).", "",
             "| workload, B | " + " | ".join(labels[n] for n in names)

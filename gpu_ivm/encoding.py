@@ -58,6 +58,16 @@ def transpose(keys: np.ndarray) -> np.ndarray:
     return ((keys & LO_MASK) << 32) | (keys >> 32)
 
 
+
+def _headroom(need: int) -> int:
+    """The entries an id array or the hash table (at half load) is sized for when it must
+    grow to hold ``need`` keys: a quarter more, so that the batches after a bulk load (which
+    numbers every vertex at once) add their new vertices without rebuilding the table or
+    copying the arrays (R-MAT 20, whose 10⁶ vertices filled the table to its limit: about
+    1.8 ms of the first batch after the load)."""
+    return need + need // 4
+
+
 class IdEncoder:
     """Dictionary encoder of user keys to dense ids.
 
@@ -157,7 +167,7 @@ class IdEncoder:
             new_keys = np.ascontiguousarray(new_keys, np.int64)
             if 2 * (self.n + m) > self._tkeys.shape[0]:
                 cap = self._tkeys.shape[0]
-                while 2 * (self.n + m) > cap:
+                while 2 * _headroom(self.n + m) > cap:
                     cap *= 2
                 self._tkeys = np.zeros(cap, np.int64)
                 self._tvals = np.full(cap, hashmap.EMPTY, np.int64)
@@ -166,7 +176,7 @@ class IdEncoder:
             hashmap.insert(self._tkeys, self._tvals, new_keys,
                            np.arange(self.n, self.n + m, dtype=np.int64))
             if self.n + m > self._ints.shape[0]:
-                grown = np.zeros(max(2 * self._ints.shape[0], self.n + m), np.int64)
+                grown = np.zeros(max(2 * self._ints.shape[0], _headroom(self.n + m)), np.int64)
                 grown[: self.n] = self._ints[: self.n]
                 self._ints = grown
             self._ints[self.n : self.n + m] = new_keys
@@ -184,7 +194,8 @@ class IdEncoder:
             self._dense = None
             return
         if hi >= self._dense.shape[0]:
-            grown = np.full(min(max(hi + 1, 2 * self._dense.shape[0]), room), -1, np.int64)
+            grown = np.full(min(max(_headroom(hi + 1), 2 * self._dense.shape[0]), room), -1,
+                            np.int64)
             grown[: self._dense.shape[0]] = self._dense
             self._dense = grown
         self._dense[new_keys] = np.arange(first, first + new_keys.shape[0], dtype=np.int64)

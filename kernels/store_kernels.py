@@ -17,6 +17,7 @@ from .lsm import (
     lower_bound,
     run_range_a,
 )
+from .prefetch import prefetch
 from .row_bits import bit_at, bits_apply, bits_fill, has_bits  # noqa: F401  (the store's row-bitmap kernels)
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
 
@@ -96,6 +97,120 @@ def _locate_groups_par(st, keys_in, starts, pos, tomb):
                       starts[gi], starts[gi + 1], pos, tomb)
 
 
+#: keys per chunk of :func:`_locate_lanes_par`: their searches advance in lock step
+LOCATE_LANES = 32
+#: batches whose groups of equal first key hold this many keys or fewer on average are
+#: located key by key in lock step (larger groups gallop along their rows)
+LANES_GROUP_MAX = 4
+
+
+@nb.njit(cache=True, parallel=True)
+def _locate_lanes_par(st, keys_in, pos, tomb):
+    """:func:`_locate_range`'s ``pos`` for every key, each key searched for on its own, the
+    searches of a chunk of ``LOCATE_LANES`` keys in lock step.
+
+    Finding a key is a chain of dependent loads: its row's run mask, tombstones and bitmap
+    slot, then the bitmap word and the row's directory entry in each run, then a binary
+    search of the row. Key after key, each link waits on memory. Here a chunk's keys take
+    each link together: one pass asks for every key's words (a prefetch), the next reads them
+    and asks for the next link, and the binary searches (one per key and run that may hold
+    it) advance one step per pass over the chunk, each step's probe asked for in the pass
+    before, so the chunk's misses overlap. The answers are :func:`_locate_range`'s: a key
+    whose row has a bitmap and no tombstone and whose bit is clear is stored nowhere, and a
+    key counts in the oldest run that the row's run mask names and that holds it."""
+    keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits = _arrays(st)
+    n = keys_in.shape[0]
+    nr = bounds.shape[0] - 1
+    nch = (n + LOCATE_LANES - 1) // LOCATE_LANES
+    for c in nb.prange(nch):
+        i0 = c * LOCATE_LANES
+        i1 = min(n, i0 + LOCATE_LANES)
+        cap = (i1 - i0) * max(nr, 1)
+        tk = np.empty(cap, np.int64)
+        tlo = np.empty(cap, np.int64)
+        thi = np.empty(cap, np.int64)
+        tend = np.empty(cap, np.int64)
+        _locate_lanes(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, i0,
+                      i1, pos, tomb, tk, tlo, thi, tend)
+
+
+@helper
+def _locate_lanes(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, i0, i1,
+                  pos, tomb, tk, tlo, thi, tend):
+    """The chunk keys_in[i0:i1] of :func:`_locate_lanes_par` (``tk``, ``tlo``, ``thi``,
+    ``tend``: room for a search per key and run)."""
+    for t in range(i0, i1):  # the rows' words
+        x = keys_in[t] >> 32
+        pos[t] = -1
+        if x >= 0 and x < runmask.shape[0]:
+            prefetch(runmask, x)
+        if x >= 0 and x < tomb.shape[0]:
+            prefetch(tomb, x)
+        if x >= 0 and x < boff.shape[0]:
+            prefetch(boff, x)
+    for t in range(i0, i1):  # their bitmap words and directory entries
+        x = keys_in[t] >> 32
+        if (x >= 0 and x < tomb.shape[0] and tomb[x] == 0 and x < boff.shape[0]
+                and boff[x] >= 0):
+            ci = (keys_in[t] & LO_MASK) >> 6
+            if ci < bits.shape[1]:
+                prefetch(bits[boff[x]], ci)
+        m = runmask[x] if x >= 0 and x < runmask.shape[0] else 0
+        j = 0
+        while m != 0:
+            if m & 1 and dirptr[j] >= 0 and x + 1 < dirlen[j]:
+                prefetch(dirs, dirptr[j] + x)
+            m >>= 1
+            j += 1
+    k = 0
+    for t in range(i0, i1):  # the searches: a key's runs, oldest first
+        key = keys_in[t]
+        x = key >> 32
+        known = (x < tomb.shape[0] and tomb[x] == 0 and x >= 0 and x < boff.shape[0]
+                 and boff[x] >= 0)
+        if known and bit_at(bits, boff[x], key & LO_MASK) == 0:
+            continue
+        m = runmask[x] if x >= 0 and x < runmask.shape[0] else 0
+        j = 0
+        while m != 0:
+            if m & 1:
+                if dirptr[j] >= 0:
+                    lo, hi = run_range_a(keys, bounds, dirptr, dirlen, dirs, j, x)
+                else:
+                    lo, hi = bounds[j], bounds[j + 1]
+                if lo < hi:
+                    tk[k] = t
+                    tlo[k] = lo
+                    thi[k] = hi
+                    tend[k] = hi
+                    prefetch(keys, (lo + hi) >> 1)
+                    k += 1
+            m >>= 1
+            j += 1
+    busy = k
+    while busy > 0:  # one step of every open search a pass
+        busy = 0
+        for q in range(k):
+            lo = tlo[q]
+            hi = thi[q]
+            if lo < hi:
+                mid = (lo + hi) >> 1
+                if keys[mid] < keys_in[tk[q]]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+                tlo[q] = lo
+                thi[q] = hi
+                if lo < hi:
+                    prefetch(keys, (lo + hi) >> 1)
+                    busy += 1
+    for q in range(k):  # in order: a key's oldest run that holds it
+        t = tk[q]
+        p = tlo[q]
+        if pos[t] < 0 and p < tend[q] and keys[p] == keys_in[t]:
+            pos[t] = p
+
+
 #: a batch with one key per this many stored entries or more is located by walking the runs
 LOCATE_MERGE_RATIO = 16
 #: chunks of such a batch handed to the threads (a constant: a thread count read inside a
@@ -162,10 +277,13 @@ def _locate_sorted(st, keys_in, pos, tomb):
 
     A sorted batch with one key per ``LOCATE_MERGE_RATIO`` stored entries or more is merged
     with the runs (:func:`_locate_merge_par`: R-MAT 16, 2·10⁵ keys against 1.6M entries in
-    three runs). Otherwise keys are located per first key (:func:`_locate_range`, which says what
-    ``tomb`` is for); the groups of a batch of ``PAR_LOCATE_MIN`` keys or more are spread
-    over the threads (each search is a chain of dependent loads, so one thread leaves the
-    memory system idle).
+    three runs). Otherwise keys are located per first key (:func:`_locate_range`, which says
+    what ``tomb`` is for); a batch of ``PAR_LOCATE_MIN`` keys or more is spread over the
+    threads (each search is a chain of dependent loads, so one thread leaves the memory
+    system idle): one whose groups hold ``LANES_GROUP_MAX`` keys or fewer on average (a graph
+    batch's: mostly a key a row) key by key, the searches of a chunk in lock step
+    (:func:`_locate_lanes_par`), one of larger groups group by group, a group's keys found by
+    galloping along its row.
     """
     n = keys_in.shape[0]
     bounds = st[2]
@@ -177,7 +295,11 @@ def _locate_sorted(st, keys_in, pos, tomb):
         _locate_merge_par(st[0], bounds, st[6], keys_in, cuts, pos)
         return
     if n >= PAR_LOCATE_MIN:
-        _locate_groups_par(st, keys_in, first_key_starts(keys_in), pos, tomb)
+        starts = first_key_starts(keys_in)
+        if LANES_GROUP_MAX * (starts.shape[0] - 1) >= n:
+            _locate_lanes_par(st, keys_in, pos, tomb)
+        else:
+            _locate_groups_par(st, keys_in, starts, pos, tomb)
         return
     keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits = _arrays(st)
     _locate_range(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, 0,

@@ -229,10 +229,11 @@ def test_every_profile_names_known_systems_and_scenarios():
             assert not unknown, (prof.name, type(part).__name__, unknown)
 
 
-def test_interleaved_runner_rotates_and_checks(monkeypatch):
-    """``drive.run_interleaved``: every batch goes to each system before the next, the first
-    system rotating by one per batch; a system whose count is wrong is recorded with ``ok``
-    False, one that raises as failed (the others go on), each with its batches timed."""
+def test_interleaved_runner_balances_and_checks(monkeypatch):
+    """``drive.run_interleaved``: every batch goes to each system before the next, in the
+    balanced orders (each system after each other one equally often); a system whose count
+    is wrong is recorded with ``ok`` False, one that raises as failed (the others go on),
+    each with its batches timed."""
     monkeypatch.syspath_prepend(str(REPO))
     from bench import drive, systems
     from bench.context import RunContext
@@ -269,13 +270,40 @@ def test_interleaved_runner_rotates_and_checks(monkeypatch):
     ctx.bar = lambda it, **kw: it
     recs = {r["system"]: r for r in drive.run_interleaved(ctx, ["a", "b", "c"], wl)}
     assert [n for i, n in calls if i == 0] == ["a", "b", "c"]
-    assert [n for i, n in calls if i == 1] == ["b", "c", "a"]
-    assert [n for i, n in calls if i == 2] == ["c", "a", "b"]
+    assert [n for i, n in calls if i == 1] == ["a", "c", "b"]
+    assert [n for i, n in calls if i == 2] == ["a", "b", "c"]
     assert [n for i, n in calls if i == 3] == ["a", "b"]  # c failed at batch 2
     assert recs["a"]["ok"] is True and recs["a"]["timed_batches"] == 4
     assert recs["b"]["ok"] is False and recs["b"]["checks"][1] == [4, 3]
     assert recs["c"]["status"] == "failed" and "boom" in recs["c"]["detail"]
     assert all(r["order"] == "interleaved" for r in recs.values())
+
+
+@pytest.mark.parametrize("n", range(1, 10))
+def test_balanced_orders(n, monkeypatch):
+    """``drive.balanced_orders``: permutations of the n systems whose concatenation, back to
+    the first, has every ordered pair of distinct systems adjacent equally often (exactly
+    once where the search finds the orders, up to 8 systems) and no system twice in a row;
+    the rotations where it gives up (a budget of 0 steps)."""
+    monkeypatch.syspath_prepend(str(REPO))
+    from collections import Counter
+
+    from bench import drive
+
+    def pairs(orders):
+        seq = [x for o in orders for x in o]
+        return Counter(zip(seq, seq[1:] + seq[:1]))
+
+    orders = drive.balanced_orders(n)
+    assert all(sorted(o) == list(range(n)) for o in orders)
+    if n >= 2:
+        got = pairs(orders)
+        assert all(x != y for x, y in got)
+        assert set(got) == {(x, y) for x in range(n) for y in range(n) if x != y}
+        assert len(set(got.values())) == 1
+        assert (n > 8) or len(orders) == max(n - 1, 1)
+    rot = drive.balanced_orders(n, budget=0)
+    assert n <= 2 or rot == [list(range(k, n)) + list(range(k)) for k in range(n)]
 
 
 @pytest.mark.parametrize("stream", ["rmat", "celebrity"])

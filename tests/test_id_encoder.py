@@ -64,3 +64,28 @@ def test_the_direct_table_covers_keys_that_count_from_zero():
     enc.commit(new)  # far past the ids: hash table only from here on
     assert enc._dense is None
     assert enc.lookup(np.array([10**12, 999, 7])).tolist() == [1000, 0, 992]
+
+
+@pytest.mark.parametrize("keys", ["dense", "hashed"])
+def test_new_keys_after_a_bulk_commit_keep_the_arrays(keys):
+    """A bulk commit (a load numbering every vertex) leaves room for a quarter more keys:
+    the next commits of a few keys copy no array and rebuild no table, and every key still
+    decodes and looks up to its id (here 2**16 keys fill the hash table to its limit, as
+    R-MAT's vertex counts do)."""
+    rng = np.random.default_rng(1)
+    n = 1 << 16
+    bulk = (np.arange(n) if keys == "dense"
+            else rng.choice(1 << 40, n, replace=False)).astype(np.int64)
+    enc = IdEncoder()
+    ids, new = enc.plan(bulk)
+    enc.commit(new)
+    held = (enc._ints, enc._tkeys, enc._dense)
+    more = np.arange(n, n + n // 8, dtype=np.int64) * (1 if keys == "dense" else 1 << 41)
+    for chunk in np.array_split(more, 8):
+        _, new = enc.plan(chunk)
+        enc.commit(new)
+    assert enc._ints is held[0] and enc._tkeys is held[1] and enc._dense is held[2]
+    every = np.concatenate([bulk, more])
+    assert enc.lookup(every).tolist() == list(range(every.shape[0]))
+    assert np.array_equal(enc.decode(np.arange(every.shape[0])), every)
+    assert (enc._dense is None) == (keys == "hashed")

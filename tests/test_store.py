@@ -189,3 +189,64 @@ def test_dense_batches_are_located_by_merging_the_runs(seed, monkeypatch):
     d = -np.array([ref[x] for x in k.tolist()], np.int64)
     assert s.add(k, d).tolist() == [ref[x] for x in k.tolist()]
     assert len(s) == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_keys_located_in_lock_step(seed, monkeypatch):
+    """``_locate_lanes_par`` (a chunk's searches advanced together) gives every key the
+    position that the group-by-group search gives it, on stores with several runs,
+    directories, row bitmaps and tombstones: every live key found where it is stored, a
+    key found but not live only at a tombstone, and absent keys, rows with no tuple and
+    ids beyond the store not found; with the tombstone counts passed (the bitmap shortcut)
+    and without. A graph-like batch (a key or two a row) takes that path in
+    ``_locate_sorted``; clustered keys the galloping one."""
+    from gpu_ivm.kernels import store_kernels as sk
+
+    monkeypatch.setattr(store_mod, "DIR_MIN", 4)
+    monkeypatch.setattr(store_mod, "BITS_FLOOR", 4)
+    monkeypatch.setattr(store_mod, "COMPACT_SLACK", 1 << 20)  # tombstones stay
+    rng = np.random.default_rng(seed)
+    nkeys = 300
+    k0 = np.unique((rng.integers(0, nkeys, 6000) << 32) | rng.integers(0, nkeys, 6000))
+    s = ZStore.from_sorted(k0, np.ones(k0.shape[0], np.int64), nkeys, bits=True)
+    ref = dict.fromkeys(k0.tolist(), 1)
+    for m in (1400, 280, 60):  # more runs (each under a quarter of the one before), and
+        # tombstones (exact deletes)
+        k = np.unique((rng.integers(0, nkeys, m) << 32) | rng.integers(0, nkeys, m))
+        d = np.where([x in ref for x in k.tolist()], -1, 1).astype(np.int64)
+        s.add(k, d)
+        _ref_add(ref, k, d)
+    check_store(s, ref, nkeys)
+    st = s.nt()
+    assert s.nruns >= 3 and s.tombstones() > 0 and (st[11] >= 0).any() and max(st[3]) >= 0
+    arrays = (st[0], st[2], st[3], st[4], st[5], st[6], st[11], st[12])
+    live = np.array(sorted(ref), np.int64)
+    stored = st[0][: st[2][-1]]
+    dead = stored[(st[1][: st[2][-1]] == 0) & ((stored & sk.LO_MASK) != sk.SENTINEL)]
+    for n, spread in ((37, True), (700, True), (2000, False)):
+        if spread:  # a key or two a row: live keys, absent keys, ids beyond the store
+            rows = rng.choice(nkeys + 40, n, replace=True)
+            k = np.unique((rows << 32) | rng.integers(0, nkeys + 40, n))
+            k[: k.shape[0] // 3] = rng.choice(live, k.shape[0] // 3, replace=False)
+            k = np.unique(np.concatenate([k, dead[: n // 10]]))
+        else:  # every stored key and more: groups of ~20 keys a row
+            k = np.unique(np.concatenate([live, (rng.integers(0, nkeys, n) << 32)
+                                          | rng.integers(0, nkeys, n)]))
+        for tomb in (s.tomb, sk._NO_TOMB):
+            pos_g = np.empty(k.shape[0], np.int64)
+            sk._locate_range(*arrays, k, 0, k.shape[0], pos_g, tomb)
+            pos_l = np.full(k.shape[0], -7, np.int64)
+            sk._locate_lanes_par(st, k, pos_l, tomb)
+            assert np.array_equal(pos_l, pos_g)
+            found = pos_l >= 0
+            assert np.array_equal(st[0][pos_l[found]], k[found])
+            is_live = np.isin(k, live)
+            assert found[is_live].all()
+            assert (st[1][pos_l[found & ~is_live]] == 0).all()
+            assert not found[(k >> 32) >= nkeys].any()
+            pos_s = np.empty(k.shape[0], np.int64)
+            sk._locate_sorted(st, k, pos_s, tomb)
+            assert np.array_equal(pos_s, pos_g)
+        assert (found & ~is_live).any()  # tombstones among the keys found
+        groups = sk.first_key_starts(k).shape[0] - 1
+        assert (sk.LANES_GROUP_MAX * groups >= k.shape[0]) == spread

@@ -5,8 +5,11 @@ The other scenarios run one system after another, each over its whole stream. On
 ratio of two engines by up to 1.4× between runs (docs/benchmarks.md, twentieth session: the
 default against ε = ½ on celebrity churn 1.42× in a run, within 3 % interleaved). Here the
 engines of ``PairedConfig.systems`` load the same base graph and every batch goes to each of
-them before the next batch, in an order rotated by one engine per batch
-(:func:`bench.drive.run_interleaved`), so a drift hits every engine alike. Ratios between
+them before the next batch (:func:`bench.drive.run_interleaved`), so a drift hits every
+engine alike, in orders that give each engine each other one as its predecessor equally
+often (:func:`bench.drive.balanced_orders`; an engine runs in the caches the one before it
+left, and rotating the order by one a batch put the default after ε = 1 twice as often as
+ε = ½ on celebrity churn, where ε = 1 walks the hubs' rows). Ratios between
 engines (the default against the best fixed ε) are read from this scenario; absolute rates
 and the comparison with other systems from the others.
 
