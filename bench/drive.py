@@ -188,50 +188,79 @@ def run_system(ctx: RunContext, name: str, wl: Workload, *, n_timed: int | None 
     return _finish(rec, wl)
 
 
-def balanced_orders(n: int, budget: int = 200_000) -> list[list[int]]:
+def balanced_orders(n: int, budget: int = 500_000) -> list[list[int]]:
     """Orders of ``n`` systems for successive batches, repeated cyclically, in which each
-    system runs right after each other system equally often: the ``n - 1`` orders, run one
-    after another and back to the first, make each of the n·(n - 1) ordered pairs of
-    distinct systems (x, then y) adjacent exactly once, across the batches' boundaries too,
-    and no system runs twice in a row.
+    system runs right after each other system equally often and in each place of a batch
+    equally often: run one after another and back to the first, the orders make each of the
+    n·(n - 1) ordered pairs of distinct systems (x, then y) adjacent the same number of
+    times, across the batches' boundaries too, and no system runs twice in a row.
 
-    A system's batch runs in the caches its predecessor left, and an engine that walks long
-    rows (ε = 1 on celebrity churn: 22 ms a batch) leaves them cold: rotating the order by
-    one a batch put the default right after it in two batches of three and ε = ½ in one
-    (about 10 % on the default's mean, docs/benchmarks.md, thirty-first session). Found by
-    a depth-first search (instant up to 8 systems); beyond ``budget`` steps, the rotations.
+    Both matter on this machine. A system's batch runs in the caches its predecessor left,
+    and an engine that walks long rows (ε = 1 on celebrity churn: 22 ms a batch) leaves them
+    cold: rotating the order by one a batch put the default right after it in two batches of
+    three and ε = ½ in one, about 10 % on the default's mean. And the first system of a
+    batch pays for the runner's work between batches: with the default always first, its
+    mean on the SNAP windows' small batches was 6-17 % above the engines that ran later
+    (docs/benchmarks.md, thirty-first session).
+
+    Found by a depth-first search: n·(n - 1) orders for 3 and 4 systems; beyond ``budget``
+    steps (5 or more), the n - 1 orders that balance the pairs only, then the rotations. Two
+    systems alternate (each runs twice in a row once per two batches, the other likewise).
 
     >>> balanced_orders(3)
-    [[0, 1, 2], [0, 2, 1]]
+    [[0, 1, 2], [0, 2, 1], [2, 1, 0], [1, 0, 2], [1, 2, 0], [2, 0, 1]]
     """
-    if n <= 2:
+    if n <= 1:
         return [list(range(n))]
-    total = n * (n - 1)
-    seq, used, steps = [0], set(), [0]
+    if n == 2:
+        return [[0, 1], [1, 0]]
+    for places in (True, False):
+        found = _order_search(n, n * (n - 1) if places else n - 1, places, budget)
+        if found is not None:
+            return found
+    return [list(range(k, n)) + list(range(k)) for k in range(n)]
+
+
+def _order_search(n: int, m: int, places: bool, budget: int) -> list[list[int]] | None:
+    """``m`` orders of ``n`` systems whose cyclic concatenation has each ordered pair of
+    distinct systems ``m / (n - 1)`` times, no system twice in a row and (``places``) each
+    system ``m / n`` times in each place; None when the search passes ``budget`` steps."""
+    length = m * n
+    per_pair, per_place = m // (n - 1), m // n
+    pairs = [[0] * n for _ in range(n)]
+    place = [[0] * n for _ in range(n)]
+    seq = [0]
+    place[0][0] = 1
+    steps = 0
 
     def extend() -> bool:
+        nonlocal steps
         i = len(seq)
-        if i == total:  # and back to the first order
-            return (seq[-1], seq[0]) not in used and seq[-1] != seq[0]
-        steps[0] += 1
-        if steps[0] > budget:
+        if i == length:  # and back to the first
+            return seq[-1] != seq[0] and pairs[seq[-1]][seq[0]] < per_pair
+        steps += 1
+        if steps > budget:
             return False
-        ran = set(seq[(i // n) * n:i])  # this batch's systems so far
+        p = i % n
+        ran = seq[i - p:i]  # this batch's systems so far
+        prev = seq[-1]
         for x in range(n):
-            pair = (seq[-1], x)
-            if x in ran or x == seq[-1] or pair in used:
+            if (x in ran or x == prev or pairs[prev][x] >= per_pair
+                    or (places and place[p][x] >= per_place)):
                 continue
-            used.add(pair)
+            pairs[prev][x] += 1
+            place[p][x] += 1
             seq.append(x)
             if extend():
                 return True
             seq.pop()
-            used.discard(pair)
+            pairs[prev][x] -= 1
+            place[p][x] -= 1
         return False
 
-    if extend():
-        return [seq[j * n:(j + 1) * n] for j in range(n - 1)]
-    return [list(range(k, n)) + list(range(k)) for k in range(n)]
+    if not extend():
+        return None
+    return [seq[j * n:(j + 1) * n] for j in range(m)]
 
 
 def run_interleaved(ctx: RunContext, names: list[str], wl: Workload, *,
