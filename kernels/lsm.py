@@ -69,6 +69,22 @@ def first_key_starts(keys):
     return out[: k + 1]
 
 
+@nb.njit(cache=True)
+def row_cuts(keys, parts):
+    """``parts + 1`` ascending cuts of the sorted packed ``keys`` (first 0, last len), each
+    inner one moved forward to the start of a row (first key), so that no row is split."""
+    n = keys.shape[0]
+    cuts = np.empty(parts + 1, np.int64)
+    cuts[0] = 0
+    for c in range(1, parts):
+        p = max((n * c) // parts, cuts[c - 1])
+        while 0 < p < n and (keys[p] >> 32) == (keys[p - 1] >> 32):
+            p += 1
+        cuts[c] = p
+    cuts[parts] = n
+    return cuts
+
+
 @nb.njit(cache=True, inline="always")
 def first_key_end(keys, i, e):
     """The end of the run of keys with keys[i]'s first key, within keys[i:e] (sorted)."""

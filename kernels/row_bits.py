@@ -33,7 +33,7 @@ import numba as nb
 import numpy as np
 
 from .jit import helper
-from .lsm import LO_MASK, real_end, run_mask, run_range
+from .lsm import LO_MASK, real_end, row_cuts, run_mask, run_range
 
 BITS_NONE = -1  # the row has no bitmap (it may get one)
 BITS_BARRED = -2  # the row broke the 0/1 rule: no bitmap until the store is rebuilt
@@ -207,13 +207,25 @@ def apply_group(keys, old, deltas, i, j, live, boff, bits, lo_live, hi_live):
     return 0, 0, top
 
 
+#: keys from which :func:`bits_apply` spreads the rows over the threads, in this many
+#: chunks of about as many keys each (cut at rows' boundaries: R-MAT's long rows have the
+#: small ids, so chunks of as many rows left one thread most of the work)
+BITS_PAR_MIN = 8192
+BITS_CHUNKS = 16
+
+
 @nb.njit(cache=True)
 def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_live, want):
     """Bring the bitmaps up to date with a batch just added to the store, row by row
     (:func:`apply_group`): given-back slots go on the stack, rows that want a bitmap to
     ``want`` (for :func:`bits_fill`). Returns ``(how many rows want one, the batch's largest
-    second id)``: the caller widens the bitmaps if that id is beyond them."""
+    second id)``: the caller widens the bitmaps if that id is beyond them. A batch of
+    ``BITS_PAR_MIN`` keys or more has its rows spread over the threads
+    (:func:`_bits_apply_par`; each group writes only its own row's bitmap and slot)."""
     n = keys.shape[0]
+    if n >= BITS_PAR_MIN:
+        return _bits_apply_par(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live,
+                               hi_live, want, row_cuts(keys, BITS_CHUNKS))
     nw = 0
     top = 0
     i = 0
@@ -231,3 +243,36 @@ def bits_apply(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_l
             _give_slot(val, bstack, bmeta)
         i = j
     return nw, top
+
+
+@nb.njit(cache=True, parallel=True)
+def _bits_apply_par(keys, old, deltas, live, boff, bits, bstack, bmeta, lo_live, hi_live, want,
+                    cuts):
+    """:func:`bits_apply` with the chunks keys[cuts[c]:cuts[c + 1]] (whole rows each) on
+    the threads, each row's action noted at its first key, then taken in order on the
+    calling thread (the same ``want`` and stack as the serial loop's)."""
+    n = keys.shape[0]
+    act = np.zeros(n, np.int8)
+    val = np.empty(n, np.int64)
+    tops = np.zeros(cuts.shape[0] - 1, np.int64)
+    for c in nb.prange(cuts.shape[0] - 1):
+        i = cuts[c]
+        e = cuts[c + 1]
+        while i < e:
+            x = keys[i] >> 32
+            j = i + 1
+            while j < e and (keys[j] >> 32) == x:
+                j += 1
+            a, v, t = apply_group(keys, old, deltas, i, j, live, boff, bits, lo_live, hi_live)
+            act[i] = a
+            val[i] = v
+            tops[c] = max(tops[c], t)
+            i = j
+    nw = 0
+    for i in range(n):
+        if act[i] == 1:
+            want[nw] = val[i]
+            nw += 1
+        elif act[i] == 2:
+            _give_slot(val[i], bstack, bmeta)
+    return nw, tops.max()

@@ -15,6 +15,7 @@ from .lsm import (
     first_key_starts,
     gallop,
     lower_bound,
+    row_cuts,
     run_range_a,
 )
 from .prefetch import prefetch
@@ -320,15 +321,26 @@ def apply_updates(st, live, tomb, keys_in, deltas, old_out, is_new, read=True):
     return _apply_at(st[1], live, tomb, keys_in, deltas, old_out, is_new, pos)
 
 
+#: keys from which :func:`apply_updates_sets` checks and writes on every thread
+APPLY_PAR_MIN = 8192
+#: chunks (cut at rows' boundaries) of such a batch
+APPLY_CHUNKS = 16
+
+
 @nb.njit(cache=True)
 def apply_updates_sets(st, live, tomb, keys_in, deltas, old_out, is_new):
     """:func:`apply_updates` for a batch under set semantics that was not checked yet: the
     keys are located once, and where some multiplicity plus its delta would leave {0, 1}
-    nothing is written. Returns ``(n_new, size_change, violations)`` (``(0, 0, v)`` then)."""
+    nothing is written. Returns ``(n_new, size_change, violations)`` (``(0, 0, v)`` then).
+    A batch of ``APPLY_PAR_MIN`` keys or more is checked and written in chunks cut at its
+    rows' boundaries, on every thread (:func:`_check_apply_par`)."""
     vals = st[1]
     n = keys_in.shape[0]
     pos = np.empty(n, np.int64)
     _locate_sorted(st, keys_in, pos, tomb)
+    if n >= APPLY_PAR_MIN:
+        return _check_apply_par(vals, live, tomb, keys_in, deltas, old_out, is_new, pos,
+                                row_cuts(keys_in, APPLY_CHUNKS))
     bad = 0
     for i in range(n):
         after = (vals[pos[i]] if pos[i] >= 0 else 0) + deltas[i]
@@ -340,12 +352,42 @@ def apply_updates_sets(st, live, tomb, keys_in, deltas, old_out, is_new):
     return n_new, size_change, 0
 
 
+@nb.njit(cache=True, parallel=True)
+def _check_apply_par(vals, live, tomb, keys_in, deltas, old_out, is_new, pos, cuts):
+    """The set check and the writes of :func:`apply_updates_sets`, chunk by chunk (``cuts``
+    at rows' boundaries: a row's ``live`` and ``tomb`` are one chunk's)."""
+    nc = cuts.shape[0] - 1
+    bad = np.zeros(nc, np.int64)
+    for c in nb.prange(nc):
+        for i in range(cuts[c], cuts[c + 1]):
+            after = (vals[pos[i]] if pos[i] >= 0 else 0) + deltas[i]
+            if after < 0 or after > 1:
+                bad[c] += 1
+    if bad.sum():
+        return 0, 0, bad.sum()
+    new = np.zeros(nc, np.int64)
+    size = np.zeros(nc, np.int64)
+    for c in nb.prange(nc):
+        new[c], size[c] = _apply_range(vals, live, tomb, keys_in, deltas, old_out, is_new,
+                                       pos, cuts[c], cuts[c + 1])
+    return new.sum(), new.sum() + size.sum(), 0
+
+
 @nb.njit(cache=True)
 def _apply_at(vals, live, tomb, keys_in, deltas, old_out, is_new, pos):
     """The writes of :func:`apply_updates`, the keys' positions given (-1: stored nowhere)."""
+    n_new, size_change = _apply_range(vals, live, tomb, keys_in, deltas, old_out, is_new, pos,
+                                      0, keys_in.shape[0])
+    return n_new, n_new + size_change
+
+
+@helper
+def _apply_range(vals, live, tomb, keys_in, deltas, old_out, is_new, pos, i0, i1):
+    """:func:`_apply_at`'s writes for the keys [i0, i1): ``(new keys, change in nonzero
+    keys among the stored ones)``."""
     n_new = 0
     size_change = 0
-    for i in range(keys_in.shape[0]):
+    for i in range(i0, i1):
         key = keys_in[i]
         d = deltas[i]
         x = key >> 32
@@ -372,7 +414,7 @@ def _apply_at(vals, live, tomb, keys_in, deltas, old_out, is_new, pos):
                 n_new += 1
             else:
                 is_new[i] = False
-    return n_new, n_new + size_change
+    return n_new, size_change
 
 
 @nb.njit(cache=True)

@@ -81,6 +81,14 @@ def _check_lookups(s: ZStore, ref: dict, rng, nv: int) -> None:
     assert s.get(q[::-1].copy())[::-1].tolist() == want
 
 
+def _bitmap_store(monkeypatch, seed: int, nv: int, floor: int, dir_min: int):
+    """A random generator, an empty dict model and an empty store of ``nv`` ids with row
+    bitmaps from ``floor`` tuples and directories from ``dir_min`` entries."""
+    monkeypatch.setattr(store, "BITS_FLOOR", floor)
+    monkeypatch.setattr(store, "DIR_MIN", dir_min)
+    return np.random.default_rng(seed), {}, ZStore(nv, bits=True)
+
+
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("p_other", [0.0, 0.02])
 def test_bitmaps_follow_random_batches(seed, p_other, monkeypatch):
@@ -88,13 +96,9 @@ def test_bitmaps_follow_random_batches(seed, p_other, monkeypatch):
     directories, compaction padding), every bitmap equals its row, and the intersections
     (bitmap probe, marks, table-free walk) equal the dict model and the merge for every row
     pair. Rows get bitmaps; with multiplicities other than 0 and 1, rows are barred."""
-    monkeypatch.setattr(store, "BITS_FLOOR", 4)
-    monkeypatch.setattr(store, "DIR_MIN", 4)
     monkeypatch.setattr(store, "COMPACT_SLACK", 0)
-    rng = np.random.default_rng(seed)
     nv = 40
-    ref: dict[int, int] = {}
-    s = ZStore(nv, bits=True)
+    rng, ref, s = _bitmap_store(monkeypatch, seed, nv, floor=4, dir_min=4)
     marks = np.zeros(nv + 1, np.int8)
     had_bits = barred = 0
     for _ in range(14):
@@ -120,6 +124,78 @@ def test_bitmaps_follow_random_batches(seed, p_other, monkeypatch):
         assert not marks.any()
     assert had_bits > 0
     assert (barred > 0) == (p_other > 0)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_large_batches_on_every_thread(seed, monkeypatch):
+    """Batches of 10⁴ keys and more take the parallel forms of the set check and writes
+    (``store_kernels._check_apply_par``, chunks cut at rows' boundaries) and of the bitmaps'
+    upkeep (``row_bits._bits_apply_par``): the old multiplicities, the tuples, the lookups
+    and every bitmap match the dict model batch after batch (hub rows whose groups span a
+    chunk's length included), long rows get bitmaps; a batch that breaks set semantics
+    raises with nothing changed; multiplicities other than 0 and 1 (without the check) bar
+    their rows, whose slots go back to the stack; the store's size is its tuples'."""
+    from gpu_ivm.kernels import row_bits, store_kernels
+
+    from gpu_ivm.errors import SetViolation
+
+    nv = 4000
+    rng, ref, s = _bitmap_store(monkeypatch, seed, nv, floor=8, dir_min=64)
+    sizes = []
+    got = gave_back = 0
+    for step in range(8):
+        out: dict[int, int] = {}
+        present = np.array(list(ref), np.int64)
+        if present.shape[0]:  # deletes, a third of the stored tuples
+            for k in rng.choice(present, present.shape[0] // 3, replace=False).tolist():
+                out[k] = -ref[k]
+        hubs = rng.integers(0, 6, 4000)  # rows of thousands of tuples
+        rows = np.concatenate([hubs, rng.integers(0, nv, 9000)])
+        seconds = rng.integers(0, nv, rows.shape[0])
+        if step == 5:  # ids beyond the bitmaps' width in hub rows: wider bitmaps
+            seconds[:40] = nv + rng.integers(0, 300, 40)
+        for k in ((rows << 32) | seconds).tolist():
+            out.setdefault(k, 1 - ref.get(k, 0))
+        if step == 6:  # multiplicities other than 0 and 1, without the set check
+            for k in rng.choice(np.array(sorted(out), np.int64), 50).tolist():
+                out[k] += 1
+        out = {k: d for k, d in out.items() if d}
+        keys = np.array(sorted(out), np.int64)
+        deltas = np.array([out[k] for k in keys.tolist()], np.int64)
+        sizes.append(keys.shape[0])
+        bits_before = s.bits_rows()
+        if step == 6:
+            old = s.add(keys, deltas)
+        else:
+            if step == 3:  # one tuple made invalid: refused whole, nothing changed
+                bad = deltas.copy()
+                bad[keys.shape[0] // 2] = 2 if bad[keys.shape[0] // 2] > 0 else -2
+                snap = (s.items(), s.live.copy(), s.tomb.copy(), s.boff.copy())
+                with pytest.raises(SetViolation):
+                    s.add(keys, bad, sets_check=True)
+                after = s.items()
+                assert all(np.array_equal(a, b) for a, b in zip(snap[0], after))
+                assert np.array_equal(snap[1], s.live) and np.array_equal(snap[2], s.tomb)
+                assert np.array_equal(snap[3], s.boff)
+            old = s.add(keys, deltas, sets_check=True)
+        assert old.tolist() == [ref.get(k, 0) for k in keys.tolist()]
+        _ref_add(ref, keys, deltas)
+        _check(s)
+        _check_lookups(s, ref, rng, nv)
+        live = np.zeros(nv, np.int64)
+        for k, v in ref.items():
+            live[k >> 32] += v != 0
+        assert np.array_equal(s.live[:nv], live)
+        # rows at bits_min or more have a bitmap, unless barred
+        long_rows = np.flatnonzero(live >= s.bits_min)
+        assert (s.boff[long_rows] != -1).all()
+        got += s.bits_rows() > bits_before
+        assert len(s) == sum(v != 0 for v in ref.values())
+        # every slot handed out is a row's or back on the stack (none leaked)
+        assert s.bmeta[1] == s.bits_rows() + s.bmeta[0]
+        gave_back += step == 6 and s.bmeta[0] > 0
+    assert min(sizes) >= max(store_kernels.APPLY_PAR_MIN, row_bits.BITS_PAR_MIN)
+    assert got and gave_back and (s.boff == BITS_BARRED).any()
 
 
 def test_bitmap_probe_reads_the_short_row_only(monkeypatch):

@@ -250,3 +250,29 @@ def test_keys_located_in_lock_step(seed, monkeypatch):
         assert (found & ~is_live).any()  # tombstones among the keys found
         groups = sk.first_key_starts(k).shape[0] - 1
         assert (sk.LANES_GROUP_MAX * groups >= k.shape[0]) == spread
+
+
+@pytest.mark.parametrize("parts", [1, 2, 5, 16])
+def test_row_cuts_split_no_row(parts):
+    """``lsm.row_cuts``: ascending cuts from 0 to len(keys), each inner one at the start of
+    a row (no row split between two chunks), near the even split where rows allow (a batch
+    whose first row holds most keys, as R-MAT's small ids do, included)."""
+    from gpu_ivm.kernels.lsm import row_cuts
+
+    rng = np.random.default_rng(parts)
+    for rows in (rng.integers(0, 50, 3000), np.concatenate([np.zeros(2500, np.int64),
+                                                            rng.integers(1, 9, 500)]),
+                 np.zeros(0, np.int64), np.arange(7)):
+        k = np.unique((rows << 32) | rng.integers(0, 1000, rows.shape[0]))
+        c = row_cuts(k, parts)
+        assert c.shape[0] == parts + 1 and c[0] == 0 and c[-1] == k.shape[0]
+        assert (np.diff(c) >= 0).all()
+        first = k >> 32
+        for p in c[1:-1]:
+            assert p == k.shape[0] or p == 0 or first[p] != first[p - 1]
+        # each cut is the first row start at or after its even share
+        for i, p in enumerate(c[1:-1], 1):
+            even = k.shape[0] * i // parts
+            starts = [q for q in range(max(even, c[i - 1]), k.shape[0] + 1)
+                      if q == k.shape[0] or q == 0 or first[q] != first[q - 1]]
+            assert p == starts[0]
