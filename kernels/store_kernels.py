@@ -121,18 +121,21 @@ def _locate_lanes_par(st, keys_in, pos, tomb):
     key counts in the oldest run that the row's run mask names and that holds it."""
     keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits = _arrays(st)
     n = keys_in.shape[0]
-    nr = bounds.shape[0] - 1
+    nr = max(bounds.shape[0] - 1, 1)
     nch = (n + LOCATE_LANES - 1) // LOCATE_LANES
+    # room for a search per key and run, chunk c's at [c·LOCATE_LANES·nr, ...): allocated
+    # once, not per chunk
+    tk = np.empty(n * nr, np.int64)
+    tlo = np.empty(n * nr, np.int64)
+    thi = np.empty(n * nr, np.int64)
+    tend = np.empty(n * nr, np.int64)
     for c in nb.prange(nch):
         i0 = c * LOCATE_LANES
         i1 = min(n, i0 + LOCATE_LANES)
-        cap = (i1 - i0) * max(nr, 1)
-        tk = np.empty(cap, np.int64)
-        tlo = np.empty(cap, np.int64)
-        thi = np.empty(cap, np.int64)
-        tend = np.empty(cap, np.int64)
+        a = i0 * nr
+        b = i1 * nr
         _locate_lanes(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_in, i0,
-                      i1, pos, tomb, tk, tlo, thi, tend)
+                      i1, pos, tomb, tk[a:b], tlo[a:b], thi[a:b], tend[a:b])
 
 
 @helper
