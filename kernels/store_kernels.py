@@ -21,6 +21,7 @@ from .lsm import (
 from .prefetch import prefetch
 from .row_bits import bit_at, bits_apply, bits_fill, has_bits  # noqa: F401  (the store's row-bitmap kernels)
 from .row_index import index_fill, index_upsert  # noqa: F401  (the store's row-table kernels)
+from .row_prefetch import _row_runs, _row_words
 
 
 @helper
@@ -143,15 +144,10 @@ def _locate_lanes(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_
                   pos, tomb, tk, tlo, thi, tend):
     """The chunk keys_in[i0:i1] of :func:`_locate_lanes_par` (``tk``, ``tlo``, ``thi``,
     ``tend``: room for a search per key and run)."""
-    for t in range(i0, i1):  # the rows' words
-        x = keys_in[t] >> 32
+    for t in range(i0, i1):  # the rows' words (the pair kernel's first prefetch stage)
         pos[t] = -1
-        if x >= 0 and x < runmask.shape[0]:
-            prefetch(runmask, x)
-        if x >= 0 and x < tomb.shape[0]:
-            prefetch(tomb, x)
-        if x >= 0 and x < boff.shape[0]:
-            prefetch(boff, x)
+        if keys_in[t] >= 0:
+            _row_words(runmask, tomb, boff, keys_in[t] >> 32)
     for t in range(i0, i1):  # their bitmap words and directory entries
         x = keys_in[t] >> 32
         if (x >= 0 and x < tomb.shape[0] and tomb[x] == 0 and x < boff.shape[0]
@@ -159,13 +155,8 @@ def _locate_lanes(keys, bounds, dirptr, dirlen, dirs, runmask, boff, bits, keys_
             ci = (keys_in[t] & LO_MASK) >> 6
             if ci < bits.shape[1]:
                 prefetch(bits[boff[x]], ci)
-        m = runmask[x] if x >= 0 and x < runmask.shape[0] else 0
-        j = 0
-        while m != 0:
-            if m & 1 and dirptr[j] >= 0 and x + 1 < dirlen[j]:
-                prefetch(dirs, dirptr[j] + x)
-            m >>= 1
-            j += 1
+        if x >= 0:
+            _row_runs(keys, keys, runmask, dirptr, dirlen, dirs, x, False)
     k = 0
     for t in range(i0, i1):  # the searches: a key's runs, oldest first
         key = keys_in[t]
@@ -366,8 +357,9 @@ def _check_apply_par(vals, live, tomb, keys_in, deltas, old_out, is_new, pos, cu
             after = (vals[pos[i]] if pos[i] >= 0 else 0) + deltas[i]
             if after < 0 or after > 1:
                 bad[c] += 1
-    if bad.sum():
-        return 0, 0, bad.sum()
+    n_bad = bad.sum()
+    if n_bad:
+        return 0, 0, n_bad
     new = np.zeros(nc, np.int64)
     size = np.zeros(nc, np.int64)
     for c in nb.prange(nc):
