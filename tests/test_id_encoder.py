@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_ivm.kernels import hashmap
 
 from gpu_ivm.encoding import DENSE_FACTOR, DENSE_SLACK, IdEncoder
 
@@ -96,8 +97,6 @@ def test_plan_new_numbers_the_unknown_keys_of_a_large_batch(unknown_share):
     """``hashmap.plan_new`` sizes its table by the batch's unknown keys (a few hundred in a
     batch of 10⁵ after a load), not by the batch: ids and new keys as a dict numbers them,
     from batches with none, a few, half and only unknown keys, each repeated."""
-    from gpu_ivm.kernels import hashmap
-
     rng = np.random.default_rng(7)
     n = 200_000
     keys = rng.integers(0, 1 << 40, n)
