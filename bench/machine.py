@@ -108,9 +108,10 @@ def free_page_reporting() -> dict | None:
     others: ``page_reporting``) gives the host back every free block of ``2**order`` pages;
     the next touch of such memory is faulted in again by the host, unseen by this kernel's
     fault counters. Measured on the 2-core machine (``page_reporting_order`` 9,
-    ``min_free_ms`` 0): writing 1 GiB of fresh memory took 114 ms, and 1,258-2,133 ms when
-    that memory had been freed a few seconds before. So a system's first batches are slower
-    after another one freed a large footprint (docs/benchmarks.md, thirty-second session).
+    ``min_free_ms`` 0): writing 1 GiB of fresh memory took 112-118 ms, and 1,258-1,321 ms
+    when that memory had been freed 5 s before (2,133 ms for a new process's first GiB). So a
+    system's first batches are slower after another one freed a large footprint
+    (docs/benchmarks.md, thirty-second session).
     """
     if not _REPORTING.is_dir():
         return None
